@@ -1,0 +1,103 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tranche_types::{
+    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest,
+    Enqueued, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, ReserveRequest, ReservedJob,
+    RunName, RunProgress,
+};
+
+/// The one seam between the engine and where job state lives. Every implementation
+/// must pass `tranche-backend-tests` unchanged; the engine never contains SQL or Redis
+/// commands.
+///
+/// Contract, beyond the signatures:
+/// - Every write is atomic: an `enqueue` of many items, a batch of completions with the
+///   chain successors and group callbacks they release, and the run counters they move
+///   are committed together or not at all.
+/// - Completions, heartbeats and releases name a [`LeaseRef`]; one for an attempt that
+///   no longer holds its job is refused (`Stale`), never applied.
+/// - A `Running` job whose lease has expired is runnable again (or `Failed` when its
+///   attempts are exhausted) by the next `reserve` of its queue.
+/// - Run counters are maintained incrementally: `run_progress` never scans jobs.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The clock this backend stamps and compares times with.
+    fn clock(&self) -> Arc<dyn Clock>;
+
+    /// Enqueue items into a run (created on first use), in one transaction.
+    async fn enqueue(&self, req: EnqueueRequest) -> Result<Vec<Enqueued>, BackendError>;
+
+    /// Lease up to `req.max` runnable jobs of a queue. Returns as soon as at least one
+    /// is ready; when none is, waits up to `req.wait` for one (without busy polling)
+    /// and returns an empty batch after that.
+    async fn reserve(&self, req: ReserveRequest) -> Result<Vec<ReservedJob>, BackendError>;
+
+    /// Apply a batch of attempt results, one ack per completion in order.
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError>;
+
+    /// Extend the given leases to now + `lease`. Returns the ones no longer held (lease
+    /// lost, or job cancelled), whose handlers should stop.
+    async fn heartbeat(
+        &self,
+        leases: Vec<LeaseRef>,
+        lease: Duration,
+    ) -> Result<Vec<LeaseRef>, BackendError>;
+
+    /// Give jobs back without counting the attempt (graceful shutdown).
+    async fn release(&self, leases: Vec<LeaseRef>) -> Result<u64, BackendError>;
+
+    /// Cancel jobs that have not ended; returns how many were cancelled.
+    async fn cancel(&self, target: CancelTarget, reason: &str) -> Result<u64, BackendError>;
+
+    /// Re-enqueue a run's failed jobs (with fresh attempts) and the chain steps cancelled
+    /// because of them; returns how many jobs were revived.
+    async fn retry_run(&self, run: &RunName) -> Result<u64, BackendError>;
+
+    async fn run_progress(&self, run: &RunName) -> Result<Option<RunProgress>, BackendError>;
+
+    /// Runs, newest first.
+    async fn list_runs(&self, limit: usize) -> Result<Vec<RunProgress>, BackendError>;
+
+    /// A run's failed jobs ordered by id, after `after`, at most `limit`.
+    async fn run_failures(
+        &self,
+        run: &RunName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<JobFailure>, BackendError>;
+
+    async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError>;
+
+    /// Claim every key for `owner` until now + `ttl`, or none of them. Keys already held
+    /// by the same owner are re-claimed (their TTL extended).
+    async fn claim_locks(
+        &self,
+        owner: &str,
+        keys: &[String],
+        ttl: Duration,
+    ) -> Result<LockClaim, BackendError>;
+
+    /// Release the keys held by `owner`; returns how many were released.
+    async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError>;
+
+    async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError>;
+
+    /// Record an effect; false (and nothing changed) if the key was already recorded.
+    async fn record_effect(
+        &self,
+        key: &str,
+        job: Option<JobId>,
+        value: &str,
+    ) -> Result<bool, BackendError>;
+
+    /// True for exactly one caller per (run, hook, finish): used to run a shell command
+    /// once when a run finishes, however many processes watch it.
+    async fn claim_finish_hook(
+        &self,
+        run: &RunName,
+        hook: &str,
+        finish: u32,
+    ) -> Result<bool, BackendError>;
+}

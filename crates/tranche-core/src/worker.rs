@@ -1,0 +1,476 @@
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tranche_types::{
+    BackendError, Completion, CompletionAck, LeaseRef, Outcome, ReserveRequest, ReservedJob,
+    Resolution,
+};
+
+use crate::backend::Backend;
+use crate::context::JobContext;
+use crate::task::{Handler, RawOutcome, Registry, TaskEntry};
+
+/// How a worker process serves its queues.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Queue name and how many of its jobs may be in flight at once.
+    pub queues: Vec<(String, usize)>,
+    /// Most jobs asked for in one reserve call.
+    pub batch: usize,
+    /// A job whose worker stops heartbeating is runnable again after this long.
+    pub lease: Duration,
+    /// How often leases of running jobs are extended (well under `lease`).
+    pub heartbeat: Duration,
+    /// How long one reserve call waits when a queue is empty.
+    pub reserve_wait: Duration,
+    /// On shutdown, how long in-flight jobs may take to finish before their leases are
+    /// handed back.
+    pub grace: Duration,
+    /// Threads for CPU-bound handlers.
+    pub cpu_threads: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        let lease = Duration::from_secs(10);
+        WorkerConfig {
+            queues: vec![("default".to_string(), 256)],
+            batch: 256,
+            lease,
+            heartbeat: lease / 3,
+            reserve_wait: Duration::from_secs(1),
+            grace: Duration::from_secs(30),
+            cpu_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+impl WorkerConfig {
+    pub fn queues<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>, concurrency: usize) -> Self {
+        self.queues = names.into_iter().map(|n| (n.into(), concurrency.max(1))).collect();
+        self
+    }
+
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self.heartbeat = lease / 3;
+        self
+    }
+
+    /// Checks the configuration before anything runs.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.queues.is_empty() {
+            return Err("expected at least one queue".into());
+        }
+        if self.heartbeat >= self.lease {
+            return Err(format!(
+                "expected heartbeat ({:?}) shorter than the lease ({:?})",
+                self.heartbeat, self.lease
+            ));
+        }
+        if self.batch == 0 || self.cpu_threads == 0 {
+            return Err("expected batch and cpu_threads of at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Counters of what a worker did, readable while it runs.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub reserved: AtomicU64,
+    pub succeeded: AtomicU64,
+    pub retried: AtomicU64,
+    pub failed: AtomicU64,
+    pub cancelled: AtomicU64,
+    pub snoozed: AtomicU64,
+    /// Completions refused because the attempt had lost its job.
+    pub stale: AtomicU64,
+    /// Jobs handed back unfinished at shutdown.
+    pub released: AtomicU64,
+}
+
+impl WorkerStats {
+    pub fn completed(&self) -> u64 {
+        self.succeeded.load(Ordering::Relaxed)
+            + self.retried.load(Ordering::Relaxed)
+            + self.failed.load(Ordering::Relaxed)
+            + self.cancelled.load(Ordering::Relaxed)
+            + self.snoozed.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves queues: reserves jobs in batches, runs their handlers (async ones on the
+/// runtime, CPU-bound ones on a pool sized to the cores), keeps their leases alive and
+/// reports results in batches.
+pub struct Worker {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    backend: Arc<dyn Backend>,
+    registry: Registry,
+    config: WorkerConfig,
+    cpu_pool: rayon::ThreadPool,
+    inflight: Mutex<HashMap<LeaseRef, CancellationToken>>,
+    stats: Arc<WorkerStats>,
+}
+
+struct Done {
+    completion: Completion,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Worker {
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        registry: Registry,
+        config: WorkerConfig,
+    ) -> Result<Worker, String> {
+        config.validate()?;
+        let cpu_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.cpu_threads)
+            .thread_name(|i| format!("tranche-cpu-{i}"))
+            .build()
+            .map_err(|e| format!("could not start the CPU pool: {e}"))?;
+        Ok(Worker {
+            shared: Arc::new(Shared {
+                backend,
+                registry,
+                config,
+                cpu_pool,
+                inflight: Mutex::new(HashMap::new()),
+                stats: Arc::new(WorkerStats::default()),
+            }),
+        })
+    }
+
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.shared.stats.clone()
+    }
+
+    /// Serve until `shutdown` is cancelled, then stop reserving, give in-flight jobs
+    /// `grace` to finish and hand the rest back.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), BackendError> {
+        let shared = &self.shared;
+        let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+        let stop_completer = CancellationToken::new();
+        let completer = tokio::spawn(complete_loop(shared.clone(), done_rx, stop_completer.clone()));
+        let stop_heartbeat = CancellationToken::new();
+        let heartbeat = tokio::spawn(heartbeat_loop(shared.clone(), stop_heartbeat.clone()));
+
+        let tracker = TaskTracker::new();
+        let mut fetchers = tokio::task::JoinSet::new();
+        for (queue, concurrency) in &shared.config.queues {
+            fetchers.spawn(fetch_loop(
+                shared.clone(),
+                queue.clone(),
+                *concurrency,
+                done_tx.clone(),
+                tracker.clone(),
+                shutdown.clone(),
+            ));
+        }
+        drop(done_tx);
+        while fetchers.join_next().await.is_some() {}
+
+        tracker.close();
+        if tokio::time::timeout(shared.config.grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            let leases: Vec<LeaseRef> = {
+                let inflight = shared.inflight.lock().expect("inflight lock");
+                for token in inflight.values() {
+                    token.cancel();
+                }
+                inflight.keys().copied().collect()
+            };
+            tracing::warn!(jobs = leases.len(), "grace period over: handing unfinished jobs back");
+            match shared.backend.release(leases).await {
+                Ok(n) => {
+                    shared.stats.released.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => tracing::warn!(error = %e, "could not hand jobs back; their leases will expire"),
+            }
+        }
+        stop_completer.cancel();
+        let _ = completer.await;
+        stop_heartbeat.cancel();
+        let _ = heartbeat.await;
+        Ok(())
+    }
+}
+
+async fn fetch_loop(
+    shared: Arc<Shared>,
+    queue: String,
+    concurrency: usize,
+    done_tx: mpsc::UnboundedSender<Done>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let mut failures = 0u32;
+    loop {
+        let first = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("slots never closed"),
+            _ = shutdown.cancelled() => break,
+        };
+        let mut permits = vec![first];
+        while permits.len() < shared.config.batch {
+            match slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        let req = ReserveRequest {
+            queue: queue.clone(),
+            max: permits.len(),
+            lease: shared.config.lease,
+            wait: shared.config.reserve_wait,
+        };
+        // Dropping a reserve call is allowed by the Backend contract (jobs reserved
+        // for a dropped call are handed back), so shutdown need not wait for it.
+        let jobs = tokio::select! {
+            r = shared.backend.reserve(req) => r,
+            _ = shutdown.cancelled() => break,
+        };
+        let jobs = match jobs {
+            Ok(jobs) => {
+                failures = 0;
+                jobs
+            }
+            Err(e) => {
+                failures += 1;
+                let pause = Duration::from_millis(100 * 2u64.pow(failures.min(6)));
+                tracing::warn!(queue = %queue, error = %e, retry_in = ?pause, "reserve failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => continue,
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        };
+        shared.stats.reserved.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        permits.truncate(jobs.len());
+        let mut inflight = shared.inflight.lock().expect("inflight lock");
+        for (job, permit) in jobs.into_iter().zip(permits) {
+            let token = CancellationToken::new();
+            inflight.insert(job.lease(), token.clone());
+            tracker.spawn(execute(shared.clone(), job, token, permit, done_tx.clone()));
+        }
+    }
+}
+
+async fn execute(
+    shared: Arc<Shared>,
+    job: ReservedJob,
+    token: CancellationToken,
+    permit: OwnedSemaphorePermit,
+    done_tx: mpsc::UnboundedSender<Done>,
+) {
+    let lease = job.lease();
+    let resolution = match shared.registry.get(&job.kind) {
+        None => {
+            let mut kinds: Vec<&str> = shared.registry.kinds().collect();
+            kinds.sort_unstable();
+            Resolution::Retry {
+                error: format!(
+                    "no handler for task kind {:?} in this worker (it has: {})",
+                    job.kind,
+                    kinds.join(", ")
+                ),
+                at: shared.backend.clock().now().add(Duration::from_secs(60)),
+            }
+        }
+        Some(entry) => {
+            let entry = entry.clone();
+            let _kind_slot = match &entry.limit {
+                Some(limit) => Some(limit.clone().acquire_owned().await.expect("never closed")),
+                None => None,
+            };
+            let attempt = job.attempt;
+            let ctx = JobContext::new(
+                job,
+                token,
+                shared.backend.clone(),
+                shared.config.lease,
+                tokio::runtime::Handle::current(),
+            );
+            let outcome = run_handler(&shared, &entry, ctx).await;
+            resolve(&shared, &entry, attempt, outcome)
+        }
+    };
+    let _ = done_tx.send(Done {
+        completion: Completion { lease, resolution },
+        _permit: permit,
+    });
+}
+
+async fn run_handler(shared: &Shared, entry: &TaskEntry, ctx: JobContext) -> RawOutcome {
+    let token = ctx.token().clone();
+    let timeout = entry.options.timeout;
+    let work = match &entry.handler {
+        Handler::Async(h) => {
+            let h = h.clone();
+            let ctx2 = ctx.clone();
+            async move {
+                let args = ctx2.args_owned();
+                match std::panic::catch_unwind(AssertUnwindSafe(|| h(ctx2, &args))) {
+                    Ok(fut) => AssertUnwindSafe(fut)
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|p| panicked(&*p)),
+                    Err(p) => panicked(&*p),
+                }
+            }
+            .boxed()
+        }
+        Handler::Blocking(h) => {
+            let h = h.clone();
+            let (tx, rx) = oneshot::channel();
+            let ctx2 = ctx.clone();
+            shared.cpu_pool.spawn(move || {
+                let args = ctx2.args_owned();
+                let out = std::panic::catch_unwind(AssertUnwindSafe(|| h(ctx2, &args)))
+                    .unwrap_or_else(|p| panicked(&*p));
+                let _ = tx.send(out);
+            });
+            async move {
+                rx.await
+                    .unwrap_or_else(|_| Outcome::retry("CPU pool dropped the job"))
+            }
+            .boxed()
+        }
+    };
+    match timeout {
+        None => work.await,
+        Some(limit) => match tokio::time::timeout(limit, work).await {
+            Ok(out) => out,
+            Err(_) => {
+                // Async work is dropped here; CPU-bound work sees the cancellation.
+                token.cancel();
+                Outcome::retry(format!("timed out after {limit:?}"))
+            }
+        },
+    }
+}
+
+fn panicked(payload: &(dyn std::any::Any + Send)) -> RawOutcome {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string());
+    Outcome::retry(format!("handler panicked: {msg}"))
+}
+
+fn resolve(shared: &Shared, entry: &TaskEntry, attempt: u32, outcome: RawOutcome) -> Resolution {
+    let now = shared.backend.clock().now();
+    match outcome {
+        Outcome::Complete(result) => Resolution::Succeeded { result },
+        Outcome::Retry { error, after } => Resolution::Retry {
+            error,
+            at: now.add(after.unwrap_or_else(|| entry.options.backoff.delay(attempt))),
+        },
+        Outcome::Snooze(d) => Resolution::Snooze { at: now.add(d) },
+        Outcome::Cancel(reason) => Resolution::Cancelled { reason },
+        Outcome::Discard(error) => Resolution::Failed { error },
+    }
+}
+
+async fn complete_loop(
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Done>,
+    stop: CancellationToken,
+) {
+    const MAX_BATCH: usize = 4096;
+    loop {
+        let first = tokio::select! {
+            biased;
+            m = rx.recv() => match m { Some(m) => m, None => break },
+            _ = stop.cancelled() => match rx.try_recv() { Ok(m) => m, Err(_) => break },
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        let completions: Vec<Completion> = batch.iter().map(|d| d.completion.clone()).collect();
+        let mut tries = 0u32;
+        let acks = loop {
+            match shared.backend.complete(completions.clone()).await {
+                Ok(acks) => break Some(acks),
+                Err(e) => {
+                    tries += 1;
+                    if stop.is_cancelled() && tries > 5 {
+                        tracing::error!(error = %e, jobs = completions.len(), "giving up reporting results; leases will expire and the jobs run again");
+                        break None;
+                    }
+                    let pause = Duration::from_millis(50 * 2u64.pow(tries.min(7)));
+                    tracing::warn!(error = %e, retry_in = ?pause, "reporting results failed");
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        };
+        let mut inflight = shared.inflight.lock().expect("inflight lock");
+        for (i, done) in batch.iter().enumerate() {
+            inflight.remove(&done.completion.lease);
+            let Some(acks) = &acks else { continue };
+            let counter = match (acks.get(i), &done.completion.resolution) {
+                (Some(CompletionAck::Stale), _) | (None, _) => &shared.stats.stale,
+                (_, Resolution::Succeeded { .. }) => &shared.stats.succeeded,
+                (_, Resolution::Retry { .. }) => &shared.stats.retried,
+                (_, Resolution::Snooze { .. }) => &shared.stats.snoozed,
+                (_, Resolution::Cancelled { .. }) => &shared.stats.cancelled,
+                (_, Resolution::Failed { .. }) => &shared.stats.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        // Slots are freed (permits dropped) only now, after the results are durable.
+        drop(inflight);
+        drop(batch);
+    }
+}
+
+async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(shared.config.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => break,
+        }
+        let leases: Vec<LeaseRef> = shared
+            .inflight
+            .lock()
+            .expect("inflight lock")
+            .keys()
+            .copied()
+            .collect();
+        if leases.is_empty() {
+            continue;
+        }
+        match shared.backend.heartbeat(leases, shared.config.lease).await {
+            Ok(lost) => {
+                let inflight = shared.inflight.lock().expect("inflight lock");
+                for lease in lost {
+                    if let Some(token) = inflight.get(&lease) {
+                        token.cancel();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+        }
+    }
+}

@@ -1,0 +1,57 @@
+use std::fmt::Display;
+use std::time::Duration;
+
+/// What a handler decides about its job: a closed set, so every path through a handler
+/// maps to exactly one state transition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome<T> {
+    /// Done; `T` is the result handed to the next step of a chain or to a group callback.
+    Complete(T),
+    /// Failed this attempt; run again after `after` (or the task's backoff when `None`)
+    /// unless the attempts are exhausted, then the job fails with this error.
+    Retry {
+        error: String,
+        after: Option<Duration>,
+    },
+    /// Not now: run again after the duration without using up an attempt.
+    Snooze(Duration),
+    /// Stop this job (and what depends on it) for good, not as a failure.
+    Cancel(String),
+    /// Failed for good; no further attempts.
+    Discard(String),
+}
+
+impl<T> Outcome<T> {
+    pub fn retry(error: impl Display) -> Self {
+        Outcome::Retry {
+            error: error.to_string(),
+            after: None,
+        }
+    }
+
+    pub fn retry_after(error: impl Display, after: Duration) -> Self {
+        Outcome::Retry {
+            error: error.to_string(),
+            after: Some(after),
+        }
+    }
+
+    pub fn discard(error: impl Display) -> Self {
+        Outcome::Discard(error.to_string())
+    }
+
+    pub fn cancel(reason: impl Display) -> Self {
+        Outcome::Cancel(reason.to_string())
+    }
+}
+
+/// `Ok(v)` completes; `Err(e)` is retried with the task's backoff, the common case for
+/// transient errors propagated with `?`.
+impl<T, E: Display> From<Result<T, E>> for Outcome<T> {
+    fn from(r: Result<T, E>) -> Self {
+        match r {
+            Ok(v) => Outcome::Complete(v),
+            Err(e) => Outcome::retry(e),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a job is in its life. The transitions, in one place:
+///
+/// ```text
+///  Pending ──(upstream succeeded / group ended)──▶ Available
+///  Available ──reserve──▶ Running ──complete──▶ Succeeded
+///                          │  ├──retry/snooze/lease expired──▶ Available (later)
+///                          │  ├──discard / retries exhausted──▶ Failed
+///                          │  └──cancel──────────────────────▶ Cancelled
+///  Pending|Available|Running ──cancel──▶ Cancelled
+///  Pending ──upstream failed or cancelled──▶ Cancelled (upstream)
+///  Failed ──retry run──▶ Available;  Cancelled (upstream) ──retry run──▶ Pending
+/// ```
+///
+/// `Succeeded`, `Failed` and `Cancelled` are terminal: every job ends in exactly one of
+/// them. The numeric codes are stored by backends and must never change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for its chain predecessor or its group's members.
+    Pending = 0,
+    /// Queued: runnable at or after its `available_at`.
+    Available = 1,
+    /// Reserved by a worker under a lease.
+    Running = 2,
+    Succeeded = 3,
+    Failed = 4,
+    Cancelled = 5,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Pending,
+        JobState::Available,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+
+    pub fn from_code(code: i64) -> Option<JobState> {
+        JobState::ALL.get(usize::try_from(code).ok()?).copied()
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Available => "available",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for s in JobState::ALL {
+            assert_eq!(JobState::from_code(s.code()), Some(s));
+        }
+        assert_eq!(JobState::from_code(6), None);
+        assert_eq!(JobState::from_code(-1), None);
+    }
+}
