@@ -3,9 +3,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest,
-    Enqueued, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, ReserveRequest, ReservedJob,
-    RunName, RunProgress,
+    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
+    JobFailure, JobId, JobRecord, LeaseRef, LockClaim, ReserveRequest, ReservedJob, RunName,
+    RunProgress,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation

@@ -38,7 +38,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("registry", &self.registry).finish()
+        f.debug_struct("Engine")
+            .field("registry", &self.registry)
+            .finish()
     }
 }
 

@@ -36,7 +36,10 @@ impl Default for Backoff {
 impl Backoff {
     /// The delay after the `attempt`-th failure (1-based).
     pub fn delay(&self, attempt: u32) -> Duration {
-        let exp = self.factor.max(1.0).powi(attempt.saturating_sub(1).min(64) as i32);
+        let exp = self
+            .factor
+            .max(1.0)
+            .powi(attempt.saturating_sub(1).min(64) as i32);
         let raw = (self.base.as_secs_f64() * exp).min(self.max.as_secs_f64());
         let jitter = self.jitter.clamp(0.0, 1.0);
         let spread = 1.0 + jitter * (2.0 * fastrand::f64() - 1.0);
@@ -129,7 +132,10 @@ impl std::fmt::Debug for Registry {
 
 fn decode_args<A: DeserializeOwned>(kind: &str, args: &str) -> Result<A, String> {
     serde_json::from_str(args).map_err(|e| {
-        format!("invalid arguments for task {kind:?}: {e} (got {})", preview(args))
+        format!(
+            "invalid arguments for task {kind:?}: {e} (got {})",
+            preview(args)
+        )
     })
 }
 
@@ -203,12 +209,11 @@ impl Registry {
         F: Fn(JobContext, A) -> O + Send + Sync + 'static,
     {
         let kind_owned = kind.to_string();
-        let handler: BlockingHandler = Arc::new(move |ctx, args| {
-            match decode_args::<A>(&kind_owned, args) {
+        let handler: BlockingHandler =
+            Arc::new(move |ctx, args| match decode_args::<A>(&kind_owned, args) {
                 Ok(a) => encode_outcome(f(ctx, a).into()),
                 Err(e) => Outcome::Discard(e),
-            }
-        });
+            });
         self.insert(kind, options, Handler::Blocking(handler))
     }
 

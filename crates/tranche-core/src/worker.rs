@@ -53,8 +53,15 @@ impl Default for WorkerConfig {
 }
 
 impl WorkerConfig {
-    pub fn queues<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>, concurrency: usize) -> Self {
-        self.queues = names.into_iter().map(|n| (n.into(), concurrency.max(1))).collect();
+    pub fn queues<S: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+        concurrency: usize,
+    ) -> Self {
+        self.queues = names
+            .into_iter()
+            .map(|n| (n.into(), concurrency.max(1)))
+            .collect();
         self
     }
 
@@ -162,7 +169,11 @@ impl Worker {
         let shared = &self.shared;
         let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
         let stop_completer = CancellationToken::new();
-        let completer = tokio::spawn(complete_loop(shared.clone(), done_rx, stop_completer.clone()));
+        let completer = tokio::spawn(complete_loop(
+            shared.clone(),
+            done_rx,
+            stop_completer.clone(),
+        ));
         let stop_heartbeat = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(shared.clone(), stop_heartbeat.clone()));
 
@@ -193,12 +204,17 @@ impl Worker {
                 }
                 inflight.keys().copied().collect()
             };
-            tracing::warn!(jobs = leases.len(), "grace period over: handing unfinished jobs back");
+            tracing::warn!(
+                jobs = leases.len(),
+                "grace period over: handing unfinished jobs back"
+            );
             match shared.backend.release(leases).await {
                 Ok(n) => {
                     shared.stats.released.fetch_add(n, Ordering::Relaxed);
                 }
-                Err(e) => tracing::warn!(error = %e, "could not hand jobs back; their leases will expire"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not hand jobs back; their leases will expire")
+                }
             }
         }
         stop_completer.cancel();
@@ -258,7 +274,10 @@ async fn fetch_loop(
                 }
             }
         };
-        shared.stats.reserved.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        shared
+            .stats
+            .reserved
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         permits.truncate(jobs.len());
         let mut inflight = shared.inflight.lock().expect("inflight lock");
         for (job, permit) in jobs.into_iter().zip(permits) {

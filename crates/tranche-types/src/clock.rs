@@ -15,7 +15,10 @@ impl Timestamp {
     }
 
     pub fn add(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_micros().min(i64::MAX as u128) as i64))
+        Timestamp(
+            self.0
+                .saturating_add(d.as_micros().min(i64::MAX as u128) as i64),
+        )
     }
 
     /// Time from `earlier` to `self`, zero if `earlier` is later.
@@ -35,7 +38,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Timestamp(d.as_micros() as i64)
     }
 }

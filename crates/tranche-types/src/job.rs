@@ -149,13 +149,24 @@ impl ReservedJob {
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
     /// `result` is JSON text.
-    Succeeded { result: String },
+    Succeeded {
+        result: String,
+    },
     /// Run again at `at`; becomes `Failed` when the attempts are exhausted.
-    Retry { error: String, at: Timestamp },
+    Retry {
+        error: String,
+        at: Timestamp,
+    },
     /// Run again at `at`, the attempt is not counted.
-    Snooze { at: Timestamp },
-    Cancelled { reason: String },
-    Failed { error: String },
+    Snooze {
+        at: Timestamp,
+    },
+    Cancelled {
+        reason: String,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -213,5 +224,3 @@ pub struct JobRecord {
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
 }
-
-

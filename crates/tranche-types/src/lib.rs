@@ -17,8 +17,8 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::BackendError;
 pub use ids::{InvalidName, JobId, RunName};
 pub use job::{
-    AttemptError, CancelTarget, Completion, CompletionAck, EnqueueItem, EnqueueRequest, Enqueued, JobRecord,
-    JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
+    AttemptError, CancelTarget, Completion, CompletionAck, EnqueueItem, EnqueueRequest, Enqueued,
+    JobRecord, JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
 };
 pub use outcome::Outcome;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};

@@ -49,7 +49,10 @@ pub struct JobFailure {
 pub enum LockClaim {
     Claimed,
     /// Nothing was claimed: `key` is held by `owner`.
-    Conflict { key: String, owner: String },
+    Conflict {
+        key: String,
+        owner: String,
+    },
 }
 
 /// A recorded side effect: proof that e.g. an e-mail was sent, and its result.

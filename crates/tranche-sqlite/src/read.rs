@@ -1,0 +1,160 @@
+//! Queries that only read, on their own connection: with WAL they never wait for the
+//! writer, so `tranche status` stays instant in the middle of a run.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use tranche_types::{
+    AttemptError, Effect, JobFailure, JobId, JobRecord, JobState, RunName, RunProgress, Timestamp,
+};
+
+use crate::write::{db, OpResult};
+
+const RUN_COLUMNS: &str = "name, total, pending, available, running, succeeded, failed, cancelled,
+                           created_at, finished_at, finishes";
+
+fn progress_row(r: &Row<'_>) -> rusqlite::Result<(String, RunProgress)> {
+    let n = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+    Ok((
+        r.get(0)?,
+        RunProgress {
+            run: None,
+            total: n(1)?,
+            pending: n(2)?,
+            available: n(3)?,
+            running: n(4)?,
+            succeeded: n(5)?,
+            failed: n(6)?,
+            cancelled: n(7)?,
+            created_at: r.get::<_, Option<i64>>(8)?.map(Timestamp),
+            finished_at: r.get::<_, Option<i64>>(9)?.map(Timestamp),
+            finishes: r.get(10)?,
+        },
+    ))
+}
+
+fn named((name, mut p): (String, RunProgress)) -> RunProgress {
+    p.run = RunName::new(name).ok();
+    p
+}
+
+pub fn run_progress(conn: &Connection, run: &RunName) -> OpResult<Option<RunProgress>> {
+    conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE name = ?1"))
+        .and_then(|mut s| s.query_row([run.as_str()], progress_row).optional())
+        .map(|o| o.map(named))
+        .map_err(db("read run progress"))
+}
+
+pub fn list_runs(conn: &Connection, limit: usize) -> OpResult<Vec<RunProgress>> {
+    conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC LIMIT ?1"
+    ))
+    .and_then(|mut s| {
+        s.query_map([limit as i64], progress_row)?
+            .map(|r| r.map(named))
+            .collect()
+    })
+    .map_err(db("list runs"))
+}
+
+pub fn run_failures(
+    conn: &Connection,
+    run: &RunName,
+    after: Option<JobId>,
+    limit: usize,
+) -> OpResult<Vec<JobFailure>> {
+    conn.prepare_cached(
+        "SELECT j.id, j.kind, j.attempt, COALESCE(j.error, ''), j.finished_at
+         FROM jobs j JOIN runs r ON r.id = j.run_id
+         WHERE r.name = ?1 AND j.state = 4 AND j.id > ?2 ORDER BY j.id LIMIT ?3",
+    )
+    .and_then(|mut s| {
+        s.query_map(
+            params![run.as_str(), after.map_or(0, |a| a.0), limit as i64],
+            |r| {
+                Ok(JobFailure {
+                    id: JobId(r.get(0)?),
+                    kind: r.get(1)?,
+                    attempt: r.get(2)?,
+                    error: r.get(3)?,
+                    finished_at: r.get::<_, Option<i64>>(4)?.map(Timestamp),
+                })
+            },
+        )?
+        .collect()
+    })
+    .map_err(db("list failures"))
+}
+
+pub fn job(conn: &Connection, id: JobId) -> OpResult<Option<JobRecord>> {
+    let record = conn
+        .prepare_cached(
+            "SELECT j.id, r.name, j.kind, j.queue, j.state, j.attempt, j.max_attempts, j.args, j.input,
+                    j.result, j.error, j.unique_key, j.next_id, j.created_at, j.available_at,
+                    j.started_at, j.finished_at
+             FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([id.0], |r| {
+                let state: i64 = r.get(4)?;
+                let run: String = r.get(1)?;
+                Ok(JobRecord {
+                    id: JobId(r.get(0)?),
+                    run: RunName::new(run).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
+                    })?,
+                    kind: r.get(2)?,
+                    queue: r.get(3)?,
+                    state: JobState::from_code(state).unwrap_or(JobState::Failed),
+                    attempt: r.get(5)?,
+                    max_attempts: r.get(6)?,
+                    args: r.get(7)?,
+                    input: r.get(8)?,
+                    result: r.get(9)?,
+                    error: r.get(10)?,
+                    errors: Vec::new(),
+                    unique_key: r.get(11)?,
+                    next: r.get::<_, Option<i64>>(12)?.map(JobId),
+                    created_at: Timestamp(r.get(13)?),
+                    available_at: Timestamp(r.get(14)?),
+                    started_at: r.get::<_, Option<i64>>(15)?.map(Timestamp),
+                    finished_at: r.get::<_, Option<i64>>(16)?.map(Timestamp),
+                })
+            })
+            .optional()
+        })
+        .map_err(db("read job"))?;
+    let Some(mut record) = record else {
+        return Ok(None);
+    };
+    record.errors = conn
+        .prepare_cached(
+            "SELECT attempt, at, error FROM job_errors WHERE job_id = ?1 ORDER BY rowid",
+        )
+        .and_then(|mut s| {
+            s.query_map([id.0], |r| {
+                Ok(AttemptError {
+                    attempt: r.get(0)?,
+                    at: Timestamp(r.get(1)?),
+                    error: r.get(2)?,
+                })
+            })?
+            .collect()
+        })
+        .map_err(db("read job errors"))?;
+    Ok(Some(record))
+}
+
+pub fn effect(conn: &Connection, key: &str) -> OpResult<Option<Effect>> {
+    conn.prepare_cached("SELECT key, job_id, value, at FROM effects WHERE key = ?1")
+        .and_then(|mut s| {
+            s.query_row([key], |r| {
+                Ok(Effect {
+                    key: r.get(0)?,
+                    job: r.get::<_, Option<i64>>(1)?.map(JobId),
+                    value: r.get(2)?,
+                    at: Timestamp(r.get(3)?),
+                })
+            })
+            .optional()
+        })
+        .map_err(db("read effect"))
+}

@@ -1,0 +1,266 @@
+use rusqlite::{params, OptionalExtension};
+use tranche_types::{
+    BackendError, Completion, CompletionAck, JobId, JobState, LeaseRef, MemberOutcome, Resolution,
+};
+
+use super::{db, Op, OpResult};
+
+pub fn complete(op: &mut Op<'_>, batch: &[Completion]) -> OpResult<Vec<CompletionAck>> {
+    batch
+        .iter()
+        .map(|c| {
+            apply_resolution(op, c.lease, &c.resolution).map(|applied| {
+                if applied {
+                    CompletionAck::Applied
+                } else {
+                    CompletionAck::Stale
+                }
+            })
+        })
+        .collect()
+}
+
+type Ended = (i64, Option<i64>, Option<i64>);
+
+fn ended_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Ended> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+/// Apply one attempt's result if the attempt still holds the job; false if stale.
+pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> OpResult<bool> {
+    let (id, attempt) = (lease.job.0, lease.attempt);
+    let now = op.now.0;
+    match res {
+        Resolution::Succeeded { result } => {
+            let row: Option<Ended> = op
+                .conn
+                .prepare_cached(
+                    "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
+                     WHERE id = ?3 AND state = 2 AND attempt = ?4
+                     RETURNING run_id, next_id, group_id",
+                )
+                .and_then(|mut s| s.query_row(params![result, now, id, attempt], ended_row).optional())
+                .map_err(db("complete job"))?;
+            let Some((run, next, group)) = row else {
+                return Ok(false);
+            };
+            op.moved(run, Some(JobState::Running), JobState::Succeeded);
+            if let Some(next) = next {
+                release_pending(op, next, result)?;
+            }
+            if let Some(group) = group {
+                member_ended(op, group)?;
+            }
+        }
+        Resolution::Retry { error, at } => {
+            let row: Option<(i64, i64, String, Option<i64>, Option<i64>)> = op
+                .conn
+                .prepare_cached(
+                    "UPDATE jobs SET
+                        state = CASE WHEN attempt >= max_attempts THEN 4 ELSE 1 END,
+                        finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
+                        available_at = ?2, error = ?3, lease_until = NULL
+                     WHERE id = ?4 AND state = 2 AND attempt = ?5
+                     RETURNING state, run_id, queue, next_id, group_id",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![now, at.0.max(now), error, id, attempt], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    })
+                    .optional()
+                })
+                .map_err(db("retry job"))?;
+            let Some((state, run, queue, next, group)) = row else {
+                return Ok(false);
+            };
+            record_error(op, id, attempt, error)?;
+            if state == JobState::Available.code() {
+                op.moved(run, Some(JobState::Running), JobState::Available);
+                op.wake(&queue);
+            } else {
+                op.moved(run, Some(JobState::Running), JobState::Failed);
+                job_ended(op, JobId(id), next, group, true)?;
+            }
+        }
+        Resolution::Snooze { at } => {
+            let row: Option<(i64, String)> = op
+                .conn
+                .prepare_cached(
+                    "UPDATE jobs SET state = 1, attempt = attempt - 1, available_at = ?1, lease_until = NULL
+                     WHERE id = ?2 AND state = 2 AND attempt = ?3 RETURNING run_id, queue",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![at.0.max(now), id, attempt], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(db("snooze job"))?;
+            let Some((run, queue)) = row else {
+                return Ok(false);
+            };
+            op.moved(run, Some(JobState::Running), JobState::Available);
+            op.wake(&queue);
+        }
+        Resolution::Cancelled { reason } => {
+            let Some((run, next, group)) =
+                end_running(op, id, attempt, JobState::Cancelled, reason)?
+            else {
+                return Ok(false);
+            };
+            op.moved(run, Some(JobState::Running), JobState::Cancelled);
+            job_ended(op, JobId(id), next, group, false)?;
+        }
+        Resolution::Failed { error } => {
+            let Some((run, next, group)) = end_running(op, id, attempt, JobState::Failed, error)?
+            else {
+                return Ok(false);
+            };
+            record_error(op, id, attempt, error)?;
+            op.moved(run, Some(JobState::Running), JobState::Failed);
+            job_ended(op, JobId(id), next, group, true)?;
+        }
+    }
+    Ok(true)
+}
+
+fn end_running(
+    op: &mut Op<'_>,
+    id: i64,
+    attempt: u32,
+    state: JobState,
+    why: &str,
+) -> OpResult<Option<Ended>> {
+    op.conn
+        .prepare_cached(
+            "UPDATE jobs SET state = ?1, error = ?2, finished_at = ?3, lease_until = NULL
+             WHERE id = ?4 AND state = 2 AND attempt = ?5
+             RETURNING run_id, next_id, group_id",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![state.code(), why, op.now.0, id, attempt], ended_row)
+                .optional()
+        })
+        .map_err(db("end job"))
+}
+
+fn record_error(op: &mut Op<'_>, id: i64, attempt: u32, error: &str) -> OpResult<()> {
+    op.conn
+        .prepare_cached(
+            "INSERT INTO job_errors (job_id, attempt, at, error) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(params![id, attempt, op.now.0, error]))
+        .map_err(db("record job error"))?;
+    Ok(())
+}
+
+/// A job ended without success: cancel the rest of its chain, and count it for its
+/// group. `failed` marks the cancelled successors as revivable by a run retry.
+pub fn job_ended(
+    op: &mut Op<'_>,
+    id: JobId,
+    next: Option<i64>,
+    group: Option<i64>,
+    failed: bool,
+) -> OpResult<()> {
+    if let Some(next) = next {
+        let why = if failed {
+            format!("upstream job {id} failed")
+        } else {
+            format!("upstream job {id} was cancelled")
+        };
+        cancel_successors(op, next, &why, failed)?;
+    }
+    if let Some(group) = group {
+        member_ended(op, group)?;
+    }
+    Ok(())
+}
+
+/// Cancel pending chain steps from `next` on.
+pub fn cancel_successors(
+    op: &mut Op<'_>,
+    next: i64,
+    why: &str,
+    upstream_failed: bool,
+) -> OpResult<()> {
+    let mut cursor = Some(next);
+    while let Some(id) = cursor {
+        let row: Option<Ended> = op
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET state = 5, error = ?1, upstream_failed = ?2, finished_at = ?3
+                 WHERE id = ?4 AND state = 0 RETURNING run_id, next_id, group_id",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![why, upstream_failed, op.now.0, id], ended_row)
+                    .optional()
+            })
+            .map_err(db("cancel chain step"))?;
+        let Some((run, next, group)) = row else {
+            break;
+        };
+        op.moved(run, Some(JobState::Pending), JobState::Cancelled);
+        if let Some(group) = group {
+            member_ended(op, group)?;
+        }
+        cursor = next;
+    }
+    Ok(())
+}
+
+/// Make a pending job runnable with `input`; a no-op unless it is pending.
+pub fn release_pending(op: &mut Op<'_>, id: i64, input: &str) -> OpResult<()> {
+    let row: Option<(i64, String)> = op
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 1, input = ?1, available_at = MAX(available_at, ?2)
+             WHERE id = ?3 AND state = 0 RETURNING run_id, queue",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![input, op.now.0, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(db("release pending job"))?;
+    if let Some((run, queue)) = row {
+        op.moved(run, Some(JobState::Pending), JobState::Available);
+        op.wake(&queue);
+    }
+    Ok(())
+}
+
+fn member_ended(op: &mut Op<'_>, group: i64) -> OpResult<()> {
+    let row: Option<(i64, i64)> = op
+        .conn
+        .prepare_cached(
+            "UPDATE groups SET remaining = remaining - 1 WHERE id = ?1 RETURNING remaining, callback_id",
+        )
+        .and_then(|mut s| s.query_row([group], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(db("count group member"))?;
+    if let Some((0, callback)) = row {
+        release_callback(op, group, callback)?;
+    }
+    Ok(())
+}
+
+/// Hand a group's callback its members' outcomes and make it runnable.
+pub fn release_callback(op: &mut Op<'_>, group: i64, callback: i64) -> OpResult<()> {
+    let members: Vec<MemberOutcome> = op
+        .conn
+        .prepare_cached("SELECT id, state, result, error FROM jobs WHERE group_id = ?1 ORDER BY id")
+        .and_then(|mut s| {
+            s.query_map([group], |r| {
+                let state: i64 = r.get(1)?;
+                let result: Option<String> = r.get(2)?;
+                Ok(MemberOutcome {
+                    job: JobId(r.get(0)?),
+                    state: JobState::from_code(state).unwrap_or(JobState::Failed),
+                    result: result.and_then(|s| serde_json::from_str(&s).ok()),
+                    error: r.get(3)?,
+                })
+            })?
+            .collect()
+        })
+        .map_err(db("collect group outcomes"))?;
+    let input = serde_json::to_string(&members)
+        .map_err(|e| BackendError::store("encode group outcomes", e))?;
+    release_pending(op, callback, &input)
+}

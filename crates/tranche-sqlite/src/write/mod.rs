@@ -1,0 +1,184 @@
+//! Write operations, each applied inside the writer thread's current transaction
+//! through an [`Op`]: the connection, the time of the transaction, and the side
+//! effects to apply only if the operation (and then the transaction) succeeds —
+//! counter deltas per run, runs created, queues to wake.
+
+pub mod complete;
+pub mod enqueue;
+pub mod keys;
+pub mod reserve;
+pub mod steer;
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use tranche_types::{BackendError, JobSpec, JobState, RunName, Timestamp};
+
+pub type OpResult<T> = Result<T, BackendError>;
+
+pub fn db(op: &'static str) -> impl Fn(rusqlite::Error) -> BackendError {
+    move |e| BackendError::store(op, e)
+}
+
+/// Counter changes for one run: index by `JobState::code()`, plus the total.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Delta {
+    pub states: [i64; 6],
+    pub total: i64,
+}
+
+/// Run ids and names cached by the writer; entries made by an operation are kept only
+/// if it succeeds (a rolled-back id can be reused).
+#[derive(Default)]
+pub struct RunCache {
+    by_name: HashMap<String, i64>,
+    by_id: HashMap<i64, RunName>,
+}
+
+impl RunCache {
+    pub fn clear(&mut self) {
+        self.by_name.clear();
+        self.by_id.clear();
+    }
+}
+
+/// One operation's view of the transaction and what it changed.
+pub struct Op<'a> {
+    pub conn: &'a Connection,
+    pub now: Timestamp,
+    cache: &'a RunCache,
+    pub deltas: HashMap<i64, Delta>,
+    pub woken: HashSet<String>,
+    new_runs: Vec<(i64, RunName)>,
+    /// Runs whose finish must be checked after this transaction's counters move.
+    pub touched: HashSet<i64>,
+}
+
+impl<'a> Op<'a> {
+    pub fn new(conn: &'a Connection, now: Timestamp, cache: &'a RunCache) -> Self {
+        Op {
+            conn,
+            now,
+            cache,
+            deltas: HashMap::new(),
+            woken: HashSet::new(),
+            new_runs: Vec::new(),
+            touched: HashSet::new(),
+        }
+    }
+
+    pub fn moved(&mut self, run: i64, from: Option<JobState>, to: JobState) {
+        let d = self.deltas.entry(run).or_default();
+        match from {
+            Some(f) => d.states[f.code() as usize] -= 1,
+            None => d.total += 1,
+        }
+        d.states[to.code() as usize] += 1;
+        self.touched.insert(run);
+    }
+
+    pub fn wake(&mut self, queue: &str) {
+        if !self.woken.contains(queue) {
+            self.woken.insert(queue.to_string());
+        }
+    }
+
+    pub fn run_id(&self, name: &RunName) -> OpResult<Option<i64>> {
+        if let Some(id) = self.cache.by_name.get(name.as_str()) {
+            return Ok(Some(*id));
+        }
+        if let Some((id, _)) = self.new_runs.iter().find(|(_, n)| n == name) {
+            return Ok(Some(*id));
+        }
+        self.conn
+            .prepare_cached("SELECT id FROM runs WHERE name = ?1")
+            .and_then(|mut s| s.query_row([name.as_str()], |r| r.get(0)).optional())
+            .map_err(db("look up run"))
+    }
+
+    pub fn ensure_run(&mut self, name: &RunName, on_done: Option<&JobSpec>) -> OpResult<i64> {
+        let on_done = on_done
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| BackendError::store("encode on_done", e))?;
+        if let Some(id) = self.run_id(name)? {
+            if let Some(spec) = on_done {
+                self.conn
+                    .execute(
+                        "UPDATE runs SET on_done = ?1 WHERE id = ?2",
+                        params![spec, id],
+                    )
+                    .map_err(db("set run hook"))?;
+            }
+            return Ok(id);
+        }
+        self.conn
+            .execute(
+                "INSERT INTO runs (name, created_at, on_done) VALUES (?1, ?2, ?3)",
+                params![name.as_str(), self.now.0, on_done],
+            )
+            .map_err(db("create run"))?;
+        let id = self.conn.last_insert_rowid();
+        self.new_runs.push((id, name.clone()));
+        Ok(id)
+    }
+
+    pub fn run_name(&self, id: i64) -> OpResult<RunName> {
+        if let Some(n) = self.cache.by_id.get(&id) {
+            return Ok(n.clone());
+        }
+        if let Some((_, n)) = self.new_runs.iter().find(|(i, _)| *i == id) {
+            return Ok(n.clone());
+        }
+        let name: String = self
+            .conn
+            .prepare_cached("SELECT name FROM runs WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
+            .map_err(db("look up run name"))?;
+        RunName::new(name).map_err(|e| BackendError::store("read run name", e))
+    }
+
+    /// What this operation changed, to be kept only if it succeeds.
+    pub fn into_parts(self) -> OpParts {
+        OpParts {
+            deltas: self.deltas,
+            woken: self.woken,
+            touched: self.touched,
+            new_runs: self.new_runs,
+        }
+    }
+}
+
+pub struct OpParts {
+    deltas: HashMap<i64, Delta>,
+    woken: HashSet<String>,
+    touched: HashSet<i64>,
+    new_runs: Vec<(i64, RunName)>,
+}
+
+impl OpParts {
+    /// Fold an operation's effects into the transaction's.
+    pub fn merge_into(self, txn: &mut TxnEffects, cache: &mut RunCache) {
+        for (run, d) in self.deltas {
+            let t = txn.deltas.entry(run).or_default();
+            t.total += d.total;
+            for i in 0..6 {
+                t.states[i] += d.states[i];
+            }
+        }
+        txn.woken.extend(self.woken);
+        txn.touched.extend(self.touched);
+        for (id, name) in self.new_runs {
+            cache.by_name.insert(name.as_str().to_string(), id);
+            cache.by_id.insert(id, name);
+        }
+    }
+}
+
+/// What a whole transaction changed, applied just before it commits.
+#[derive(Default)]
+pub struct TxnEffects {
+    pub deltas: HashMap<i64, Delta>,
+    pub woken: HashSet<String>,
+    pub touched: HashSet<i64>,
+}

@@ -1,0 +1,147 @@
+use std::time::Duration;
+
+use rusqlite::{params, OptionalExtension};
+use tranche_types::{JobId, JobState, LeaseRef, ReservedJob, Resolution, Timestamp};
+
+use super::complete::apply_resolution;
+use super::{db, Op, OpResult};
+
+pub struct Reserved {
+    pub jobs: Vec<ReservedJob>,
+    /// When nothing was ready: the earliest time a job of the queue becomes runnable.
+    pub next_at: Option<Timestamp>,
+}
+
+pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
+    let lease_until = op.now.add(lease);
+    let rows: Vec<(i64, i64, String, String, Option<String>, u32, u32, i64)> = op
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = ?1, started_at = ?2
+             WHERE id IN (SELECT id FROM jobs
+                          WHERE state = 1 AND queue = ?3 AND available_at <= ?2
+                          ORDER BY priority, available_at, id LIMIT ?4)
+             RETURNING id, run_id, kind, args, input, attempt, max_attempts, available_at",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![lease_until.0, op.now.0, queue, max as i64], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })?
+            .collect()
+        })
+        .map_err(db("reserve jobs"))?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for (id, run, kind, args, input, attempt, max_attempts, available_at) in rows {
+        op.moved(run, Some(JobState::Available), JobState::Running);
+        jobs.push(ReservedJob {
+            id: JobId(id),
+            run: op.run_name(run)?,
+            kind,
+            queue: queue.to_string(),
+            args,
+            input,
+            attempt,
+            max_attempts,
+            lease_until,
+            available_at: Timestamp(available_at),
+        });
+    }
+    // RETURNING order is unspecified; hand jobs out in queue order.
+    jobs.sort_by_key(|j| j.id);
+    let next_at = if jobs.is_empty() {
+        op.conn
+            .prepare_cached("SELECT MIN(available_at) FROM jobs WHERE state = 1 AND queue = ?1")
+            .and_then(|mut s| s.query_row([queue], |r| r.get::<_, Option<i64>>(0)))
+            .map_err(db("find next scheduled job"))?
+            .map(Timestamp)
+    } else {
+        None
+    };
+    Ok(Reserved { jobs, next_at })
+}
+
+/// Make jobs whose lease expired runnable again (or failed, when that was their last
+/// attempt). Returns how many were recovered.
+pub fn reap_expired(op: &mut Op<'_>) -> OpResult<u64> {
+    let expired: Vec<(i64, u32)> = op
+        .conn
+        .prepare_cached("SELECT id, attempt FROM jobs WHERE state = 2 AND lease_until < ?1")
+        .and_then(|mut s| {
+            s.query_map([op.now.0], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+        .map_err(db("find expired leases"))?;
+    let mut n = 0;
+    for (id, attempt) in expired {
+        let lease = LeaseRef {
+            job: JobId(id),
+            attempt,
+        };
+        let resolution = Resolution::Retry {
+            error: format!(
+                "lease expired: the worker running attempt {attempt} stopped heartbeating"
+            ),
+            at: op.now,
+        };
+        if apply_resolution(op, lease, &resolution)? {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Extend leases; returns those no longer held.
+pub fn heartbeat(op: &mut Op<'_>, leases: &[LeaseRef], lease: Duration) -> OpResult<Vec<LeaseRef>> {
+    let until = op.now.add(lease);
+    let mut stmt = op
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET lease_until = ?1 WHERE id = ?2 AND state = 2 AND attempt = ?3",
+        )
+        .map_err(db("extend leases"))?;
+    let mut lost = Vec::new();
+    for l in leases {
+        let n = stmt
+            .execute(params![until.0, l.job.0, l.attempt])
+            .map_err(db("extend lease"))?;
+        if n == 0 {
+            lost.push(*l);
+        }
+    }
+    Ok(lost)
+}
+
+/// Hand running jobs back without counting the attempt.
+pub fn release(op: &mut Op<'_>, leases: &[LeaseRef]) -> OpResult<u64> {
+    let mut n = 0;
+    for l in leases {
+        let row: Option<(i64, String)> = op
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET state = 1, attempt = attempt - 1, lease_until = NULL, available_at = ?1
+                 WHERE id = ?2 AND state = 2 AND attempt = ?3 RETURNING run_id, queue",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![op.now.0, l.job.0, l.attempt], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()
+            })
+            .map_err(db("release job"))?;
+        if let Some((run, queue)) = row {
+            op.moved(run, Some(JobState::Running), JobState::Available);
+            op.wake(&queue);
+            n += 1;
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,125 @@
+use rusqlite::{params, OptionalExtension};
+use tranche_types::{CancelTarget, JobState, RunName};
+
+use super::complete::{cancel_successors, job_ended};
+use super::{db, Op, OpResult};
+
+/// Cancel jobs that have not ended. Cancelling a job also cancels the chain steps
+/// after it (they can never run); `Chain` does so even when the named job has ended.
+pub fn cancel(op: &mut Op<'_>, target: &CancelTarget, reason: &str) -> OpResult<u64> {
+    match target {
+        CancelTarget::Job(id) | CancelTarget::Chain(id) => {
+            let before = cancelled_so_far(op);
+            let row: Option<(i64, i64, Option<i64>, Option<i64>)> = op
+                .conn
+                .prepare_cached("SELECT state, run_id, next_id, group_id FROM jobs WHERE id = ?1")
+                .and_then(|mut s| {
+                    s.query_row([id.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                        .optional()
+                })
+                .map_err(db("find job to cancel"))?;
+            let Some((state, run, next, group)) = row else {
+                return Ok(0);
+            };
+            let state = JobState::from_code(state).unwrap_or(JobState::Failed);
+            if !state.is_terminal() {
+                op.conn
+                    .prepare_cached(
+                        "UPDATE jobs SET state = 5, error = ?1, finished_at = ?2, lease_until = NULL WHERE id = ?3",
+                    )
+                    .and_then(|mut s| s.execute(params![reason, op.now.0, id.0]))
+                    .map_err(db("cancel job"))?;
+                op.moved(run, Some(state), JobState::Cancelled);
+                job_ended(op, *id, next, group, false)?;
+            } else if matches!(target, CancelTarget::Chain(_)) {
+                if let Some(next) = next {
+                    cancel_successors(op, next, reason, false)?;
+                }
+            }
+            Ok((cancelled_so_far(op) - before) as u64)
+        }
+        CancelTarget::Run(name) => cancel_run(op, name, reason),
+    }
+}
+
+fn cancelled_so_far(op: &Op<'_>) -> i64 {
+    op.deltas
+        .values()
+        .map(|d| d.states[JobState::Cancelled.code() as usize])
+        .sum()
+}
+
+fn cancel_run(op: &mut Op<'_>, name: &RunName, reason: &str) -> OpResult<u64> {
+    let Some(run) = op.run_id(name)? else {
+        return Ok(0);
+    };
+    let counts: Vec<(i64, i64)> = op
+        .conn
+        .prepare_cached(
+            "SELECT state, COUNT(*) FROM jobs WHERE run_id = ?1 AND state IN (0, 1, 2) GROUP BY state",
+        )
+        .and_then(|mut s| s.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .map_err(db("count jobs to cancel"))?;
+    let n = op
+        .conn
+        .execute(
+            "UPDATE jobs SET state = 5, error = ?1, finished_at = ?2, lease_until = NULL
+             WHERE run_id = ?3 AND state IN (0, 1, 2)",
+            params![reason, op.now.0, run],
+        )
+        .map_err(db("cancel run"))?;
+    for (state, count) in counts {
+        let d = op.deltas.entry(run).or_default();
+        d.states[state as usize] -= count;
+        d.states[JobState::Cancelled.code() as usize] += count;
+    }
+    op.touched.insert(run);
+    Ok(n as u64)
+}
+
+/// Revive a run's failed jobs with fresh attempts, and the chain steps that were
+/// cancelled because of them.
+pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
+    let Some(run) = op.run_id(name)? else {
+        return Ok(0);
+    };
+    let failed: Vec<(i64, String, Option<i64>)> = op
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 1, attempt = 0, available_at = ?1, finished_at = NULL, lease_until = NULL
+             WHERE run_id = ?2 AND state = 4 RETURNING id, queue, group_id",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![op.now.0, run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        })
+        .map_err(db("retry failed jobs"))?;
+    for (_, queue, group) in &failed {
+        op.moved(run, Some(JobState::Failed), JobState::Available);
+        op.wake(queue);
+        if let Some(group) = group {
+            // A group whose callback has not been released yet waits for this member
+            // again; one whose callback already ran keeps its single firing.
+            op.conn
+                .prepare_cached(
+                    "UPDATE groups SET remaining = remaining + 1
+                     WHERE id = ?1 AND (SELECT state FROM jobs WHERE id = groups.callback_id) = 0",
+                )
+                .and_then(|mut s| s.execute([group]))
+                .map_err(db("reopen group"))?;
+        }
+    }
+    let revived = op
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 0, upstream_failed = 0, error = NULL, finished_at = NULL
+             WHERE run_id = ?1 AND state = 5 AND upstream_failed = 1",
+        )
+        .and_then(|mut s| s.execute([run]))
+        .map_err(db("revive chain steps"))?;
+    let d = op.deltas.entry(run).or_default();
+    d.states[JobState::Cancelled.code() as usize] -= revived as i64;
+    d.states[JobState::Pending.code() as usize] += revived as i64;
+    op.touched.insert(run);
+    Ok(failed.len() as u64 + revived as u64)
+}

@@ -1,0 +1,342 @@
+//! The single writer thread. Every change goes through it: it takes all commands that
+//! are waiting, applies each inside its own savepoint of one transaction (so one bad
+//! command fails alone), moves the run counters once per run, commits once and only
+//! then answers. Many small completions thus cost one commit (group commit).
+
+use std::collections::HashSet;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use tokio::sync::oneshot;
+use tranche_types::{
+    BackendError, CancelTarget, Clock, Completion, CompletionAck, EnqueueItem, EnqueueRequest,
+    Enqueued, JobId, JobSpec, LeaseRef, LockClaim, RunName, Timestamp,
+};
+
+use crate::notify::Notifier;
+use crate::write::reserve::Reserved;
+use crate::write::{self, db, Op, OpResult, RunCache, TxnEffects};
+
+pub type Reply<T> = oneshot::Sender<OpResult<T>>;
+
+pub enum Command {
+    Enqueue(EnqueueRequest, Reply<Vec<Enqueued>>),
+    Reserve {
+        queue: String,
+        max: usize,
+        lease: Duration,
+        reply: Reply<Reserved>,
+    },
+    Complete(Vec<Completion>, Reply<Vec<CompletionAck>>),
+    Heartbeat(Vec<LeaseRef>, Duration, Reply<Vec<LeaseRef>>),
+    Release(Vec<LeaseRef>, Reply<u64>),
+    Cancel(CancelTarget, String, Reply<u64>),
+    RetryRun(RunName, Reply<u64>),
+    ClaimLocks {
+        owner: String,
+        keys: Vec<String>,
+        ttl: Duration,
+        reply: Reply<LockClaim>,
+    },
+    ReleaseLocks {
+        owner: String,
+        keys: Vec<String>,
+        reply: Reply<u64>,
+    },
+    RecordEffect {
+        key: String,
+        job: Option<JobId>,
+        value: String,
+        reply: Reply<bool>,
+    },
+    ClaimFinishHook {
+        run: RunName,
+        hook: String,
+        finish: u32,
+        reply: Reply<bool>,
+    },
+}
+
+/// Sends a command's answer once the transaction's fate is known; returns leases that
+/// were reserved for a caller that has gone away, to be handed back.
+type Answer = Box<dyn FnOnce(Option<&BackendError>) -> Vec<LeaseRef> + Send>;
+
+const MAX_COMMANDS_PER_TXN: usize = 512;
+
+pub fn run(
+    mut conn: Connection,
+    rx: Receiver<Command>,
+    clock: Arc<dyn Clock>,
+    notifier: Arc<Notifier>,
+) {
+    let mut cache = RunCache::default();
+    let mut orphans: Vec<LeaseRef> = Vec::new();
+    loop {
+        let mut cmds = Vec::new();
+        if orphans.is_empty() {
+            match rx.recv() {
+                Ok(c) => cmds.push(c),
+                Err(_) => return,
+            }
+        }
+        while cmds.len() < MAX_COMMANDS_PER_TXN {
+            match rx.try_recv() {
+                Ok(c) => cmds.push(c),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) if cmds.is_empty() && orphans.is_empty() => return,
+                Err(TryRecvError::Disconnected) => break,
+            }
+        }
+        let orphaned = std::mem::take(&mut orphans);
+        orphans = transact(
+            &mut conn,
+            clock.now(),
+            &mut cache,
+            &notifier,
+            cmds,
+            orphaned,
+        );
+    }
+}
+
+fn transact(
+    conn: &mut Connection,
+    now: Timestamp,
+    cache: &mut RunCache,
+    notifier: &Notifier,
+    cmds: Vec<Command>,
+    orphans: Vec<LeaseRef>,
+) -> Vec<LeaseRef> {
+    let mut answers: Vec<Answer> = Vec::with_capacity(cmds.len());
+    let mut fx = TxnEffects::default();
+    let outcome = (|| -> OpResult<()> {
+        let mut tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db("begin transaction"))?;
+        if !orphans.is_empty() {
+            let _ = step(&mut tx, now, cache, &mut fx, |op| {
+                write::reserve::release(op, &orphans)
+            });
+        }
+        if cmds.iter().any(|c| matches!(c, Command::Reserve { .. })) {
+            if let Err(e) = step(&mut tx, now, cache, &mut fx, write::reserve::reap_expired) {
+                tracing::warn!(error = %e, "could not recover expired leases");
+            }
+        }
+        for cmd in cmds {
+            answers.push(apply(&mut tx, now, cache, &mut fx, cmd));
+        }
+        finish_runs(&mut tx, now, cache, &mut fx)?;
+        tx.commit().map_err(db("commit"))
+    })();
+    let err = outcome.err();
+    if err.is_some() {
+        cache.clear();
+    } else {
+        notifier.wake(fx.woken.iter());
+    }
+    let mut orphans = Vec::new();
+    for answer in answers {
+        orphans.extend(answer(err.as_ref()));
+    }
+    orphans
+}
+
+/// Run one operation in its own savepoint; its effects are kept only if it succeeds.
+fn step<T>(
+    conn: &mut Transaction<'_>,
+    now: Timestamp,
+    cache: &mut RunCache,
+    fx: &mut TxnEffects,
+    f: impl FnOnce(&mut Op<'_>) -> OpResult<T>,
+) -> OpResult<T> {
+    let sp = conn.savepoint().map_err(db("savepoint"))?;
+    let (result, parts) = {
+        let mut op = Op::new(&sp, now, cache);
+        let result = f(&mut op);
+        (result, op.into_parts())
+    };
+    if result.is_ok() {
+        sp.commit().map_err(db("release savepoint"))?;
+        parts.merge_into(fx, cache);
+    }
+    result
+}
+
+fn answer<T: Send + 'static>(reply: Reply<T>, result: OpResult<T>) -> Answer {
+    Box::new(move |txn_err| {
+        let _ = reply.send(match (txn_err, result) {
+            (Some(e), _) => Err(BackendError::store("transaction", e)),
+            (None, r) => r,
+        });
+        Vec::new()
+    })
+}
+
+fn apply(
+    conn: &mut Transaction<'_>,
+    now: Timestamp,
+    cache: &mut RunCache,
+    fx: &mut TxnEffects,
+    cmd: Command,
+) -> Answer {
+    use write::{complete, enqueue, keys, reserve, steer};
+    match cmd {
+        Command::Enqueue(req, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| enqueue::enqueue(op, &req)),
+        ),
+        Command::Reserve {
+            queue,
+            max,
+            lease,
+            reply,
+        } => {
+            let result = step(conn, now, cache, fx, |op| {
+                reserve::reserve(op, &queue, max, lease)
+            });
+            Box::new(move |txn_err| match (txn_err, result) {
+                (Some(e), _) => {
+                    let _ = reply.send(Err(BackendError::store("transaction", e)));
+                    Vec::new()
+                }
+                (None, result) => match reply.send(result) {
+                    Ok(()) => Vec::new(),
+                    Err(Ok(unclaimed)) => unclaimed.jobs.iter().map(|j| j.lease()).collect(),
+                    Err(Err(_)) => Vec::new(),
+                },
+            })
+        }
+        Command::Complete(batch, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| complete::complete(op, &batch)),
+        ),
+        Command::Heartbeat(leases, lease, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                reserve::heartbeat(op, &leases, lease)
+            }),
+        ),
+        Command::Release(leases, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| reserve::release(op, &leases)),
+        ),
+        Command::Cancel(target, reason, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                steer::cancel(op, &target, &reason)
+            }),
+        ),
+        Command::RetryRun(run, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| steer::retry_run(op, &run)),
+        ),
+        Command::ClaimLocks {
+            owner,
+            keys,
+            ttl,
+            reply,
+        } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                keys::claim_locks(op, &owner, &keys, ttl)
+            }),
+        ),
+        Command::ReleaseLocks { owner, keys, reply } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                keys::release_locks(op, &owner, &keys)
+            }),
+        ),
+        Command::RecordEffect {
+            key,
+            job,
+            value,
+            reply,
+        } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                keys::record_effect(op, &key, job, &value)
+            }),
+        ),
+        Command::ClaimFinishHook {
+            run,
+            hook,
+            finish,
+            reply,
+        } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                keys::claim_finish_hook(op, &run, &hook, finish)
+            }),
+        ),
+    }
+}
+
+/// Move run counters once per run, then mark runs that just finished (enqueueing
+/// their on-done job) or were reopened by a retry.
+fn finish_runs(
+    conn: &mut Transaction<'_>,
+    now: Timestamp,
+    cache: &mut RunCache,
+    fx: &mut TxnEffects,
+) -> OpResult<()> {
+    loop {
+        let deltas = std::mem::take(&mut fx.deltas);
+        let touched: HashSet<i64> = std::mem::take(&mut fx.touched);
+        if deltas.is_empty() && touched.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut stmt = conn
+                .prepare_cached(
+                    "UPDATE runs SET total = total + ?1, pending = pending + ?2, available = available + ?3,
+                        running = running + ?4, succeeded = succeeded + ?5, failed = failed + ?6,
+                        cancelled = cancelled + ?7
+                     WHERE id = ?8",
+                )
+                .map_err(db("update run counters"))?;
+            for (run, d) in &deltas {
+                let s = d.states;
+                stmt.execute(params![d.total, s[0], s[1], s[2], s[3], s[4], s[5], run])
+                    .map_err(db("update run counters"))?;
+            }
+        }
+        for run in touched {
+            let row: Option<(i64, i64, Option<i64>, String, Option<String>)> = conn
+                .prepare_cached(
+                    "SELECT total, succeeded + failed + cancelled, finished_at, name, on_done FROM runs WHERE id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                        .optional()
+                })
+                .map_err(db("read run counters"))?;
+            let Some((total, ended, finished_at, name, on_done)) = row else {
+                continue;
+            };
+            if total > 0 && ended == total && finished_at.is_none() {
+                conn.execute(
+                    "UPDATE runs SET finished_at = ?1, finishes = finishes + 1 WHERE id = ?2",
+                    params![now.0, run],
+                )
+                .map_err(db("mark run finished"))?;
+                if let Some(spec) = on_done {
+                    let spec: JobSpec = serde_json::from_str(&spec)
+                        .map_err(|e| BackendError::store("decode run on_done job", e))?;
+                    let hook_run = RunName::new(format!("{name}/done"))
+                        .map_err(|e| BackendError::store("name on-done run", e))?;
+                    step(conn, now, cache, fx, |op| {
+                        let id = op.ensure_run(&hook_run, None)?;
+                        write::enqueue::enqueue_item(op, id, &EnqueueItem::Job(spec))
+                    })?;
+                }
+            } else if ended < total && finished_at.is_some() {
+                conn.execute("UPDATE runs SET finished_at = NULL WHERE id = ?1", [run])
+                    .map_err(db("reopen run"))?;
+            }
+        }
+    }
+}
