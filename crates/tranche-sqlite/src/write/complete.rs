@@ -175,7 +175,7 @@ pub fn job_ended(
     Ok(())
 }
 
-/// Cancel pending chain steps from `next` on.
+/// Cancel the chain steps from `next` on that have not ended.
 pub fn cancel_successors(
     op: &mut Op<'_>,
     next: i64,
@@ -184,23 +184,30 @@ pub fn cancel_successors(
 ) -> OpResult<()> {
     let mut cursor = Some(next);
     while let Some(id) = cursor {
-        let row: Option<Ended> = op
+        let row: Option<(i64, i64, Option<i64>, Option<i64>)> = op
             .conn
-            .prepare_cached(
-                "UPDATE jobs SET state = 5, error = ?1, upstream_failed = ?2, finished_at = ?3
-                 WHERE id = ?4 AND state = 0 RETURNING run_id, next_id, group_id",
-            )
+            .prepare_cached("SELECT state, run_id, next_id, group_id FROM jobs WHERE id = ?1")
             .and_then(|mut s| {
-                s.query_row(params![why, upstream_failed, op.now.0, id], ended_row)
+                s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                     .optional()
             })
-            .map_err(db("cancel chain step"))?;
-        let Some((run, next, group)) = row else {
+            .map_err(db("find chain step"))?;
+        let Some((state, run, next, group)) = row else {
             break;
         };
-        op.moved(run, Some(JobState::Pending), JobState::Cancelled);
-        if let Some(group) = group {
-            member_ended(op, group)?;
+        let state = JobState::from_code(state).unwrap_or(JobState::Failed);
+        if !state.is_terminal() {
+            op.conn
+                .prepare_cached(
+                    "UPDATE jobs SET state = 5, error = ?1, upstream_failed = ?2, finished_at = ?3, lease_until = NULL
+                     WHERE id = ?4",
+                )
+                .and_then(|mut s| s.execute(params![why, upstream_failed, op.now.0, id]))
+                .map_err(db("cancel chain step"))?;
+            op.moved(run, Some(state), JobState::Cancelled);
+            if let Some(group) = group {
+                member_ended(op, group)?;
+            }
         }
         cursor = next;
     }

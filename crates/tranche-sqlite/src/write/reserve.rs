@@ -14,14 +14,14 @@ pub struct Reserved {
 
 pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
     let lease_until = op.now.add(lease);
-    let rows: Vec<(i64, i64, String, String, Option<String>, u32, u32, i64)> = op
+    let rows: Vec<(i64, i64, String, String, Option<String>, u32, u32, i64, i64)> = op
         .conn
         .prepare_cached(
             "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = ?1, started_at = ?2
              WHERE id IN (SELECT id FROM jobs
                           WHERE state = 1 AND queue = ?3 AND available_at <= ?2
                           ORDER BY priority, available_at, id LIMIT ?4)
-             RETURNING id, run_id, kind, args, input, attempt, max_attempts, available_at",
+             RETURNING id, run_id, kind, args, input, attempt, max_attempts, available_at, priority",
         )
         .and_then(|mut s| {
             s.query_map(params![lease_until.0, op.now.0, queue, max as i64], |r| {
@@ -34,13 +34,17 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
                     r.get(5)?,
                     r.get(6)?,
                     r.get(7)?,
+                    r.get(8)?,
                 ))
             })?
             .collect()
         })
         .map_err(db("reserve jobs"))?;
+    let mut rows = rows;
+    // RETURNING order is unspecified; hand jobs out in queue order.
+    rows.sort_unstable_by_key(|r| (r.8, r.7, r.0));
     let mut jobs = Vec::with_capacity(rows.len());
-    for (id, run, kind, args, input, attempt, max_attempts, available_at) in rows {
+    for (id, run, kind, args, input, attempt, max_attempts, available_at, _) in rows {
         op.moved(run, Some(JobState::Available), JobState::Running);
         jobs.push(ReservedJob {
             id: JobId(id),
@@ -55,8 +59,6 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
             available_at: Timestamp(available_at),
         });
     }
-    // RETURNING order is unspecified; hand jobs out in queue order.
-    jobs.sort_by_key(|j| j.id);
     let next_at = if jobs.is_empty() {
         op.conn
             .prepare_cached("SELECT MIN(available_at) FROM jobs WHERE state = 1 AND queue = ?1")

@@ -1,0 +1,116 @@
+//! Enqueue: batches in one transaction, unique keys, not-before times, validation.
+
+use std::time::Duration;
+
+use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobState};
+
+use crate::*;
+
+pub async fn all(make: &dyn MakeBackend) {
+    batch_is_counted(make).await;
+    unique_key_returns_existing_job(make).await;
+    not_before_delays_the_job(make).await;
+    invalid_item_rejects_the_whole_batch(make).await;
+}
+
+pub async fn batch_is_counted(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let items: Vec<_> = (0..1000)
+        .map(|i| EnqueueItem::Job(job("noop", &i.to_string())))
+        .collect();
+    let out = enqueue(&*b, "enq/batch", items).await;
+    assert_eq!(out.len(), 1000);
+    let mut ids: Vec<_> = out.iter().map(|e| e.ids[0]).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 1000, "every job gets its own id");
+    let p = progress(&*b, "enq/batch").await;
+    assert_eq!(p.total, 1000);
+    assert_eq!(counts(&p), (0, 1000, 0, 0, 0, 0));
+    let rec = b.job(out[7].ids[0]).await.unwrap().expect("job exists");
+    assert_eq!(
+        (rec.kind.as_str(), rec.args.as_str(), rec.state),
+        ("noop", "7", JobState::Available)
+    );
+}
+
+pub async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let first = enqueue(
+        &*b,
+        "enq/unique",
+        vec![EnqueueItem::Job(job("mail", "1").unique_key("client-42"))],
+    )
+    .await;
+    let again = enqueue(
+        &*b,
+        "enq/unique",
+        vec![
+            EnqueueItem::Job(job("mail", "2").unique_key("client-42")),
+            EnqueueItem::Job(job("mail", "3").unique_key("client-43")),
+        ],
+    )
+    .await;
+    assert!(!first[0].existed);
+    assert!(again[0].existed, "same key in the same run is a no-op");
+    assert_eq!(again[0].ids, first[0].ids, "and returns the existing job");
+    assert!(!again[1].existed);
+    assert_eq!(progress(&*b, "enq/unique").await.total, 2);
+    // The same key in another run is another job.
+    let other = enqueue(
+        &*b,
+        "enq/unique-2",
+        vec![EnqueueItem::Job(job("mail", "1").unique_key("client-42"))],
+    )
+    .await;
+    assert!(!other[0].existed);
+}
+
+pub async fn not_before_delays_the_job(make: &dyn MakeBackend) {
+    let (b, clock) = manual(make).await;
+    let at = clock.now().add(Duration::from_secs(60));
+    enqueue(
+        &*b,
+        "enq/later",
+        vec![EnqueueItem::Job(job("noop", "null").not_before(at))],
+    )
+    .await;
+    assert!(
+        take(&*b, "default", 10).await.is_empty(),
+        "not runnable before its time"
+    );
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(take(&*b, "default", 10).await.len(), 1);
+}
+
+pub async fn invalid_item_rejects_the_whole_batch(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let err = b
+        .enqueue(EnqueueRequest {
+            run: run("enq/bad"),
+            items: vec![
+                EnqueueItem::Job(job("noop", "1")),
+                EnqueueItem::Job(job("noop", "2").max_attempts(0)),
+            ],
+            on_done: None,
+        })
+        .await
+        .expect_err("max_attempts 0 is invalid");
+    assert!(
+        matches!(
+            err,
+            BackendError::Invalid {
+                field: "max_attempts",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("expected at least 1"), "{err}");
+    let p = b.run_progress(&run("enq/bad")).await.unwrap();
+    assert_eq!(
+        p.map_or(0, |p| p.total),
+        0,
+        "nothing of a failed batch is enqueued"
+    );
+    assert!(take(&*b, "default", 10).await.is_empty());
+}
