@@ -24,7 +24,7 @@ pub use context::{EffectError, JobContext};
 pub use runs::{wait_finished, WaitError};
 pub use task::{Backoff, Registry, TaskOptions};
 pub use tranche_types as types;
-pub use worker::{Worker, WorkerConfig, WorkerStats};
+pub use worker::{Finished, Observer, Worker, WorkerConfig, WorkerStats};
 
 use serde::Serialize;
 use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobSpec, RunName};

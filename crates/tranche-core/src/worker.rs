@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tranche_types::{
     BackendError, Completion, CompletionAck, LeaseRef, Outcome, ReserveRequest, ReservedJob,
-    Resolution,
+    Resolution, Timestamp,
 };
 
 use crate::backend::Backend;
@@ -35,6 +35,14 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// Threads for CPU-bound handlers.
     pub cpu_threads: usize,
+    /// Told about each finished attempt.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for dyn Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 impl Default for WorkerConfig {
@@ -48,6 +56,7 @@ impl Default for WorkerConfig {
             reserve_wait: Duration::from_secs(1),
             grace: Duration::from_secs(30),
             cpu_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            observer: None,
         }
     }
 }
@@ -87,6 +96,24 @@ impl WorkerConfig {
         }
         Ok(())
     }
+}
+
+/// One job attempt whose result is durable, as seen by an [`Observer`].
+#[derive(Clone, Copy, Debug)]
+pub struct Finished<'a> {
+    pub kind: &'a str,
+    pub resolution: &'a Resolution,
+    /// When the job became runnable, when its handler started, and now (its result
+    /// committed).
+    pub available_at: Timestamp,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+}
+
+/// Told about every attempt once its result is durable: the seam for metrics and for
+/// benchmarks' latency figures. Called on the completion path: keep it cheap.
+pub trait Observer: Send + Sync + 'static {
+    fn finished(&self, attempt: &Finished<'_>);
 }
 
 /// Counters of what a worker did, readable while it runs.
@@ -132,6 +159,9 @@ struct Shared {
 
 struct Done {
     completion: Completion,
+    kind: String,
+    available_at: Timestamp,
+    started_at: Timestamp,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -296,6 +326,9 @@ async fn execute(
     done_tx: mpsc::UnboundedSender<Done>,
 ) {
     let lease = job.lease();
+    let kind = job.kind.clone();
+    let available_at = job.available_at;
+    let started_at = shared.backend.clock().now();
     let resolution = match shared.registry.get(&job.kind) {
         None => {
             let mut kinds: Vec<&str> = shared.registry.kinds().collect();
@@ -329,6 +362,9 @@ async fn execute(
     };
     let _ = done_tx.send(Done {
         completion: Completion { lease, resolution },
+        kind,
+        available_at,
+        started_at,
         _permit: permit,
     });
 }
@@ -441,6 +477,7 @@ async fn complete_loop(
                 }
             }
         };
+        let now = shared.backend.clock().now();
         let mut inflight = shared.inflight.lock().expect("inflight lock");
         for (i, done) in batch.iter().enumerate() {
             inflight.remove(&done.completion.lease);
@@ -454,6 +491,15 @@ async fn complete_loop(
                 (_, Resolution::Failed { .. }) => &shared.stats.failed,
             };
             counter.fetch_add(1, Ordering::Relaxed);
+            if let (Some(observer), Some(CompletionAck::Applied)) = (&shared.config.observer, acks.get(i)) {
+                observer.finished(&Finished {
+                    kind: &done.kind,
+                    resolution: &done.completion.resolution,
+                    available_at: done.available_at,
+                    started_at: done.started_at,
+                    finished_at: now,
+                });
+            }
         }
         // Slots are freed (permits dropped) only now, after the results are durable.
         drop(inflight);

@@ -1,1 +1,38 @@
-fn main() {}
+//! `tranche`: the command line over Tranche's engine. A thin binary: every capability
+//! lives in a library crate; this only parses arguments, opens the backend, and prints.
+
+mod cli;
+mod commands;
+mod data;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TRANCHE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: what failed and why, outermost context first.
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: {}", chain.join(": "));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,111 @@
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Tranche runs the nightly bulk work of a financial back office: millions of small
+/// jobs (chains, groups, runs) with leases, retries and exactly-once effects, on one
+/// machine with no server to install.
+#[derive(Debug, Parser)]
+#[command(name = "tranche", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct DataArgs {
+    /// Directory of the embedded state (SQLite, WAL mode).
+    #[arg(long, global = true, env = "TRANCHE_DATA", default_value = "./tranche-data")]
+    pub data: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List runs, newest first, with their progress.
+    Runs {
+        /// How many runs to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run's progress and its failed jobs with their errors.
+    Status {
+        /// The run, e.g. contract-notes/2026-11-20.
+        run: String,
+        /// How many failures to list.
+        #[arg(long, default_value_t = 20)]
+        failures: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-run a run's failed jobs (fresh attempts) and the chain steps they blocked.
+    /// Succeeded and cancelled jobs are left as they are.
+    Retry { run: String },
+    /// Cancel a whole run, or one job (with the rest of its chain). Cancellation wins:
+    /// nothing cancelled is started, running handlers are told to stop.
+    Cancel {
+        /// The run to cancel.
+        #[arg(required_unless_present_any = ["job", "chain"], conflicts_with_all = ["job", "chain"])]
+        run: Option<String>,
+        /// Cancel this job (and the chain steps after it) instead.
+        #[arg(long)]
+        job: Option<i64>,
+        /// Cancel the chain steps from this job on, even if it has already ended.
+        #[arg(long)]
+        chain: Option<i64>,
+        /// Recorded as the cancelled jobs' reason.
+        #[arg(long, default_value = "cancelled by operator")]
+        reason: String,
+    },
+    /// Wait until a run finishes, then optionally run a command once (however many
+    /// processes wait on the same run), e.g. to tear a fleet down.
+    Wait {
+        run: String,
+        /// Shell command run once when the run finishes; it gets TRANCHE_RUN,
+        /// TRANCHE_SUCCEEDED, TRANCHE_FAILED and TRANCHE_CANCELLED in its environment.
+        #[arg(long)]
+        on_done: Option<String>,
+        /// Give up after this many seconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Measure the engine.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Bench {
+    /// Enqueue N no-op jobs (or N chains of K steps) on the embedded backend, process
+    /// them with all cores, and print enqueue rate, jobs/s, latency and peak memory.
+    Engine(BenchEngine),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchEngine {
+    /// How many jobs (or chains).
+    #[arg(long, default_value_t = 100_000)]
+    pub jobs: u64,
+    /// Steps per chain; 1 means single jobs.
+    #[arg(long, default_value_t = 1)]
+    pub chain_length: u32,
+    /// In-flight jobs per worker.
+    #[arg(long, default_value_t = 2048)]
+    pub concurrency: usize,
+    /// Most jobs per reserve call.
+    #[arg(long, default_value_t = 1024)]
+    pub batch: usize,
+    /// Jobs per enqueue transaction.
+    #[arg(long, default_value_t = 100_000)]
+    pub enqueue_batch: usize,
+    /// Keep the bench database (in --data) instead of a fresh temporary one.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

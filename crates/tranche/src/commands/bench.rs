@@ -1,0 +1,183 @@
+//! `tranche bench engine`: the engine's own figures on the embedded backend.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConfig};
+use tranche_types::{EnqueueItem, RunProgress};
+
+use crate::cli::BenchEngine;
+use crate::data::{open, run_name};
+use crate::output::duration;
+
+#[derive(Default)]
+struct Latencies {
+    /// Microseconds from runnable to result committed, and from start to committed.
+    queue_to_done: Mutex<Vec<u32>>,
+    start_to_done: Mutex<Vec<u32>>,
+}
+
+impl Observer for Latencies {
+    fn finished(&self, f: &Finished<'_>) {
+        let us = |a: tranche_types::Timestamp| f.finished_at.since(a).as_micros().min(u32::MAX as u128) as u32;
+        self.queue_to_done.lock().expect("latency lock").push(us(f.available_at));
+        self.start_to_done.lock().expect("latency lock").push(us(f.started_at));
+    }
+}
+
+fn percentile(sorted: &[u32], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    Duration::from_micros(u64::from(sorted[i]))
+}
+
+#[derive(Serialize)]
+struct Report {
+    jobs: u64,
+    chains: u64,
+    chain_length: u32,
+    cores: usize,
+    enqueue_seconds: f64,
+    enqueue_jobs_per_sec: f64,
+    process_seconds: f64,
+    process_jobs_per_sec: f64,
+    end_to_end_jobs_per_sec: f64,
+    latency_p50_ms: f64,
+    latency_p99_ms: f64,
+    run_time_p50_ms: f64,
+    run_time_p99_ms: f64,
+    peak_rss_mb: f64,
+}
+
+/// Peak resident set size of this process, from the kernel's high-water mark.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn progress_line(what: &str, done: u64, total: u64, started: Instant) {
+    let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    eprintln!("  {what}: {done}/{total} ({rate:.0}/s)");
+}
+
+pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
+    let chain_length = args.chain_length.max(1);
+    let total_jobs = args.jobs * u64::from(chain_length);
+    let temp;
+    let dir = if args.keep {
+        data.to_path_buf()
+    } else {
+        temp = tempfile::Builder::new().prefix("tranche-bench-").tempdir().context("could not create a temporary directory")?;
+        temp.path().to_path_buf()
+    };
+    let backend = open(&dir)?;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let run = run_name(&format!("bench/engine-{stamp}"))?;
+    let mut registry = Registry::new();
+    registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async { Ok::<_, std::convert::Infallible>(()) });
+    let engine = Engine::new(backend.clone(), registry);
+    eprintln!(
+        "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, data in {}",
+        args.jobs,
+        if chain_length == 1 { "jobs" } else { "chains" },
+        dir.display()
+    );
+
+    let spec = engine.job("noop", &())?;
+    let started = Instant::now();
+    let mut enqueued = 0u64;
+    let per_txn = (args.enqueue_batch as u64 / u64::from(chain_length)).max(1);
+    while enqueued < args.jobs {
+        let n = per_txn.min(args.jobs - enqueued);
+        let items: Vec<EnqueueItem> = (0..n)
+            .map(|_| {
+                if chain_length == 1 {
+                    EnqueueItem::Job(spec.clone())
+                } else {
+                    EnqueueItem::Chain(vec![spec.clone(); chain_length as usize])
+                }
+            })
+            .collect();
+        engine.enqueue(&run, items).await?;
+        enqueued += n;
+        progress_line("enqueued", enqueued * u64::from(chain_length), total_jobs, started);
+    }
+    let enqueue_time = started.elapsed();
+
+    let latencies = Arc::new(Latencies::default());
+    let config = WorkerConfig {
+        batch: args.batch,
+        lease: Duration::from_secs(30),
+        heartbeat: Duration::from_secs(10),
+        observer: Some(latencies.clone()),
+        ..WorkerConfig::default()
+    }
+    .queues(["default"], args.concurrency);
+    let worker = engine.worker(config).map_err(anyhow::Error::msg)?;
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    let process_started = Instant::now();
+    let handle = tokio::spawn(async move { worker.run(s).await });
+    let mut last = Instant::now();
+    let p: RunProgress = tranche_core::wait_finished(&*backend, &run, Duration::from_millis(50), None, |p| {
+        if last.elapsed() >= Duration::from_secs(1) {
+            progress_line("processed", p.ended(), total_jobs, process_started);
+            last = Instant::now();
+        }
+    })
+    .await?;
+    let process_time = process_started.elapsed();
+    stop.cancel();
+    handle.await??;
+
+    let mut queue = std::mem::take(&mut *latencies.queue_to_done.lock().expect("lock"));
+    let mut run_times = std::mem::take(&mut *latencies.start_to_done.lock().expect("lock"));
+    queue.sort_unstable();
+    run_times.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let report = Report {
+        jobs: total_jobs,
+        chains: if chain_length > 1 { args.jobs } else { 0 },
+        chain_length,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        enqueue_seconds: enqueue_time.as_secs_f64(),
+        enqueue_jobs_per_sec: total_jobs as f64 / enqueue_time.as_secs_f64(),
+        process_seconds: process_time.as_secs_f64(),
+        process_jobs_per_sec: total_jobs as f64 / process_time.as_secs_f64(),
+        end_to_end_jobs_per_sec: total_jobs as f64 / (enqueue_time + process_time).as_secs_f64(),
+        latency_p50_ms: ms(percentile(&queue, 0.50)),
+        latency_p99_ms: ms(percentile(&queue, 0.99)),
+        run_time_p50_ms: ms(percentile(&run_times, 0.50)),
+        run_time_p99_ms: ms(percentile(&run_times, 0.99)),
+        peak_rss_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
+    };
+    anyhow::ensure!(
+        p.succeeded == total_jobs,
+        "expected {total_jobs} jobs to succeed, got {} (failed {}, cancelled {})",
+        p.succeeded,
+        p.failed,
+        p.cancelled
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("jobs                 {} ({} chains of {})", report.jobs, report.chains, chain_length);
+        println!("cores                {}", report.cores);
+        println!("enqueue              {} ({:.0} jobs/s)", duration(enqueue_time), report.enqueue_jobs_per_sec);
+        println!("process              {} ({:.0} jobs/s, {:.0} jobs/s per core)", duration(process_time), report.process_jobs_per_sec, report.process_jobs_per_sec / report.cores as f64);
+        println!("end to end           {:.0} jobs/s (enqueue + process)", report.end_to_end_jobs_per_sec);
+        println!("latency runnable→done p50 {:.1} ms  p99 {:.1} ms", report.latency_p50_ms, report.latency_p99_ms);
+        println!("latency started→done  p50 {:.2} ms  p99 {:.2} ms", report.run_time_p50_ms, report.run_time_p99_ms);
+        println!("peak RSS             {:.0} MB", report.peak_rss_mb);
+    }
+    Ok(ExitCode::SUCCESS)
+}

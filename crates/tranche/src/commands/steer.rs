@@ -1,0 +1,48 @@
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use tranche_types::{CancelTarget, JobId};
+
+use crate::data::{open_existing, run_name};
+
+pub async fn retry(data: &Path, run: &str) -> Result<ExitCode> {
+    let backend = open_existing(data)?;
+    let name = run_name(run)?;
+    if backend.run_progress(&name).await?.is_none() {
+        bail!("run {run} not found in {} (see `tranche runs`)", data.display());
+    }
+    let n = backend.retry_run(&name).await?;
+    println!("re-enqueued {n} job(s) of {run}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn cancel(
+    data: &Path,
+    run: Option<String>,
+    job: Option<i64>,
+    chain: Option<i64>,
+    reason: &str,
+) -> Result<ExitCode> {
+    let backend = open_existing(data)?;
+    let target = match (run, job, chain) {
+        (Some(run), _, _) => {
+            let name = run_name(&run)?;
+            if backend.run_progress(&name).await?.is_none() {
+                bail!("run {run} not found in {} (see `tranche runs`)", data.display());
+            }
+            CancelTarget::Run(name)
+        }
+        (None, Some(id), _) => CancelTarget::Job(JobId(id)),
+        (None, None, Some(id)) => CancelTarget::Chain(JobId(id)),
+        (None, None, None) => bail!("expected a run, --job ID or --chain ID"),
+    };
+    if let CancelTarget::Job(id) | CancelTarget::Chain(id) = &target {
+        if backend.job(*id).await?.is_none() {
+            bail!("job {id} not found in {}", data.display());
+        }
+    }
+    let n = backend.cancel(target, reason).await?;
+    println!("cancelled {n} job(s)");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,50 @@
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::data::{open_existing, run_name};
+use crate::output::run_line;
+
+pub async fn wait(data: &Path, run: &str, on_done: Option<String>, timeout: Option<u64>) -> Result<ExitCode> {
+    let backend = open_existing(data)?;
+    let name = run_name(run)?;
+    let mut last = std::time::Instant::now();
+    let p = tranche_core::wait_finished(
+        &*backend,
+        &name,
+        Duration::from_millis(250),
+        timeout.map(Duration::from_secs),
+        |p| {
+            if last.elapsed() >= Duration::from_secs(10) {
+                eprintln!("{}", run_line(p));
+                last = std::time::Instant::now();
+            }
+        },
+    )
+    .await?;
+    println!("{}", run_line(&p));
+    if let Some(cmd) = on_done {
+        // Claimed in the backend, so one command runs per finish however many
+        // processes wait on the run.
+        if backend.claim_finish_hook(&name, &cmd, p.finishes).await? {
+            let status = tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .env("TRANCHE_RUN", run)
+                .env("TRANCHE_SUCCEEDED", p.succeeded.to_string())
+                .env("TRANCHE_FAILED", p.failed.to_string())
+                .env("TRANCHE_CANCELLED", p.cancelled.to_string())
+                .status()
+                .await
+                .context("could not start the --on-done command")?;
+            if !status.success() {
+                bail!("the --on-done command exited with {status}");
+            }
+        } else {
+            eprintln!("the --on-done command already ran for this finish of {run} (elsewhere)");
+        }
+    }
+    Ok(if p.failed > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
