@@ -491,7 +491,9 @@ async fn complete_loop(
                 (_, Resolution::Failed { .. }) => &shared.stats.failed,
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            if let (Some(observer), Some(CompletionAck::Applied)) = (&shared.config.observer, acks.get(i)) {
+            if let (Some(observer), Some(CompletionAck::Applied)) =
+                (&shared.config.observer, acks.get(i))
+            {
                 observer.finished(&Finished {
                     kind: &done.kind,
                     resolution: &done.completion.resolution,

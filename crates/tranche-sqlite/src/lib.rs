@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 use tranche_core::Backend;
 use tranche_types::{
@@ -84,10 +84,15 @@ impl SqliteBackend {
         })?;
         let path = dir.join(Self::FILE_NAME);
         let open = |what: &'static str| {
-            let conn = Connection::open(&path).map_err(|e| BackendError::Store {
-                op: what,
-                message: format!("{}: {e}", path.display()),
-            })?;
+            // Each connection is used by one thread at a time, so SQLite's own
+            // per-connection mutex is pure overhead.
+            let flags = OpenFlags::default() & !OpenFlags::SQLITE_OPEN_FULL_MUTEX
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn =
+                Connection::open_with_flags(&path, flags).map_err(|e| BackendError::Store {
+                    op: what,
+                    message: format!("{}: {e}", path.display()),
+                })?;
             schema::configure(&conn, options.full_sync).map_err(|e| BackendError::Store {
                 op: what,
                 message: format!("{}: {e}", path.display()),

@@ -22,25 +22,28 @@ CREATE TABLE IF NOT EXISTS runs (
     finishes     INTEGER NOT NULL DEFAULT 0,
     on_done      TEXT
 );
+-- No NOT NULL constraints on jobs: a constraint that can fail makes SQLite open a
+-- statement journal for every UPDATE, which cost a third of the writer's time. The
+-- writer is the only code that writes these rows and always sets every column.
 CREATE TABLE IF NOT EXISTS jobs (
     id              INTEGER PRIMARY KEY,
-    run_id          INTEGER NOT NULL,
-    kind            TEXT NOT NULL,
-    queue           TEXT NOT NULL,
-    state           INTEGER NOT NULL,
-    priority        INTEGER NOT NULL DEFAULT 0,
-    attempt         INTEGER NOT NULL DEFAULT 0,
-    max_attempts    INTEGER NOT NULL,
-    available_at    INTEGER NOT NULL,
+    run_id          INTEGER,
+    kind            TEXT,
+    queue           TEXT,
+    state           INTEGER,
+    priority        INTEGER DEFAULT 0,
+    attempt         INTEGER DEFAULT 0,
+    max_attempts    INTEGER,
+    available_at    INTEGER,
     lease_until     INTEGER,
-    created_at      INTEGER NOT NULL,
+    created_at      INTEGER,
     started_at      INTEGER,
     finished_at     INTEGER,
     next_id         INTEGER,
     group_id        INTEGER,
-    upstream_failed INTEGER NOT NULL DEFAULT 0,
+    upstream_failed INTEGER DEFAULT 0,
     unique_key      TEXT,
-    args            TEXT NOT NULL,
+    args            TEXT,
     input           TEXT,
     result          TEXT,
     error           TEXT

@@ -17,7 +17,12 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct DataArgs {
     /// Directory of the embedded state (SQLite, WAL mode).
-    #[arg(long, global = true, env = "TRANCHE_DATA", default_value = "./tranche-data")]
+    #[arg(
+        long,
+        global = true,
+        env = "TRANCHE_DATA",
+        default_value = "./tranche-data"
+    )]
     pub data: PathBuf,
 }
 

@@ -4,7 +4,11 @@ use tranche_types::{RunProgress, Timestamp};
 
 pub fn run_line(p: &RunProgress) -> String {
     let name = p.run.as_ref().map_or("?", |r| r.as_str());
-    let pct = if p.total == 0 { 0.0 } else { 100.0 * p.ended() as f64 / p.total as f64 };
+    let pct = if p.total == 0 {
+        0.0
+    } else {
+        100.0 * p.ended() as f64 / p.total as f64
+    };
     let state = if p.is_finished() { "finished" } else { "open" };
     format!(
         "{name:<40} {state:<8} {pct:>5.1}%  total {:>9}  queued {:>9}  running {:>6}  succeeded {:>9}  failed {:>7}  cancelled {:>7}",
@@ -24,7 +28,12 @@ pub fn when(t: Option<Timestamp>) -> String {
             let secs = t.0.div_euclid(1_000_000);
             let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
             let (y, m, d) = civil_from_days(days);
-            format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+            format!(
+                "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+                rem / 3600,
+                rem % 3600 / 60,
+                rem % 60
+            )
         }
     }
 }
@@ -61,7 +70,10 @@ mod tests {
     #[test]
     fn dates_render() {
         assert_eq!(when(Some(Timestamp(0))), "1970-01-01 00:00:00 UTC");
-        assert_eq!(when(Some(Timestamp(1_795_651_200_000_000))), "2026-11-24 00:00:00 UTC");
+        assert_eq!(
+            when(Some(Timestamp(1_795_651_200_000_000))),
+            "2026-11-24 00:00:00 UTC"
+        );
         assert_eq!(when(None), "-");
     }
 }

@@ -32,7 +32,20 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
     let now = op.now.0;
     match res {
         Resolution::Succeeded { result } => {
-            let row: Option<Ended> = op
+            let known = op.cache().take_route(id);
+            let row: Option<Ended> = match known {
+                Some(route) => {
+                    let n = op
+                        .conn
+                        .prepare_cached(
+                            "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
+                             WHERE id = ?3 AND state = 2 AND attempt = ?4",
+                        )
+                        .and_then(|mut s| s.execute(params![result, now, id, attempt]))
+                        .map_err(db("complete job"))?;
+                    (n == 1).then_some((route.run, route.next, route.group))
+                }
+                None => op
                 .conn
                 .prepare_cached(
                     "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
@@ -40,7 +53,8 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
                      RETURNING run_id, next_id, group_id",
                 )
                 .and_then(|mut s| s.query_row(params![result, now, id, attempt], ended_row).optional())
-                .map_err(db("complete job"))?;
+                .map_err(db("complete job"))?,
+            };
             let Some((run, next, group)) = row else {
                 return Ok(false);
             };

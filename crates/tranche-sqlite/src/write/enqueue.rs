@@ -28,10 +28,100 @@ fn check(spec: &JobSpec) -> OpResult<()> {
 pub fn enqueue(op: &mut Op<'_>, req: &EnqueueRequest) -> OpResult<Vec<Enqueued>> {
     let run = op.ensure_run(&req.run, req.on_done.as_ref())?;
     let mut out = Vec::with_capacity(req.items.len());
+    let mut plain: Vec<&JobSpec> = Vec::new();
     for item in &req.items {
-        out.push(enqueue_item(op, run, item)?);
+        match item {
+            EnqueueItem::Job(spec) if spec.unique_key.is_none() => plain.push(spec),
+            _ => {
+                insert_plain(op, run, &plain, &mut out)?;
+                plain.clear();
+                out.push(enqueue_item(op, run, item)?);
+            }
+        }
     }
+    insert_plain(op, run, &plain, &mut out)?;
     Ok(out)
+}
+
+/// Insert single jobs without unique keys (the bulk of a night) many rows per
+/// statement: statement overhead was half the cost of an insert.
+fn insert_plain(
+    op: &mut Op<'_>,
+    run: i64,
+    specs: &[&JobSpec],
+    out: &mut Vec<Enqueued>,
+) -> OpResult<()> {
+    const ROWS: usize = 64;
+    for chunk in specs.chunks(ROWS) {
+        let sql = plain_insert_sql(chunk.len());
+        let mut stmt = op.conn.prepare_cached(&sql).map_err(db("insert jobs"))?;
+        let mut i = 1;
+        for spec in chunk {
+            check(spec)?;
+            let available_at = spec.not_before.unwrap_or(op.now).max(op.now);
+            let bind =
+                |stmt: &mut rusqlite::CachedStatement<'_>, i: usize, v: &dyn rusqlite::ToSql| {
+                    stmt.raw_bind_parameter(i, v).map_err(db("insert jobs"))
+                };
+            bind(&mut stmt, i, &spec.kind)?;
+            bind(&mut stmt, i + 1, &spec.queue)?;
+            bind(&mut stmt, i + 2, &spec.priority)?;
+            bind(&mut stmt, i + 3, &spec.max_attempts)?;
+            bind(&mut stmt, i + 4, &available_at.0)?;
+            bind(&mut stmt, i + 5, &spec.args)?;
+            i += 6;
+            op.wake(&spec.queue);
+        }
+        stmt.raw_bind_parameter(i, run).map_err(db("insert jobs"))?;
+        stmt.raw_bind_parameter(i + 1, op.now.0)
+            .map_err(db("insert jobs"))?;
+        let n = stmt.raw_execute().map_err(db("insert jobs"))?;
+        if n != chunk.len() {
+            return Err(BackendError::store(
+                "insert jobs",
+                format!("expected {} rows inserted, got {n}", chunk.len()),
+            ));
+        }
+        // Rowids of one statement's rows are consecutive: each is the table's largest
+        // plus one, and this thread is the only writer inside the transaction.
+        let last = op.conn.last_insert_rowid();
+        for id in (last - n as i64 + 1)..=last {
+            out.push(Enqueued {
+                ids: vec![JobId(id)],
+                existed: false,
+            });
+        }
+        let d = op.deltas.entry(run).or_default();
+        d.total += n as i64;
+        d.states[JobState::Available.code() as usize] += n as i64;
+        op.touched.insert(run);
+    }
+    Ok(())
+}
+
+fn plain_insert_sql(rows: usize) -> String {
+    let p = rows * 6;
+    let mut sql = String::from(
+        "INSERT INTO jobs (kind, queue, priority, max_attempts, available_at, args, run_id, created_at, state) VALUES ",
+    );
+    for r in 0..rows {
+        let b = r * 6;
+        if r > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&format!(
+            "(?{},?{},?{},?{},?{},?{},?{},?{},1)",
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5,
+            b + 6,
+            p + 1,
+            p + 2
+        ));
+    }
+    sql
 }
 
 pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<Enqueued> {

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod reserve;
 pub mod steer;
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -33,12 +34,40 @@ pub struct Delta {
 pub struct RunCache {
     by_name: HashMap<String, i64>,
     by_id: HashMap<i64, RunName>,
+    /// Where jobs reserved by this process lead. These facts never change for a job,
+    /// so they stay true whatever happens to the transaction that read them, and let
+    /// a completion update its row without reading it back.
+    routes: RefCell<HashMap<i64, Route>>,
+}
+
+/// A job's run, chain successor and group: fixed when it is enqueued.
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    pub run: i64,
+    pub next: Option<i64>,
+    pub group: Option<i64>,
 }
 
 impl RunCache {
+    /// Routes of jobs whose completion never came here (lost leases) would otherwise
+    /// pile up.
+    const MAX_ROUTES: usize = 1 << 20;
+
     pub fn clear(&mut self) {
         self.by_name.clear();
         self.by_id.clear();
+    }
+
+    pub fn remember_route(&self, job: i64, route: Route) {
+        let mut routes = self.routes.borrow_mut();
+        if routes.len() >= Self::MAX_ROUTES {
+            routes.clear();
+        }
+        routes.insert(job, route);
+    }
+
+    pub fn take_route(&self, job: i64) -> Option<Route> {
+        self.routes.borrow_mut().remove(&job)
     }
 }
 
@@ -123,6 +152,10 @@ impl<'a> Op<'a> {
         Ok(id)
     }
 
+    pub fn cache(&self) -> &RunCache {
+        self.cache
+    }
+
     pub fn run_name(&self, id: i64) -> OpResult<RunName> {
         if let Some(n) = self.cache.by_id.get(&id) {
             return Ok(n.clone());
@@ -178,6 +211,8 @@ impl OpParts {
 /// What a whole transaction changed, applied just before it commits.
 #[derive(Default)]
 pub struct TxnEffects {
+    /// Set when an operation without a savepoint failed: the transaction must abort.
+    pub poisoned: Option<BackendError>,
     pub deltas: HashMap<i64, Delta>,
     pub woken: HashSet<String>,
     pub touched: HashSet<i64>,

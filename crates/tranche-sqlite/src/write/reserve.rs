@@ -14,17 +14,27 @@ pub struct Reserved {
 
 pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
     let lease_until = op.now.add(lease);
-    let rows: Vec<(i64, i64, String, String, Option<String>, u32, u32, i64, i64)> = op
+    type Row = (
+        i64,
+        i64,
+        String,
+        String,
+        Option<String>,
+        u32,
+        u32,
+        i64,
+        Option<i64>,
+        Option<i64>,
+    );
+    let rows: Vec<Row> = op
         .conn
         .prepare_cached(
-            "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = ?1, started_at = ?2
-             WHERE id IN (SELECT id FROM jobs
-                          WHERE state = 1 AND queue = ?3 AND available_at <= ?2
-                          ORDER BY priority, available_at, id LIMIT ?4)
-             RETURNING id, run_id, kind, args, input, attempt, max_attempts, available_at, priority",
+            "SELECT id, run_id, kind, args, input, attempt, max_attempts, available_at, next_id, group_id
+             FROM jobs WHERE state = 1 AND queue = ?1 AND available_at <= ?2
+             ORDER BY priority, available_at, id LIMIT ?3",
         )
         .and_then(|mut s| {
-            s.query_map(params![lease_until.0, op.now.0, queue, max as i64], |r| {
+            s.query_map(params![queue, op.now.0, max as i64], |r| {
                 Ok((
                     r.get(0)?,
                     r.get(1)?,
@@ -35,16 +45,36 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
                     r.get(6)?,
                     r.get(7)?,
                     r.get(8)?,
+                    r.get(9)?,
                 ))
             })?
             .collect()
         })
-        .map_err(db("reserve jobs"))?;
-    let mut rows = rows;
-    // RETURNING order is unspecified; hand jobs out in queue order.
-    rows.sort_unstable_by_key(|r| (r.8, r.7, r.0));
+        .map_err(db("find ready jobs"))?;
+    if !rows.is_empty() {
+        // The same rows again: nothing else writes inside this transaction. One
+        // statement for the batch costs far less than one per job.
+        let n = op
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = ?1, started_at = ?2
+                 WHERE id IN (SELECT id FROM jobs WHERE state = 1 AND queue = ?3 AND available_at <= ?2
+                              ORDER BY priority, available_at, id LIMIT ?4)",
+            )
+            .and_then(|mut s| s.execute(params![lease_until.0, op.now.0, queue, max as i64]))
+            .map_err(db("lease jobs"))?;
+        if n != rows.len() {
+            return Err(tranche_types::BackendError::store(
+                "lease jobs",
+                format!("expected to lease {} jobs, leased {n}", rows.len()),
+            ));
+        }
+    }
     let mut jobs = Vec::with_capacity(rows.len());
-    for (id, run, kind, args, input, attempt, max_attempts, available_at, _) in rows {
+    for (id, run, kind, args, input, attempt, max_attempts, available_at, next, group) in rows {
+        let attempt = attempt + 1;
+        op.cache()
+            .remember_route(id, super::Route { run, next, group });
         op.moved(run, Some(JobState::Available), JobState::Running);
         jobs.push(ReservedJob {
             id: JobId(id),

@@ -24,9 +24,17 @@ struct Latencies {
 
 impl Observer for Latencies {
     fn finished(&self, f: &Finished<'_>) {
-        let us = |a: tranche_types::Timestamp| f.finished_at.since(a).as_micros().min(u32::MAX as u128) as u32;
-        self.queue_to_done.lock().expect("latency lock").push(us(f.available_at));
-        self.start_to_done.lock().expect("latency lock").push(us(f.started_at));
+        let us = |a: tranche_types::Timestamp| {
+            f.finished_at.since(a).as_micros().min(u32::MAX as u128) as u32
+        };
+        self.queue_to_done
+            .lock()
+            .expect("latency lock")
+            .push(us(f.available_at));
+        self.start_to_done
+            .lock()
+            .expect("latency lock")
+            .push(us(f.started_at));
     }
 }
 
@@ -76,14 +84,22 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
     let dir = if args.keep {
         data.to_path_buf()
     } else {
-        temp = tempfile::Builder::new().prefix("tranche-bench-").tempdir().context("could not create a temporary directory")?;
+        temp = tempfile::Builder::new()
+            .prefix("tranche-bench-")
+            .tempdir()
+            .context("could not create a temporary directory")?;
         temp.path().to_path_buf()
     };
     let backend = open(&dir)?;
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
     let run = run_name(&format!("bench/engine-{stamp}"))?;
     let mut registry = Registry::new();
-    registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async { Ok::<_, std::convert::Infallible>(()) });
+    registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async {
+        Ok::<_, std::convert::Infallible>(())
+    });
     let engine = Engine::new(backend.clone(), registry);
     eprintln!(
         "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, data in {}",
@@ -109,7 +125,12 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
             .collect();
         engine.enqueue(&run, items).await?;
         enqueued += n;
-        progress_line("enqueued", enqueued * u64::from(chain_length), total_jobs, started);
+        progress_line(
+            "enqueued",
+            enqueued * u64::from(chain_length),
+            total_jobs,
+            started,
+        );
     }
     let enqueue_time = started.elapsed();
 
@@ -128,13 +149,14 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
     let process_started = Instant::now();
     let handle = tokio::spawn(async move { worker.run(s).await });
     let mut last = Instant::now();
-    let p: RunProgress = tranche_core::wait_finished(&*backend, &run, Duration::from_millis(50), None, |p| {
-        if last.elapsed() >= Duration::from_secs(1) {
-            progress_line("processed", p.ended(), total_jobs, process_started);
-            last = Instant::now();
-        }
-    })
-    .await?;
+    let p: RunProgress =
+        tranche_core::wait_finished(&*backend, &run, Duration::from_millis(50), None, |p| {
+            if last.elapsed() >= Duration::from_secs(1) {
+                progress_line("processed", p.ended(), total_jobs, process_started);
+                last = Instant::now();
+            }
+        })
+        .await?;
     let process_time = process_started.elapsed();
     stop.cancel();
     handle.await??;
@@ -170,13 +192,34 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("jobs                 {} ({} chains of {})", report.jobs, report.chains, chain_length);
+        println!(
+            "jobs                 {} ({} chains of {})",
+            report.jobs, report.chains, chain_length
+        );
         println!("cores                {}", report.cores);
-        println!("enqueue              {} ({:.0} jobs/s)", duration(enqueue_time), report.enqueue_jobs_per_sec);
-        println!("process              {} ({:.0} jobs/s, {:.0} jobs/s per core)", duration(process_time), report.process_jobs_per_sec, report.process_jobs_per_sec / report.cores as f64);
-        println!("end to end           {:.0} jobs/s (enqueue + process)", report.end_to_end_jobs_per_sec);
-        println!("latency runnable→done p50 {:.1} ms  p99 {:.1} ms", report.latency_p50_ms, report.latency_p99_ms);
-        println!("latency started→done  p50 {:.2} ms  p99 {:.2} ms", report.run_time_p50_ms, report.run_time_p99_ms);
+        println!(
+            "enqueue              {} ({:.0} jobs/s)",
+            duration(enqueue_time),
+            report.enqueue_jobs_per_sec
+        );
+        println!(
+            "process              {} ({:.0} jobs/s, {:.0} jobs/s per core)",
+            duration(process_time),
+            report.process_jobs_per_sec,
+            report.process_jobs_per_sec / report.cores as f64
+        );
+        println!(
+            "end to end           {:.0} jobs/s (enqueue + process)",
+            report.end_to_end_jobs_per_sec
+        );
+        println!(
+            "latency runnable→done p50 {:.1} ms  p99 {:.1} ms",
+            report.latency_p50_ms, report.latency_p99_ms
+        );
+        println!(
+            "latency started→done  p50 {:.2} ms  p99 {:.2} ms",
+            report.run_time_p50_ms, report.run_time_p99_ms
+        );
         println!("peak RSS             {:.0} MB", report.peak_rss_mb);
     }
     Ok(ExitCode::SUCCESS)

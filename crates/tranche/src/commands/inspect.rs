@@ -25,7 +25,10 @@ pub async fn status(data: &Path, run: &str, failures: usize, json: bool) -> Resu
     let backend = open_existing(data)?;
     let name = run_name(run)?;
     let Some(p) = backend.run_progress(&name).await? else {
-        bail!("run {run} not found in {} (see `tranche runs`)", data.display());
+        bail!(
+            "run {run} not found in {} (see `tranche runs`)",
+            data.display()
+        );
     };
     let failed = backend.run_failures(&name, None, failures).await?;
     if json {
@@ -44,14 +47,25 @@ pub async fn status(data: &Path, run: &str, failures: usize, json: bool) -> Resu
         if !failed.is_empty() {
             println!("failures (first {}):", failed.len());
             for f in &failed {
-                println!("  job {:>10}  {:<20} attempt {:>2}  {}", f.id, f.kind, f.attempt, f.error);
+                println!(
+                    "  job {:>10}  {:<20} attempt {:>2}  {}",
+                    f.id, f.kind, f.attempt, f.error
+                );
             }
             if (failed.len() as u64) < p.failed {
-                println!("  … {} more: tranche status {run} --failures {}", p.failed - failed.len() as u64, p.failed);
+                println!(
+                    "  … {} more: tranche status {run} --failures {}",
+                    p.failed - failed.len() as u64,
+                    p.failed
+                );
             }
             println!("re-run them: tranche retry {run}");
         }
     }
     // Non-zero when the run has failures, so scripts can check a night in one call.
-    Ok(if p.failed > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if p.failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -13,10 +13,23 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     let data = &cli.data.data;
     match cli.command {
         Command::Runs { limit, json } => inspect::runs(data, limit, json).await,
-        Command::Status { run, failures, json } => inspect::status(data, &run, failures, json).await,
+        Command::Status {
+            run,
+            failures,
+            json,
+        } => inspect::status(data, &run, failures, json).await,
         Command::Retry { run } => steer::retry(data, &run).await,
-        Command::Cancel { run, job, chain, reason } => steer::cancel(data, run, job, chain, &reason).await,
-        Command::Wait { run, on_done, timeout } => wait::wait(data, &run, on_done, timeout).await,
+        Command::Cancel {
+            run,
+            job,
+            chain,
+            reason,
+        } => steer::cancel(data, run, job, chain, &reason).await,
+        Command::Wait {
+            run,
+            on_done,
+            timeout,
+        } => wait::wait(data, &run, on_done, timeout).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(data, args).await,
     }
 }

@@ -10,7 +10,10 @@ pub async fn retry(data: &Path, run: &str) -> Result<ExitCode> {
     let backend = open_existing(data)?;
     let name = run_name(run)?;
     if backend.run_progress(&name).await?.is_none() {
-        bail!("run {run} not found in {} (see `tranche runs`)", data.display());
+        bail!(
+            "run {run} not found in {} (see `tranche runs`)",
+            data.display()
+        );
     }
     let n = backend.retry_run(&name).await?;
     println!("re-enqueued {n} job(s) of {run}");
@@ -29,7 +32,10 @@ pub async fn cancel(
         (Some(run), _, _) => {
             let name = run_name(&run)?;
             if backend.run_progress(&name).await?.is_none() {
-                bail!("run {run} not found in {} (see `tranche runs`)", data.display());
+                bail!(
+                    "run {run} not found in {} (see `tranche runs`)",
+                    data.display()
+                );
             }
             CancelTarget::Run(name)
         }

@@ -7,7 +7,12 @@ use anyhow::{bail, Context, Result};
 use crate::data::{open_existing, run_name};
 use crate::output::run_line;
 
-pub async fn wait(data: &Path, run: &str, on_done: Option<String>, timeout: Option<u64>) -> Result<ExitCode> {
+pub async fn wait(
+    data: &Path,
+    run: &str,
+    on_done: Option<String>,
+    timeout: Option<u64>,
+) -> Result<ExitCode> {
     let backend = open_existing(data)?;
     let name = run_name(run)?;
     let mut last = std::time::Instant::now();
@@ -46,5 +51,9 @@ pub async fn wait(data: &Path, run: &str, on_done: Option<String>, timeout: Opti
             eprintln!("the --on-done command already ran for this finish of {run} (elsewhere)");
         }
     }
-    Ok(if p.failed > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if p.failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
