@@ -67,7 +67,7 @@ pub async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
 
 pub async fn not_before_delays_the_job(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
-    let at = clock.now().add(Duration::from_secs(60));
+    let at = clock.now().plus(Duration::from_secs(60));
     enqueue(
         &*b,
         "enq/later",

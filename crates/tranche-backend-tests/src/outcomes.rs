@@ -21,7 +21,7 @@ pub async fn retry_until_exhausted(make: &dyn MakeBackend) {
     )
     .await;
     let j = take(&*b, "default", 1).await.remove(0);
-    let at = clock.now().add(Duration::from_secs(30));
+    let at = clock.now().plus(Duration::from_secs(30));
     let r = Resolution::Retry {
         error: "smtp 451 try later".into(),
         at,
@@ -71,7 +71,7 @@ pub async fn snooze_keeps_the_attempt(make: &dyn MakeBackend) {
     .await;
     let j = take(&*b, "default", 1).await.remove(0);
     let r = Resolution::Snooze {
-        at: clock.now().add(Duration::from_secs(5)),
+        at: clock.now().plus(Duration::from_secs(5)),
     };
     resolve(&*b, j.lease(), r).await;
     assert!(take(&*b, "default", 1).await.is_empty());

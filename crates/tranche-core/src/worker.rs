@@ -339,7 +339,7 @@ async fn execute(
                     job.kind,
                     kinds.join(", ")
                 ),
-                at: shared.backend.clock().now().add(Duration::from_secs(60)),
+                at: shared.backend.clock().now().plus(Duration::from_secs(60)),
             }
         }
         Some(entry) => {
@@ -433,9 +433,9 @@ fn resolve(shared: &Shared, entry: &TaskEntry, attempt: u32, outcome: RawOutcome
         Outcome::Complete(result) => Resolution::Succeeded { result },
         Outcome::Retry { error, after } => Resolution::Retry {
             error,
-            at: now.add(after.unwrap_or_else(|| entry.options.backoff.delay(attempt))),
+            at: now.plus(after.unwrap_or_else(|| entry.options.backoff.delay(attempt))),
         },
-        Outcome::Snooze(d) => Resolution::Snooze { at: now.add(d) },
+        Outcome::Snooze(d) => Resolution::Snooze { at: now.plus(d) },
         Outcome::Cancel(reason) => Resolution::Cancelled { reason },
         Outcome::Discard(error) => Resolution::Failed { error },
     }

@@ -14,7 +14,7 @@ impl Timestamp {
         self.0
     }
 
-    pub fn add(self, d: Duration) -> Timestamp {
+    pub fn plus(self, d: Duration) -> Timestamp {
         Timestamp(
             self.0
                 .saturating_add(d.as_micros().min(i64::MAX as u128) as i64),

@@ -31,7 +31,7 @@ pub fn claim_locks(
             }
         }
     }
-    let until = op.now.add(ttl).0;
+    let until = op.now.plus(ttl).0;
     let mut stmt = op
         .conn
         .prepare_cached(

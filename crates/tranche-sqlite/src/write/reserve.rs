@@ -13,7 +13,7 @@ pub struct Reserved {
 }
 
 pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
-    let lease_until = op.now.add(lease);
+    let lease_until = op.now.plus(lease);
     type Row = (
         i64,
         i64,
@@ -133,7 +133,7 @@ pub fn reap_expired(op: &mut Op<'_>) -> OpResult<u64> {
 
 /// Extend leases; returns those no longer held.
 pub fn heartbeat(op: &mut Op<'_>, leases: &[LeaseRef], lease: Duration) -> OpResult<Vec<LeaseRef>> {
-    let until = op.now.add(lease);
+    let until = op.now.plus(lease);
     let mut stmt = op
         .conn
         .prepare_cached(
