@@ -71,7 +71,7 @@ mod tests {
     fn dates_render() {
         assert_eq!(when(Some(Timestamp(0))), "1970-01-01 00:00:00 UTC");
         assert_eq!(
-            when(Some(Timestamp(1_795_651_200_000_000))),
+            when(Some(Timestamp(1_795_478_400_000_000))),
             "2026-11-24 00:00:00 UTC"
         );
         assert_eq!(when(None), "-");

@@ -1,0 +1,200 @@
+//! The `tranche` binary as an operator uses it, against a real data directory.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tranche_core::Backend;
+use tranche_sqlite::{SqliteBackend, SqliteOptions};
+use tranche_types::{
+    Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution, RunName,
+};
+
+fn tranche(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tranche"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .env_remove("TRANCHE_DATA")
+        .output()
+        .expect("run tranche")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A run with one failed, one succeeded and one queued job.
+async fn night(data: &Path) {
+    let b: Arc<dyn Backend> =
+        Arc::new(SqliteBackend::open(data, SqliteOptions::default()).unwrap());
+    let items = (0..3)
+        .map(|i| EnqueueItem::Job(JobSpec::new("note", i.to_string())))
+        .collect();
+    b.enqueue(EnqueueRequest {
+        run: RunName::new("night/1").unwrap(),
+        items,
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    let req = ReserveRequest {
+        queue: "default".into(),
+        max: 2,
+        lease: Duration::from_secs(30),
+        wait: Duration::ZERO,
+    };
+    let js = b.reserve(req).await.unwrap();
+    b.complete(vec![
+        Completion {
+            lease: js[0].lease(),
+            resolution: Resolution::Failed {
+                error: "bad PAN in clients.csv line 7".into(),
+            },
+        },
+        Completion {
+            lease: js[1].lease(),
+            resolution: Resolution::Succeeded {
+                result: "null".into(),
+            },
+        },
+    ])
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    night(&data).await;
+
+    let out = tranche(&data, &["runs"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(text(&out).0.contains("night/1"));
+
+    let out = tranche(&data, &["status", "night/1"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a run with failures exits 2: {stdout}"
+    );
+    assert!(stdout.contains("failed       1"), "{stdout}");
+    assert!(stdout.contains("bad PAN in clients.csv line 7"), "{stdout}");
+    assert!(stdout.contains("tranche retry night/1"), "{stdout}");
+
+    let out = tranche(&data, &["status", "night/1", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status --json is JSON");
+    assert_eq!(v["progress"]["total"], 3);
+    assert_eq!(v["failures"][0]["error"], "bad PAN in clients.csv line 7");
+
+    let out = tranche(&data, &["retry", "night/1"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out).0.trim(), "re-enqueued 1 job(s) of night/1");
+
+    let out = tranche(&data, &["cancel", "night/1", "--reason", "bank holiday"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out).0.trim(), "cancelled 2 job(s)");
+
+    let marker = dir.path().join("torn-down");
+    let hook = format!(
+        "echo \"$TRANCHE_RUN $TRANCHE_SUCCEEDED $TRANCHE_CANCELLED\" >> {}",
+        marker.display()
+    );
+    let out = tranche(
+        &data,
+        &["wait", "night/1", "--on-done", &hook, "--timeout", "30"],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "night/1 1 2\n");
+    let out = tranche(
+        &data,
+        &["wait", "night/1", "--on-done", &hook, "--timeout", "30"],
+    );
+    assert!(out.status.success());
+    assert!(text(&out).1.contains("already ran"), "{:?}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "night/1 1 2\n",
+        "the hook ran once"
+    );
+}
+
+#[test]
+fn errors_are_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tranche(&dir.path().join("nowhere"), &["status", "night/1"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: no Tranche data in "), "{stderr}");
+    assert!(
+        !dir.path().join("nowhere").exists(),
+        "inspecting does not create a database"
+    );
+
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    drop(SqliteBackend::open(&data, SqliteOptions::default()).unwrap());
+    let out = tranche(&data, &["retry", "no-such-run"]);
+    assert_eq!(
+        text(&out).1.trim(),
+        format!(
+            "error: run no-such-run not found in {} (see `tranche runs`)",
+            data.display()
+        )
+    );
+    let out = tranche(&data, &["status", "bad name!"]);
+    assert!(
+        text(&out).1.contains("invalid run name \"bad name!\""),
+        "{:?}",
+        text(&out)
+    );
+}
+
+#[test]
+fn bench_engine_processes_every_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tranche(
+        dir.path(),
+        &[
+            "bench",
+            "engine",
+            "--jobs",
+            "3000",
+            "--chain-length",
+            "3",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench --json is JSON");
+    assert_eq!(v["jobs"], 9000);
+    assert_eq!(v["chains"], 3000);
+    assert!(v["process_jobs_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(v["latency_p99_ms"].as_f64().unwrap() >= v["latency_p50_ms"].as_f64().unwrap());
+    assert!(v["peak_rss_mb"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn help_explains_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in [
+        &["--help"][..],
+        &["runs", "--help"],
+        &["status", "--help"],
+        &["retry", "--help"],
+        &["cancel", "--help"],
+        &["wait", "--help"],
+        &["bench", "engine", "--help"],
+    ] {
+        let out = tranche(dir.path(), cmd);
+        assert!(out.status.success(), "{cmd:?}");
+        assert!(text(&out).0.contains("Usage: tranche"), "{cmd:?}");
+    }
+}
