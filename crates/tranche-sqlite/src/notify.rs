@@ -29,4 +29,9 @@ impl Notifier {
             }
         }
     }
+
+    pub fn wake_all(&self) {
+        let q = self.queues.lock().expect("notifier lock");
+        q.values().for_each(|n| n.notify_waiters());
+    }
 }

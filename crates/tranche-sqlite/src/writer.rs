@@ -138,7 +138,11 @@ fn transact(
     if err.is_some() {
         cache.clear();
     } else {
-        notifier.wake(fx.woken.iter());
+        if fx.wake_all {
+            notifier.wake_all();
+        } else {
+            notifier.wake(fx.woken.iter());
+        }
     }
     let mut orphans = Vec::new();
     for answer in answers {

@@ -60,7 +60,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             };
             op.moved(run, Some(JobState::Running), JobState::Succeeded);
             if let Some(next) = next {
-                release_pending(op, next, result)?;
+                release_successor(op, run, next, result)?;
             }
             if let Some(group) = group {
                 member_ended(op, group)?;
@@ -224,6 +224,23 @@ pub fn cancel_successors(
             }
         }
         cursor = next;
+    }
+    Ok(())
+}
+
+/// Make the next chain step (same run) runnable with `input`, without reading it back.
+fn release_successor(op: &mut Op<'_>, run: i64, id: i64, input: &str) -> OpResult<()> {
+    let n = op
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 1, input = ?1, available_at = MAX(available_at, ?2)
+             WHERE id = ?3 AND state = 0",
+        )
+        .and_then(|mut s| s.execute(params![input, op.now.0, id]))
+        .map_err(db("release chain step"))?;
+    if n == 1 {
+        op.moved(run, Some(JobState::Pending), JobState::Available);
+        op.wake_all();
     }
     Ok(())
 }

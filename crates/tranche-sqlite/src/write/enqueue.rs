@@ -28,98 +28,140 @@ fn check(spec: &JobSpec) -> OpResult<()> {
 pub fn enqueue(op: &mut Op<'_>, req: &EnqueueRequest) -> OpResult<Vec<Enqueued>> {
     let run = op.ensure_run(&req.run, req.on_done.as_ref())?;
     let mut out = Vec::with_capacity(req.items.len());
-    let mut plain: Vec<&JobSpec> = Vec::new();
+    let mut bulk = Bulk::default();
     for item in &req.items {
-        match item {
-            EnqueueItem::Job(spec) if spec.unique_key.is_none() => plain.push(spec),
-            _ => {
-                insert_plain(op, run, &plain, &mut out)?;
-                plain.clear();
-                out.push(enqueue_item(op, run, item)?);
+        let steps: &[JobSpec] = match item {
+            EnqueueItem::Job(spec) if spec.unique_key.is_none() => std::slice::from_ref(spec),
+            EnqueueItem::Chain(steps) if !steps.is_empty() && steps[0].unique_key.is_none() => {
+                steps
             }
+            _ => {
+                bulk.flush(op, run)?;
+                bulk.next_id = None;
+                out.push(enqueue_item(op, run, item)?);
+                continue;
+            }
+        };
+        out.push(bulk.add(op, steps)?);
+        if bulk.rows.len() >= Bulk::ROWS {
+            bulk.flush(op, run)?;
         }
     }
-    insert_plain(op, run, &plain, &mut out)?;
+    bulk.flush(op, run)?;
     Ok(out)
 }
 
-/// Insert single jobs without unique keys (the bulk of a night) many rows per
-/// statement: statement overhead was half the cost of an insert.
-fn insert_plain(
-    op: &mut Op<'_>,
-    run: i64,
-    specs: &[&JobSpec],
-    out: &mut Vec<Enqueued>,
-) -> OpResult<()> {
-    const ROWS: usize = 64;
-    for chunk in specs.chunks(ROWS) {
-        let sql = plain_insert_sql(chunk.len());
-        let mut stmt = op.conn.prepare_cached(&sql).map_err(db("insert jobs"))?;
-        let mut i = 1;
-        for spec in chunk {
-            check(spec)?;
-            let available_at = spec.not_before.unwrap_or(op.now).max(op.now);
-            let bind =
-                |stmt: &mut rusqlite::CachedStatement<'_>, i: usize, v: &dyn rusqlite::ToSql| {
-                    stmt.raw_bind_parameter(i, v).map_err(db("insert jobs"))
-                };
-            bind(&mut stmt, i, &spec.kind)?;
-            bind(&mut stmt, i + 1, &spec.queue)?;
-            bind(&mut stmt, i + 2, &spec.priority)?;
-            bind(&mut stmt, i + 3, &spec.max_attempts)?;
-            bind(&mut stmt, i + 4, &available_at.0)?;
-            bind(&mut stmt, i + 5, &spec.args)?;
-            i += 6;
-            op.wake(&spec.queue);
-        }
-        stmt.raw_bind_parameter(i, run).map_err(db("insert jobs"))?;
-        stmt.raw_bind_parameter(i + 1, op.now.0)
-            .map_err(db("insert jobs"))?;
-        let n = stmt.raw_execute().map_err(db("insert jobs"))?;
-        if n != chunk.len() {
-            return Err(BackendError::store(
-                "insert jobs",
-                format!("expected {} rows inserted, got {n}", chunk.len()),
-            ));
-        }
-        // Rowids of one statement's rows are consecutive: each is the table's largest
-        // plus one, and this thread is the only writer inside the transaction.
-        let last = op.conn.last_insert_rowid();
-        for id in (last - n as i64 + 1)..=last {
-            out.push(Enqueued {
-                ids: vec![JobId(id)],
-                existed: false,
-            });
-        }
-        let d = op.deltas.entry(run).or_default();
-        d.total += n as i64;
-        d.states[JobState::Available.code() as usize] += n as i64;
-        op.touched.insert(run);
-    }
-    Ok(())
+/// Single jobs and chains without unique keys (the bulk of a night), inserted many
+/// rows per statement with ids assigned here, so a chain's steps know their
+/// successors before they are written: statement overhead was half an insert's cost.
+#[derive(Default)]
+struct Bulk<'s> {
+    rows: Vec<BulkRow<'s>>,
+    next_id: Option<i64>,
 }
 
-fn plain_insert_sql(rows: usize) -> String {
-    let p = rows * 6;
+struct BulkRow<'s> {
+    id: i64,
+    spec: &'s JobSpec,
+    state: JobState,
+    next: Option<i64>,
+}
+
+impl<'s> Bulk<'s> {
+    const ROWS: usize = 64;
+
+    fn add(&mut self, op: &mut Op<'_>, steps: &'s [JobSpec]) -> OpResult<Enqueued> {
+        let mut id = match self.next_id {
+            Some(id) => id,
+            // This thread is the only writer inside the transaction, so ids past the
+            // largest one are free.
+            None => op
+                .conn
+                .prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM jobs")
+                .and_then(|mut s| s.query_row([], |r| r.get(0)))
+                .map_err(db("allocate job ids"))?,
+        };
+        let mut ids = Vec::with_capacity(steps.len());
+        for (i, spec) in steps.iter().enumerate() {
+            check(spec)?;
+            let last = i + 1 == steps.len();
+            self.rows.push(BulkRow {
+                id,
+                spec,
+                state: if i == 0 {
+                    JobState::Available
+                } else {
+                    JobState::Pending
+                },
+                next: (!last).then_some(id + 1),
+            });
+            ids.push(JobId(id));
+            id += 1;
+        }
+        self.next_id = Some(id);
+        Ok(Enqueued {
+            ids,
+            existed: false,
+        })
+    }
+
+    fn flush(&mut self, op: &mut Op<'_>, run: i64) -> OpResult<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        const PER_ROW: usize = 9;
+        let sql = bulk_insert_sql(self.rows.len(), PER_ROW);
+        let mut stmt = op.conn.prepare_cached(&sql).map_err(db("insert jobs"))?;
+        let bind = |stmt: &mut rusqlite::CachedStatement<'_>, i: usize, v: &dyn rusqlite::ToSql| {
+            stmt.raw_bind_parameter(i, v).map_err(db("insert jobs"))
+        };
+        for (r, row) in self.rows.iter().enumerate() {
+            let i = 1 + r * PER_ROW;
+            let spec = row.spec;
+            let available_at = spec.not_before.unwrap_or(op.now).max(op.now);
+            bind(&mut stmt, i, &row.id)?;
+            bind(&mut stmt, i + 1, &spec.kind)?;
+            bind(&mut stmt, i + 2, &spec.queue)?;
+            bind(&mut stmt, i + 3, &row.state.code())?;
+            bind(&mut stmt, i + 4, &spec.priority)?;
+            bind(&mut stmt, i + 5, &spec.max_attempts)?;
+            bind(&mut stmt, i + 6, &available_at.0)?;
+            bind(&mut stmt, i + 7, &spec.args)?;
+            bind(&mut stmt, i + 8, &row.next)?;
+        }
+        let p = self.rows.len() * PER_ROW;
+        bind(&mut stmt, p + 1, &run)?;
+        bind(&mut stmt, p + 2, &op.now.0)?;
+        stmt.raw_execute().map_err(db("insert jobs"))?;
+        let d = op.deltas.entry(run).or_default();
+        for row in &self.rows {
+            d.total += 1;
+            d.states[row.state.code() as usize] += 1;
+        }
+        op.touched.insert(run);
+        for row in self.rows.drain(..) {
+            if row.state == JobState::Available {
+                op.wake(&row.spec.queue);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn bulk_insert_sql(rows: usize, per_row: usize) -> String {
+    let p = rows * per_row;
     let mut sql = String::from(
-        "INSERT INTO jobs (kind, queue, priority, max_attempts, available_at, args, run_id, created_at, state) VALUES ",
+        "INSERT INTO jobs (id, kind, queue, state, priority, max_attempts, available_at, args, next_id, run_id, created_at) VALUES ",
     );
     for r in 0..rows {
-        let b = r * 6;
         if r > 0 {
             sql.push(',');
         }
-        sql.push_str(&format!(
-            "(?{},?{},?{},?{},?{},?{},?{},?{},1)",
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6,
-            p + 1,
-            p + 2
-        ));
+        sql.push('(');
+        for c in 0..per_row {
+            sql.push_str(&format!("?{},", r * per_row + c + 1));
+        }
+        sql.push_str(&format!("?{},?{})", p + 1, p + 2));
     }
     sql
 }

@@ -78,6 +78,7 @@ pub struct Op<'a> {
     cache: &'a RunCache,
     pub deltas: HashMap<i64, Delta>,
     pub woken: HashSet<String>,
+    wake_all: bool,
     new_runs: Vec<(i64, RunName)>,
     /// Runs whose finish must be checked after this transaction's counters move.
     pub touched: HashSet<i64>,
@@ -91,6 +92,7 @@ impl<'a> Op<'a> {
             cache,
             deltas: HashMap::new(),
             woken: HashSet::new(),
+            wake_all: false,
             new_runs: Vec::new(),
             touched: HashSet::new(),
         }
@@ -104,6 +106,11 @@ impl<'a> Op<'a> {
         }
         d.states[to.code() as usize] += 1;
         self.touched.insert(run);
+    }
+
+    /// Wake waiters of every queue (when which queue is not known without a read).
+    pub fn wake_all(&mut self) {
+        self.wake_all = true;
     }
 
     pub fn wake(&mut self, queue: &str) {
@@ -176,6 +183,7 @@ impl<'a> Op<'a> {
         OpParts {
             deltas: self.deltas,
             woken: self.woken,
+            wake_all: self.wake_all,
             touched: self.touched,
             new_runs: self.new_runs,
         }
@@ -185,6 +193,7 @@ impl<'a> Op<'a> {
 pub struct OpParts {
     deltas: HashMap<i64, Delta>,
     woken: HashSet<String>,
+    wake_all: bool,
     touched: HashSet<i64>,
     new_runs: Vec<(i64, RunName)>,
 }
@@ -200,6 +209,7 @@ impl OpParts {
             }
         }
         txn.woken.extend(self.woken);
+        txn.wake_all |= self.wake_all;
         txn.touched.extend(self.touched);
         for (id, name) in self.new_runs {
             cache.by_name.insert(name.as_str().to_string(), id);
@@ -215,5 +225,6 @@ pub struct TxnEffects {
     pub poisoned: Option<BackendError>,
     pub deltas: HashMap<i64, Delta>,
     pub woken: HashSet<String>,
+    pub wake_all: bool,
     pub touched: HashSet<i64>,
 }
