@@ -14,6 +14,7 @@
 mod backend;
 mod context;
 mod runs;
+mod signals;
 mod task;
 mod worker;
 
@@ -22,6 +23,7 @@ use std::sync::Arc;
 pub use backend::Backend;
 pub use context::{EffectError, JobContext};
 pub use runs::{wait_finished, WaitError};
+pub use signals::on_terminate;
 pub use task::{Backoff, Registry, TaskOptions};
 pub use tranche_types as types;
 pub use worker::{Finished, Observer, Worker, WorkerConfig, WorkerStats};

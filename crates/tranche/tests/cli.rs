@@ -198,3 +198,56 @@ fn help_explains_every_command() {
         assert!(text(&out).0.contains("Usage: tranche"), "{cmd:?}");
     }
 }
+
+#[test]
+fn sigterm_finishes_in_flight_jobs_and_keeps_the_rest_queued() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
+        .arg("--data")
+        .arg(&data)
+        .args(["bench", "engine", "--jobs", "600000", "--keep"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "bench ended before processing"
+        );
+        if line.contains("processed:") {
+            break;
+        }
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("interrupted:") && rest.contains(" 0 running"),
+        "{rest}"
+    );
+
+    let out = tranche(&data, &["runs", "--json"]);
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &runs[0];
+    assert_eq!(run["running"], 0, "nothing left leased: {run}");
+    assert_eq!(run["total"], 600_000);
+    let done = run["succeeded"].as_u64().unwrap();
+    assert!(done > 0 && done < 600_000, "{run}");
+    assert_eq!(
+        run["available"].as_u64().unwrap() + done,
+        600_000,
+        "the rest is still queued"
+    );
+}

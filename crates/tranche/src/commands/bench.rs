@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConfig};
 use tranche_types::{EnqueueItem, RunProgress};
 
@@ -144,19 +143,33 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
     }
     .queues(["default"], args.concurrency);
     let worker = engine.worker(config).map_err(anyhow::Error::msg)?;
-    let stop = CancellationToken::new();
+    let stop = tranche_core::on_terminate();
     let s = stop.clone();
     let process_started = Instant::now();
     let handle = tokio::spawn(async move { worker.run(s).await });
     let mut last = Instant::now();
-    let p: RunProgress =
+    let finished =
         tranche_core::wait_finished(&*backend, &run, Duration::from_millis(50), None, |p| {
             if last.elapsed() >= Duration::from_secs(1) {
                 progress_line("processed", p.ended(), total_jobs, process_started);
                 last = Instant::now();
             }
-        })
-        .await?;
+        });
+    let p: RunProgress = tokio::select! {
+        p = finished => p?,
+        _ = stop.cancelled() => {
+            // Graceful shutdown: the worker finishes or hands back what it holds.
+            handle.await??;
+            let p = backend.run_progress(&run).await?.unwrap_or_default();
+            eprintln!(
+                "interrupted: {} of {total_jobs} jobs done, {} running; state in {}",
+                p.ended(),
+                p.running,
+                dir.display()
+            );
+            return Ok(ExitCode::from(130));
+        }
+    };
     let process_time = process_started.elapsed();
     stop.cancel();
     handle.await??;
