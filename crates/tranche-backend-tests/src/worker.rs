@@ -22,6 +22,8 @@ pub async fn all(make: &dyn MakeBackend) {
     effects_are_skipped_on_redelivery(make).await;
     shutdown_lets_jobs_finish(make).await;
     shutdown_hands_back_what_does_not_finish(make).await;
+    task_concurrency_is_bounded(make).await;
+    idle_worker_does_not_poll_hard(make).await;
 }
 
 pub(crate) fn test_config(queues: &[&str]) -> WorkerConfig {
@@ -381,5 +383,65 @@ pub async fn shutdown_hands_back_what_does_not_finish(make: &dyn MakeBackend) {
     assert_eq!(
         counts(&progress(&*b, "worker/handback").await),
         (0, 1, 0, 0, 0, 0)
+    );
+}
+
+pub async fn task_concurrency_is_bounded(make: &dyn MakeBackend) {
+    let b = real(make).await;
+    let active = Arc::new(AtomicU32::new(0));
+    let peak = Arc::new(AtomicU32::new(0));
+    let mut reg = Registry::new();
+    let (a, p) = (active.clone(), peak.clone());
+    reg.register(
+        "bounded",
+        TaskOptions::default().concurrency(2),
+        move |_ctx, _: u32| {
+            let (active, peak) = (a.clone(), p.clone());
+            async move {
+                let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                // Long enough for the worker to start every job it is allowed to.
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                active.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, String>(())
+            }
+        },
+    );
+    let engine = Engine::new(b.clone(), reg);
+    let items = (0..10)
+        .map(|i| EnqueueItem::Job(engine.job("bounded", &i).unwrap()))
+        .collect();
+    engine.enqueue(&run("worker/bounded"), items).await.unwrap();
+    let w = start(engine.worker(test_config(&["default"])).unwrap());
+    let p = finished(&*b, "worker/bounded").await;
+    w.stop().await;
+    assert_eq!(p.succeeded, 10);
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        2,
+        "never more than the task's concurrency, and it is used"
+    );
+}
+
+pub async fn idle_worker_does_not_poll_hard(make: &dyn MakeBackend) {
+    let b = real(make).await;
+    let engine = Engine::new(b.clone(), Registry::new());
+    let config = WorkerConfig {
+        reserve_wait: Duration::from_millis(500),
+        ..test_config(&["idle"])
+    };
+    let worker = engine.worker(config).unwrap();
+    let stats = worker.stats();
+    let w = start(worker);
+    let started = tokio::time::Instant::now();
+    // Watch the worker for a while; an idle one waits inside its reserve calls.
+    while started.elapsed() < Duration::from_millis(1600) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let calls = stats.reserve_calls.load(Ordering::Relaxed);
+    w.stop().await;
+    assert!(
+        (1..=5).contains(&calls),
+        "an idle worker made {calls} reserve calls in 1.6 s"
     );
 }

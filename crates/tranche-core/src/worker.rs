@@ -119,6 +119,8 @@ pub trait Observer: Send + Sync + 'static {
 /// Counters of what a worker did, readable while it runs.
 #[derive(Debug, Default)]
 pub struct WorkerStats {
+    /// Reserve calls made (an idle worker makes about one per `reserve_wait`).
+    pub reserve_calls: AtomicU64,
     pub reserved: AtomicU64,
     pub succeeded: AtomicU64,
     pub retried: AtomicU64,
@@ -285,6 +287,7 @@ async fn fetch_loop(
         };
         // Dropping a reserve call is allowed by the Backend contract (jobs reserved
         // for a dropped call are handed back), so shutdown need not wait for it.
+        shared.stats.reserve_calls.fetch_add(1, Ordering::Relaxed);
         let jobs = tokio::select! {
             r = shared.backend.reserve(req) => r,
             _ = shutdown.cancelled() => break,
