@@ -9,8 +9,13 @@
 //     completion, which is when it emits EventKindJobCompleted);
 //  3. end to end = N / (insert_seconds + process_seconds).
 //
-// River runs with its defaults otherwise. The result is one JSON line on
-// stdout; progress goes to stderr.
+// River runs with its defaults otherwise. Beware that those defaults cap
+// throughput near workers / FetchCooldown (100 / 100ms = 1,000 jobs/s): a
+// producer fetches at most MaxWorkers jobs and then waits out the cooldown.
+// River's own `river bench` uses -fetch-cooldown 2ms -fetch-poll-interval 20ms
+// and 2,000 workers; pass those to measure River tuned for throughput. The
+// settings are echoed in the result, one JSON line on stdout; progress goes to
+// stderr.
 package main
 
 import (
@@ -40,15 +45,17 @@ type NoopWorker struct {
 func (*NoopWorker) Work(context.Context, *river.Job[NoopArgs]) error { return nil }
 
 type report struct {
-	Peer               string  `json:"peer"`
-	Version            string  `json:"version"`
-	Jobs               int     `json:"jobs"`
-	Workers            int     `json:"workers"`
-	InsertSeconds      float64 `json:"insert_seconds"`
-	InsertJobsPerSec   float64 `json:"insert_jobs_per_sec"`
-	ProcessSeconds     float64 `json:"process_seconds"`
-	ProcessJobsPerSec  float64 `json:"process_jobs_per_sec"`
-	EndToEndJobsPerSec float64 `json:"end_to_end_jobs_per_sec"`
+	Peer                string  `json:"peer"`
+	Version             string  `json:"version"`
+	Jobs                int     `json:"jobs"`
+	Workers             int     `json:"workers"`
+	FetchCooldownMS     float64 `json:"fetch_cooldown_ms"`
+	FetchPollIntervalMS float64 `json:"fetch_poll_interval_ms"`
+	InsertSeconds       float64 `json:"insert_seconds"`
+	InsertJobsPerSec    float64 `json:"insert_jobs_per_sec"`
+	ProcessSeconds      float64 `json:"process_seconds"`
+	ProcessJobsPerSec   float64 `json:"process_jobs_per_sec"`
+	EndToEndJobsPerSec  float64 `json:"end_to_end_jobs_per_sec"`
 }
 
 func main() {
@@ -56,14 +63,16 @@ func main() {
 	jobs := flag.Int("jobs", 100000, "number of no-op jobs")
 	workers := flag.Int("workers", 100, "MaxWorkers of the default queue")
 	batch := flag.Int("batch", 10000, "jobs per InsertMany call")
+	cooldown := flag.Duration("fetch-cooldown", river.FetchCooldownDefault, "River Config.FetchCooldown")
+	poll := flag.Duration("fetch-poll-interval", river.FetchPollIntervalDefault, "River Config.FetchPollInterval")
 	flag.Parse()
-	if err := run(*dsn, *jobs, *workers, *batch); err != nil {
+	if err := run(*dsn, *jobs, *workers, *batch, *cooldown, *poll); err != nil {
 		fmt.Fprintln(os.Stderr, "river-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dsn string, jobs, workers, batch int) error {
+func run(dsn string, jobs, workers, batch int, cooldown, poll time.Duration) error {
 	if dsn == "" || jobs < 1 || workers < 1 || batch < 1 {
 		return fmt.Errorf("need -dsn, and -jobs, -workers, -batch of at least 1")
 	}
@@ -86,9 +95,11 @@ func run(dsn string, jobs, workers, batch int) error {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, &NoopWorker{})
 	client, err := river.NewClient(driver, &river.Config{
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
-		Workers: ws,
+		FetchCooldown:     cooldown,
+		FetchPollInterval: poll,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:           ws,
 	})
 	if err != nil {
 		return err
@@ -109,7 +120,8 @@ func run(dsn string, jobs, workers, batch int) error {
 		return err
 	}
 
-	fmt.Fprintf(os.Stderr, "river-bench: river %s, %d no-op jobs, %d workers\n", riverVersion(), jobs, workers)
+	fmt.Fprintf(os.Stderr, "river-bench: river %s, %d no-op jobs, %d workers, fetch cooldown %s, poll %s\n",
+		riverVersion(), jobs, workers, cooldown, poll)
 	params := make([]river.InsertManyParams, 0, batch)
 	insertStart := time.Now()
 	for done := 0; done < jobs; {
@@ -164,15 +176,17 @@ func run(dsn string, jobs, workers, batch int) error {
 
 	n := float64(jobs)
 	return json.NewEncoder(os.Stdout).Encode(report{
-		Peer:               "river",
-		Version:            riverVersion(),
-		Jobs:               jobs,
-		Workers:            workers,
-		InsertSeconds:      insertTime.Seconds(),
-		InsertJobsPerSec:   n / insertTime.Seconds(),
-		ProcessSeconds:     processTime.Seconds(),
-		ProcessJobsPerSec:  n / processTime.Seconds(),
-		EndToEndJobsPerSec: n / (insertTime + processTime).Seconds(),
+		Peer:                "river",
+		Version:             riverVersion(),
+		Jobs:                jobs,
+		Workers:             workers,
+		FetchCooldownMS:     float64(cooldown) / float64(time.Millisecond),
+		FetchPollIntervalMS: float64(poll) / float64(time.Millisecond),
+		InsertSeconds:       insertTime.Seconds(),
+		InsertJobsPerSec:    n / insertTime.Seconds(),
+		ProcessSeconds:      processTime.Seconds(),
+		ProcessJobsPerSec:   n / processTime.Seconds(),
+		EndToEndJobsPerSec:  n / (insertTime + processTime).Seconds(),
 	})
 }
 
