@@ -107,6 +107,9 @@ pub struct BenchEngine {
     /// Jobs per enqueue transaction.
     #[arg(long, default_value_t = 100_000)]
     pub enqueue_batch: usize,
+    /// fsync every commit (durable against power loss, not only a killed process).
+    #[arg(long)]
+    pub full_sync: bool,
     /// Keep the bench database (in --data) instead of a fresh temporary one.
     #[arg(long)]
     pub keep: bool,

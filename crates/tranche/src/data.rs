@@ -8,7 +8,11 @@ use tranche_types::RunName;
 
 /// Open the embedded state in `dir`, creating it.
 pub fn open(dir: &Path) -> Result<Arc<dyn Backend>> {
-    let backend = SqliteBackend::open(dir, SqliteOptions::default())
+    open_with(dir, SqliteOptions::default())
+}
+
+pub fn open_with(dir: &Path, options: SqliteOptions) -> Result<Arc<dyn Backend>> {
+    let backend = SqliteBackend::open(dir, options)
         .with_context(|| format!("could not open Tranche data in {}", dir.display()))?;
     Ok(Arc::new(backend))
 }

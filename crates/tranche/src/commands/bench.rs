@@ -11,7 +11,7 @@ use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConf
 use tranche_types::{EnqueueItem, RunProgress};
 
 use crate::cli::BenchEngine;
-use crate::data::{open, run_name};
+use crate::data::{open_with, run_name};
 use crate::output::duration;
 
 #[derive(Default)]
@@ -50,6 +50,7 @@ struct Report {
     jobs: u64,
     chains: u64,
     chain_length: u32,
+    full_sync: bool,
     cores: usize,
     enqueue_seconds: f64,
     enqueue_jobs_per_sec: f64,
@@ -89,7 +90,11 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
             .context("could not create a temporary directory")?;
         temp.path().to_path_buf()
     };
-    let backend = open(&dir)?;
+    let options = tranche_sqlite::SqliteOptions {
+        full_sync: args.full_sync,
+        ..Default::default()
+    };
+    let backend = open_with(&dir, options)?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
@@ -183,6 +188,7 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
         jobs: total_jobs,
         chains: if chain_length > 1 { args.jobs } else { 0 },
         chain_length,
+        full_sync: args.full_sync,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         enqueue_seconds: enqueue_time.as_secs_f64(),
         enqueue_jobs_per_sec: total_jobs as f64 / enqueue_time.as_secs_f64(),
