@@ -17,7 +17,7 @@ use tranche_types::{
 
 use crate::notify::Notifier;
 use crate::write::reserve::Reserved;
-use crate::write::{self, db, Op, OpResult, RunCache, TxnEffects};
+use crate::write::{self, db, Op, OpParts, OpResult, RunCache, TxnEffects};
 
 pub type Reply<T> = oneshot::Sender<OpResult<T>>;
 
@@ -151,6 +151,17 @@ fn transact(
     orphans
 }
 
+fn run_op<T>(
+    conn: &Connection,
+    now: Timestamp,
+    cache: &RunCache,
+    f: impl FnOnce(&mut Op<'_>) -> OpResult<T>,
+) -> (OpResult<T>, OpParts) {
+    let mut op = Op::new(conn, now, cache);
+    let result = f(&mut op);
+    (result, op.into_parts())
+}
+
 /// Run an operation that can only fail if the store itself fails, without the cost of
 /// a savepoint (statement journals were a tenth of the hot path): its failure aborts
 /// the whole transaction, which every caller then sees as an error and retries.
@@ -161,11 +172,7 @@ fn direct<T>(
     fx: &mut TxnEffects,
     f: impl FnOnce(&mut Op<'_>) -> OpResult<T>,
 ) -> OpResult<T> {
-    let (result, parts) = {
-        let mut op = Op::new(conn, now, cache);
-        let result = f(&mut op);
-        (result, op.into_parts())
-    };
+    let (result, parts) = run_op(conn, now, cache, f);
     match &result {
         Ok(_) => parts.merge_into(fx, cache),
         Err(e) => fx.poisoned = Some(BackendError::store("transaction", e)),
@@ -182,11 +189,7 @@ fn step<T>(
     f: impl FnOnce(&mut Op<'_>) -> OpResult<T>,
 ) -> OpResult<T> {
     let sp = conn.savepoint().map_err(db("savepoint"))?;
-    let (result, parts) = {
-        let mut op = Op::new(&sp, now, cache);
-        let result = f(&mut op);
-        (result, op.into_parts())
-    };
+    let (result, parts) = run_op(&sp, now, cache, f);
     if result.is_ok() {
         sp.commit().map_err(db("release savepoint"))?;
         parts.merge_into(fx, cache);
