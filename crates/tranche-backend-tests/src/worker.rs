@@ -24,6 +24,7 @@ pub async fn all(make: &dyn MakeBackend) {
     shutdown_hands_back_what_does_not_finish(make).await;
     task_concurrency_is_bounded(make).await;
     idle_worker_does_not_poll_hard(make).await;
+    handlers_claim_locks_per_attempt(make).await;
 }
 
 pub(crate) fn test_config(queues: &[&str]) -> WorkerConfig {
@@ -443,5 +444,56 @@ pub async fn idle_worker_does_not_poll_hard(make: &dyn MakeBackend) {
     assert!(
         (1..=5).contains(&calls),
         "an idle worker made {calls} reserve calls in 1.6 s"
+    );
+}
+
+pub async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
+    let b = real(make).await;
+    let mut reg = Registry::new();
+    reg.register(
+        "package",
+        TaskOptions::default(),
+        |ctx: JobContext, entries: Vec<String>| async move {
+            let claim = ctx
+                .claim_locks(&entries, Duration::from_secs(60))
+                .await
+                .map_err(|e| e.to_string())?;
+            if claim != tranche_types::LockClaim::Claimed {
+                return Ok::<_, String>(format!("{claim:?}"));
+            }
+            Ok("claimed".to_string())
+        },
+    );
+    let engine = Engine::new(b.clone(), reg);
+    // Another holder owns entry e2: the job's claim of e1+e2 must fail as a whole.
+    b.claim_locks("other-worker", &["e2".to_string()], Duration::from_secs(60))
+        .await
+        .unwrap();
+    let items = vec![
+        EnqueueItem::Job(engine.job("package", &vec!["e1", "e2"]).unwrap()),
+        EnqueueItem::Job(engine.job("package", &vec!["e3"]).unwrap()),
+    ];
+    let out = engine.enqueue(&run("worker/locks"), items).await.unwrap();
+    let w = start(engine.worker(test_config(&["default"])).unwrap());
+    finished(&*b, "worker/locks").await;
+    w.stop().await;
+    let result = |i: usize| {
+        let b = b.clone();
+        let id = out[i].ids[0];
+        async move { b.job(id).await.unwrap().unwrap().result.unwrap() }
+    };
+    assert_eq!(
+        result(0).await,
+        "\"Conflict { key: \\\"e2\\\", owner: \\\"other-worker\\\" }\""
+    );
+    assert_eq!(result(1).await, "\"claimed\"");
+    let e1 = b
+        .claim_locks("someone", &["e1".to_string()], Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        e1,
+        tranche_types::LockClaim::Claimed,
+        "the failed claim left e1 free"
     );
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
-use tranche_types::{BackendError, Effect, JobId, LeaseRef, ReservedJob, RunName};
+use tranche_types::{BackendError, Effect, JobId, LeaseRef, LockClaim, ReservedJob, RunName};
 
 use crate::backend::Backend;
 
@@ -162,6 +162,32 @@ impl JobContext {
         let value = f().await.map_err(EffectError::Effect)?;
         self.record_effect(key, &value).await?;
         Ok(value)
+    }
+
+    /// Claim entity ids (e.g. payment entries) for this attempt, all or none, until
+    /// `ttl` passes or [`release_locks`](Self::release_locks) is called.
+    pub async fn claim_locks(
+        &self,
+        keys: &[String],
+        ttl: Duration,
+    ) -> Result<LockClaim, BackendError> {
+        self.inner
+            .backend
+            .claim_locks(&self.lock_owner(), keys, ttl)
+            .await
+    }
+
+    pub async fn release_locks(&self, keys: &[String]) -> Result<u64, BackendError> {
+        self.inner
+            .backend
+            .release_locks(&self.lock_owner(), keys)
+            .await
+    }
+
+    /// Locks belong to one attempt, so a redelivered job cannot mistake a lost
+    /// attempt's locks for its own.
+    fn lock_owner(&self) -> String {
+        format!("job:{}:{}", self.id(), self.attempt())
     }
 
     /// Run an async context call from a CPU-bound handler (which runs off the runtime).

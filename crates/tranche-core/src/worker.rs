@@ -285,13 +285,27 @@ async fn fetch_loop(
             lease: shared.config.lease,
             wait: shared.config.reserve_wait,
         };
-        // Dropping a reserve call is allowed by the Backend contract (jobs reserved
-        // for a dropped call are handed back), so shutdown need not wait for it.
+        // Not raced against shutdown: a reserve call dropped after the backend leased
+        // jobs would strand them until their lease expired. It waits at most
+        // `reserve_wait`; what it returns after shutdown is handed straight back.
         shared.stats.reserve_calls.fetch_add(1, Ordering::Relaxed);
-        let jobs = tokio::select! {
-            r = shared.backend.reserve(req) => r,
-            _ = shutdown.cancelled() => break,
-        };
+        let jobs = shared.backend.reserve(req).await;
+        if shutdown.is_cancelled() {
+            if let Ok(jobs) = jobs {
+                if !jobs.is_empty() {
+                    let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
+                    match shared.backend.release(leases).await {
+                        Ok(n) => {
+                            shared.stats.released.fetch_add(n, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not hand jobs back; their leases will expire")
+                        }
+                    }
+                }
+            }
+            break;
+        }
         let jobs = match jobs {
             Ok(jobs) => {
                 failures = 0;
