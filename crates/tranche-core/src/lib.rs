@@ -26,7 +26,7 @@ pub use runs::{wait_finished, WaitError};
 pub use signals::on_terminate;
 pub use task::{Backoff, Registry, TaskOptions};
 pub use tranche_types as types;
-pub use worker::{Finished, Observer, Worker, WorkerConfig, WorkerStats};
+pub use worker::{Finished, Observer, Worker, WorkerConfig, WorkerError, WorkerStats};
 
 use serde::Serialize;
 use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobSpec, RunName};
@@ -80,7 +80,7 @@ impl Engine {
     }
 
     /// A worker serving `config`'s queues with this engine's handlers.
-    pub fn worker(&self, config: WorkerConfig) -> Result<Worker, String> {
+    pub fn worker(&self, config: WorkerConfig) -> Result<Worker, WorkerError> {
         Worker::new(self.backend.clone(), self.registry.clone(), config)
     }
 }

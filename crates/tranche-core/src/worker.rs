@@ -67,10 +67,7 @@ impl WorkerConfig {
         names: impl IntoIterator<Item = S>,
         concurrency: usize,
     ) -> Self {
-        self.queues = names
-            .into_iter()
-            .map(|n| (n.into(), concurrency.max(1)))
-            .collect();
+        self.queues = names.into_iter().map(|n| (n.into(), concurrency)).collect();
         self
     }
 
@@ -81,21 +78,52 @@ impl WorkerConfig {
     }
 
     /// Checks the configuration before anything runs.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), WorkerError> {
+        let invalid = |field, expected: &str, got: String| {
+            Err(WorkerError::Config {
+                field,
+                expected: expected.to_string(),
+                got,
+            })
+        };
         if self.queues.is_empty() {
-            return Err("expected at least one queue".into());
+            return invalid("queues", "at least one queue", "none".into());
+        }
+        if let Some((q, _)) = self.queues.iter().find(|(_, c)| *c == 0) {
+            return invalid(
+                "queue concurrency",
+                "at least 1",
+                format!("0 for queue {q:?}"),
+            );
         }
         if self.heartbeat >= self.lease {
-            return Err(format!(
-                "expected heartbeat ({:?}) shorter than the lease ({:?})",
-                self.heartbeat, self.lease
-            ));
+            return invalid(
+                "heartbeat",
+                &format!("shorter than the lease ({:?})", self.lease),
+                format!("{:?}", self.heartbeat),
+            );
         }
-        if self.batch == 0 || self.cpu_threads == 0 {
-            return Err("expected batch and cpu_threads of at least 1".into());
+        if self.batch == 0 {
+            return invalid("batch", "at least 1", "0".into());
+        }
+        if self.cpu_threads == 0 {
+            return invalid("cpu_threads", "at least 1", "0".into());
         }
         Ok(())
     }
+}
+
+/// Why a worker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("invalid worker {field}: expected {expected}, got {got}")]
+    Config {
+        field: &'static str,
+        expected: String,
+        got: String,
+    },
+    #[error("could not start the CPU pool: {0}")]
+    CpuPool(String),
 }
 
 /// One job attempt whose result is durable, as seen by an [`Observer`].
@@ -172,13 +200,13 @@ impl Worker {
         backend: Arc<dyn Backend>,
         registry: Registry,
         config: WorkerConfig,
-    ) -> Result<Worker, String> {
+    ) -> Result<Worker, WorkerError> {
         config.validate()?;
         let cpu_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.cpu_threads)
             .thread_name(|i| format!("tranche-cpu-{i}"))
             .build()
-            .map_err(|e| format!("could not start the CPU pool: {e}"))?;
+            .map_err(|e| WorkerError::CpuPool(e.to_string()))?;
         Ok(Worker {
             shared: Arc::new(Shared {
                 backend,
@@ -556,5 +584,28 @@ async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
             }
             Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let bad = WorkerConfig::default().queues(["pdf"], 0);
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "invalid worker queue concurrency: expected at least 1, got 0 for queue \"pdf\""
+        );
+        let bad = WorkerConfig {
+            heartbeat: Duration::from_secs(20),
+            ..WorkerConfig::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "invalid worker heartbeat: expected shorter than the lease (10s), got 20s"
+        );
+        assert!(WorkerConfig::default().validate().is_ok());
     }
 }

@@ -147,7 +147,7 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
         ..WorkerConfig::default()
     }
     .queues(["default"], args.concurrency);
-    let worker = engine.worker(config).map_err(anyhow::Error::msg)?;
+    let worker = engine.worker(config)?;
     let stop = tranche_core::on_terminate();
     let s = stop.clone();
     let process_started = Instant::now();
