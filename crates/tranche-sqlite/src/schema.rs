@@ -52,6 +52,7 @@ CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(queue, priority, available_at, id)
 CREATE INDEX IF NOT EXISTS jobs_leased ON jobs(lease_until) WHERE state = 2;
 CREATE INDEX IF NOT EXISTS jobs_run ON jobs(run_id);
 CREATE INDEX IF NOT EXISTS jobs_failed ON jobs(run_id, id) WHERE state = 4;
+CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_id, id) WHERE group_id IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON jobs(run_id, unique_key) WHERE unique_key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS groups (
     id          INTEGER PRIMARY KEY,
