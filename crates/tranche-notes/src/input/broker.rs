@@ -1,0 +1,85 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+use super::InputError;
+use crate::rates::{default_rates, rates_on, RateTable};
+
+/// The broker's details, printed on every note, and its charge rates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Broker {
+    pub name: String,
+    pub sebi_registration: String,
+    /// Trading member code per exchange, e.g. NSE = "12345".
+    pub member_codes: BTreeMap<String, String>,
+    pub address: String,
+    pub gstin: String,
+    /// The broker's state for GST: CGST+SGST for clients in it, IGST otherwise.
+    pub gst_state: String,
+    pub note_prefix: String,
+    pub compliance_officer: ComplianceOfficer,
+    /// Dated charge-rate tables; the built-in ones when none are given.
+    #[serde(default)]
+    pub rates: Vec<RateTable>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComplianceOfficer {
+    pub name: String,
+    pub email: String,
+    pub phone: String,
+}
+
+impl Broker {
+    /// The rate table in force on a trade date.
+    pub fn rates_on(&self, date: NaiveDate) -> Option<&RateTable> {
+        rates_on(&self.rates, date)
+    }
+
+    pub fn same_state(&self, client_state: &str) -> bool {
+        self.gst_state
+            .trim()
+            .eq_ignore_ascii_case(client_state.trim())
+    }
+}
+
+pub fn load_broker(path: &Path) -> Result<Broker, InputError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| InputError::File {
+        file: file.clone(),
+        message: format!("could not read: {e}"),
+    })?;
+    let mut broker: Broker = toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1)
+            .unwrap_or(0);
+        InputError::Syntax {
+            file: file.clone(),
+            line,
+            message: e.message().to_string(),
+        }
+    })?;
+    if broker.rates.is_empty() {
+        broker.rates = default_rates();
+    }
+    for (field, value) in [
+        ("name", &broker.name),
+        ("sebi_registration", &broker.sebi_registration),
+        ("gstin", &broker.gstin),
+        ("gst_state", &broker.gst_state),
+        ("note_prefix", &broker.note_prefix),
+    ] {
+        if value.trim().is_empty() {
+            return Err(InputError::File {
+                file,
+                message: format!("field {field}: expected a value, got an empty string"),
+            });
+        }
+    }
+    Ok(broker)
+}

@@ -1,0 +1,16 @@
+//! The contract-note pipeline: a broker's day of trades becomes, per client, a
+//! "contract note cum tax invoice" — charges computed with decimal arithmetic,
+//! rendered to PDF, encrypted, signed and e-mailed — as chains of jobs on the engine.
+//!
+//! This crate is built in layers that mirror the chain: [`input`] reads and checks the
+//! day's files (every problem with file, line and field; a bad row fails only its
+//! client), [`charges`] computes a note's charges from dated [`rates`], [`note`] builds
+//! the data a note shows (the `process` step's artifact), and [`generate`] writes a
+//! realistic synthetic day for demos and benchmarks.
+
+pub mod charges;
+pub mod generate;
+pub mod input;
+pub mod model;
+pub mod note;
+pub mod rates;
