@@ -81,6 +81,46 @@ pub enum Command {
     /// Measure the engine.
     #[command(subcommand)]
     Bench(Bench),
+    /// Contract notes: a broker's night of per-client notes.
+    #[command(subcommand)]
+    Notes(Notes),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Notes {
+    /// Write a realistic synthetic day (trades.csv, clients.csv, broker.toml) to DIR.
+    Generate {
+        /// How many clients (most trade 1–40 times; about one in 200 trades thousands).
+        #[arg(long, default_value_t = 1000)]
+        clients: usize,
+        /// The trade date, YYYY-MM-DD.
+        #[arg(long)]
+        date: chrono::NaiveDate,
+        #[arg(long)]
+        out: PathBuf,
+        /// Same seed, same files.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Add one client with exactly K trades (60,000 makes a ~2,000-page note).
+        #[arg(long, value_name = "K")]
+        heavy_trades: Option<usize>,
+    },
+    /// Read a day's files, compute every client's note and report what would fail and
+    /// why (file, line, field), without running anything.
+    Check {
+        #[arg(long)]
+        trades: PathBuf,
+        #[arg(long)]
+        clients: PathBuf,
+        #[arg(long)]
+        broker: PathBuf,
+        /// The trade date, YYYY-MM-DD.
+        #[arg(long)]
+        date: chrono::NaiveDate,
+        /// How many problems to list.
+        #[arg(long, default_value_t = 20)]
+        show: usize,
+    },
 }
 
 #[derive(Debug, Subcommand)]

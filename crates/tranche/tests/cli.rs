@@ -262,3 +262,70 @@ fn sigterm_finishes_in_flight_jobs_and_keeps_the_rest_queued() {
         "the rest is still queued"
     );
 }
+
+#[test]
+fn notes_generate_then_check_reports_bad_rows_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("day");
+    let d = day.to_str().unwrap();
+    let out = tranche(
+        dir.path(),
+        &[
+            "notes",
+            "generate",
+            "--clients",
+            "40",
+            "--date",
+            "2026-11-20",
+            "--out",
+            d,
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out).0.starts_with("wrote 40 clients and "),
+        "{:?}",
+        text(&out)
+    );
+    let check = |extra: &[&str]| {
+        let mut args = vec!["notes", "check", "--date", "2026-11-20"];
+        let files = [
+            ("--trades", day.join("trades.csv")),
+            ("--clients", day.join("clients.csv")),
+            ("--broker", day.join("broker.toml")),
+        ];
+        let owned: Vec<String> = files
+            .iter()
+            .flat_map(|(f, p)| [f.to_string(), p.display().to_string()])
+            .collect();
+        args.extend(owned.iter().map(String::as_str));
+        args.extend(extra);
+        tranche(dir.path(), &args)
+    };
+    let out = check(&[]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out).0.starts_with("40 clients with "),
+        "{:?}",
+        text(&out)
+    );
+
+    let mut trades = std::fs::read_to_string(day.join("trades.csv")).unwrap();
+    let lines = trades.lines().count();
+    trades
+        .push_str("X1,OX1,10:00:00,10:00:01,C0000001,NSE,EQ,INFY,INE009A01021,EQ,CNC,B,ten,1500\n");
+    trades.push_str("X2,OX2,10:00:00,10:00:01,NOBODY,NSE,EQ,INFY,INE009A01021,EQ,CNC,B,10,1500\n");
+    std::fs::write(day.join("trades.csv"), trades).unwrap();
+    let out = check(&[]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("39 notes ready, 2 would fail"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "trades.csv:{}: field quantity: expected a positive whole number, got \"ten\"",
+            lines + 1
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("trades.csv:{}: field client_code: expected a client in the client master, got \"NOBODY\"", lines + 2)), "{stdout}");
+}

@@ -1,5 +1,6 @@
 mod bench;
 mod inspect;
+mod notes;
 mod steer;
 mod wait;
 
@@ -7,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::cli::{Bench, Cli, Command};
+use crate::cli::{Bench, Cli, Command, Notes};
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let data = &cli.data.data;
@@ -31,5 +32,19 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             timeout,
         } => wait::wait(data, &run, on_done, timeout).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(data, args).await,
+        Command::Notes(Notes::Generate {
+            clients,
+            date,
+            out,
+            seed,
+            heavy_trades,
+        }) => notes::generate(clients, date, &out, seed, heavy_trades),
+        Command::Notes(Notes::Check {
+            trades,
+            clients,
+            broker,
+            date,
+            show,
+        }) => notes::check(&trades, &clients, &broker, date, show),
     }
 }
