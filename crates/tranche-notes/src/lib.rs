@@ -14,3 +14,4 @@ pub mod input;
 pub mod model;
 pub mod note;
 pub mod rates;
+pub mod render;
