@@ -1,0 +1,84 @@
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use crate::{Storage, StorageError, StoreKey};
+
+/// A store in a local directory: one file per key. Writes go to a temporary file that
+/// is renamed into place, so a reader (or a crash) never sees half an object.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: PathBuf,
+}
+
+impl LocalStore {
+    pub fn new(root: impl Into<PathBuf>) -> LocalStore {
+        LocalStore { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &StoreKey) -> PathBuf {
+        self.root.join(key.as_str())
+    }
+}
+
+fn io(op: &'static str, key: &StoreKey, e: std::io::Error) -> StorageError {
+    if e.kind() == std::io::ErrorKind::NotFound && op == "read" {
+        return StorageError::NotFound {
+            key: key.to_string(),
+        };
+    }
+    StorageError::Io {
+        op,
+        key: key.to_string(),
+        message: e.to_string(),
+    }
+}
+
+#[async_trait]
+impl Storage for LocalStore {
+    async fn put(&self, key: &StoreKey, bytes: Vec<u8>) -> Result<(), StorageError> {
+        let path = self.path(key);
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| io("create directory for", key, e))?;
+        }
+        // Unique per write, so concurrent writers of one key never share a temporary.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
+        tokio::fs::write(&tmp, &bytes)
+            .await
+            .map_err(|e| io("write", key, e))?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .map_err(|e| io("rename into place", key, e))
+    }
+
+    async fn get(&self, key: &StoreKey) -> Result<Vec<u8>, StorageError> {
+        tokio::fs::read(self.path(key))
+            .await
+            .map_err(|e| io("read", key, e))
+    }
+
+    async fn exists(&self, key: &StoreKey) -> Result<bool, StorageError> {
+        tokio::fs::try_exists(self.path(key))
+            .await
+            .map_err(|e| io("check", key, e))
+    }
+
+    async fn delete(&self, key: &StoreKey) -> Result<(), StorageError> {
+        match tokio::fs::remove_file(self.path(key)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("delete", key, e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn locate(&self, key: &StoreKey) -> String {
+        self.path(key).display().to_string()
+    }
+}
