@@ -100,6 +100,63 @@ const EQUITIES: [(&str, &str, u32); 10] = [
 /// Underlying, lot size, a typical level.
 const INDICES: [(&str, u64, u32); 2] = [("NIFTY", 75, 24000), ("BANKNIFTY", 30, 52000)];
 
+/// One order to write as one to three fills.
+struct Order<'a> {
+    exchange: &'a str,
+    instrument: &'a str,
+    isin: &'a str,
+    /// EQ, FUT, CE or PE; the segment follows from it.
+    kind: &'a str,
+    product: &'a str,
+    side: &'a str,
+    qty: u64,
+    /// The typical price (premium for options) fills are spread around.
+    base: u32,
+}
+
+impl<'a> Order<'a> {
+    fn equity(
+        exchange: &'a str,
+        instrument: &'a str,
+        isin: &'a str,
+        product: &'a str,
+        side: &'a str,
+        qty: u64,
+        base: u32,
+    ) -> Self {
+        Order {
+            exchange,
+            instrument,
+            isin,
+            kind: "EQ",
+            product,
+            side,
+            qty,
+            base,
+        }
+    }
+
+    fn derivative(
+        exchange: &'a str,
+        contract: &'a str,
+        kind: &'a str,
+        side: &'a str,
+        qty: u64,
+        base: u32,
+    ) -> Self {
+        Order {
+            exchange,
+            instrument: contract,
+            isin: "",
+            kind,
+            product: "NRML",
+            side,
+            qty,
+            base,
+        }
+    }
+}
+
 struct Day {
     rng: fastrand::Rng,
     out: BufWriter<std::fs::File>,
@@ -122,20 +179,18 @@ impl Day {
         (p * Decimal::from(20)).round() / Decimal::from(20)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn order(
-        &mut self,
-        client: &str,
-        exchange: &str,
-        segment: &str,
-        instrument: &str,
-        isin: &str,
-        itype: &str,
-        product: &str,
-        side: &str,
-        qty: u64,
-        base: u32,
-    ) -> std::io::Result<usize> {
+    fn order(&mut self, client: &str, o: Order<'_>) -> std::io::Result<usize> {
+        let Order {
+            exchange,
+            instrument,
+            isin,
+            kind,
+            product,
+            side,
+            qty,
+            base,
+        } = o;
+        let segment = if kind == "EQ" { "EQ" } else { "FO" };
         self.order_no += 1;
         let order_time = self.time();
         let fills = 1 + self.rng.usize(0..3).min(qty as usize - 1);
@@ -153,7 +208,7 @@ impl Day {
             let price = self.price(base);
             writeln!(
                 self.out,
-                "T{:010},O{:010},{},{},{client},{exchange},{segment},{instrument},{isin},{itype},{product},{side},{q},{price}",
+                "T{:010},O{:010},{},{},{client},{exchange},{segment},{instrument},{isin},{kind},{product},{side},{q},{price}",
                 self.trade_no,
                 self.order_no,
                 order_time.format("%H:%M:%S"),
@@ -168,25 +223,20 @@ impl Day {
         let mut written = 0;
         while written < trades {
             let exchange = if self.rng.u8(0..4) == 0 { "BSE" } else { "NSE" };
-            match self.rng.u8(0..10) {
+            let order = match self.rng.u8(0..10) {
                 0..=3 => {
                     let (sym, isin, base) = EQUITIES[self.rng.usize(0..EQUITIES.len())];
                     let side = if self.rng.bool() { "B" } else { "S" };
                     let qty = self.rng.u64(1..=200);
-                    written += self.order(
-                        client, exchange, "EQ", sym, isin, "EQ", "CNC", side, qty, base,
-                    )?;
+                    Order::equity(exchange, sym, isin, "CNC", side, qty, base)
                 }
                 4..=6 => {
-                    // Intraday: a buy and the square-off sell.
+                    // Intraday: a buy, then the square-off sell below.
                     let (sym, isin, base) = EQUITIES[self.rng.usize(0..EQUITIES.len())];
                     let qty = self.rng.u64(1..=500);
-                    written += self.order(
-                        client, exchange, "EQ", sym, isin, "EQ", "MIS", "B", qty, base,
-                    )?;
-                    written += self.order(
-                        client, exchange, "EQ", sym, isin, "EQ", "MIS", "S", qty, base,
-                    )?;
+                    let buy = Order::equity(exchange, sym, isin, "MIS", "B", qty, base);
+                    written += self.order(client, buy)?;
+                    Order::equity(exchange, sym, isin, "MIS", "S", qty, base)
                 }
                 7 => {
                     let (und, lot, base) = INDICES[self.rng.usize(0..INDICES.len())];
@@ -195,16 +245,9 @@ impl Day {
                     let lots = self.rng.u64(1..=4);
                     written += self.order(
                         client,
-                        exchange,
-                        "FO",
-                        &contract,
-                        "",
-                        "FUT",
-                        "NRML",
-                        side,
-                        lots * lot,
-                        base,
+                        Order::derivative(exchange, &contract, "FUT", side, lots * lot, base),
                     )?;
+                    continue;
                 }
                 _ => {
                     let (und, lot, base) = INDICES[self.rng.usize(0..INDICES.len())];
@@ -216,18 +259,12 @@ impl Day {
                     let premium = 20 + self.rng.u32(0..300);
                     written += self.order(
                         client,
-                        exchange,
-                        "FO",
-                        &contract,
-                        "",
-                        kind,
-                        "NRML",
-                        side,
-                        lots * lot,
-                        premium,
+                        Order::derivative(exchange, &contract, kind, side, lots * lot, premium),
                     )?;
+                    continue;
                 }
-            }
+            };
+            written += self.order(client, order)?;
         }
         Ok(written)
     }
