@@ -354,6 +354,8 @@ address = "12th Floor, Example Towers, Bandra Kurla Complex, Mumbai 400051"
 gstin = "27AAACE1234F1Z5"
 gst_state = "Maharashtra"
 note_prefix = "CN"
+# The sender of the e-mails (default: the compliance officer's address).
+mail_from = "Example Securities Contract Notes <contract-notes@example-securities.in>"
 
 [member_codes]
 NSE = "90123"

@@ -21,6 +21,10 @@ pub struct Broker {
     pub gst_state: String,
     pub note_prefix: String,
     pub compliance_officer: ComplianceOfficer,
+    /// The sender of contract-note e-mails, e.g. `"Example Securities <notes@example.in>"`;
+    /// the compliance officer's address when not given.
+    #[serde(default)]
+    pub mail_from: Option<String>,
     /// Dated charge-rate tables; the built-in ones when none are given.
     #[serde(default)]
     pub rates: Vec<RateTable>,
@@ -38,6 +42,24 @@ impl Broker {
     /// The rate table in force on a trade date.
     pub fn rates_on(&self, date: NaiveDate) -> Option<&RateTable> {
         rates_on(&self.rates, date)
+    }
+
+    /// The `From` of contract-note e-mails.
+    pub fn sender(&self) -> String {
+        match &self.mail_from {
+            Some(from) => from.clone(),
+            None => format!("{} <{}>", self.name, self.compliance_officer.email),
+        }
+    }
+
+    /// The domain message ids are minted in.
+    pub fn mail_domain(&self) -> String {
+        let from = self.sender();
+        let addr = from
+            .rsplit_once('<')
+            .map_or(from.as_str(), |(_, a)| a.trim_end_matches('>'));
+        addr.rsplit_once('@')
+            .map_or("tranche.invalid".to_string(), |(_, d)| d.trim().to_string())
     }
 
     pub fn same_state(&self, client_state: &str) -> bool {
