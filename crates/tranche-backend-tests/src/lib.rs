@@ -13,9 +13,11 @@ pub mod chains;
 pub mod crash;
 pub mod effects;
 pub mod enqueue;
+pub mod feed;
 pub mod groups;
 pub mod locks;
 pub mod outcomes;
+pub mod queues;
 pub mod reserve;
 pub mod runs;
 pub mod worker;
@@ -64,6 +66,8 @@ pub async fn exercise(make: &dyn MakeBackend) {
     cancel::all(make).await;
     locks::all(make).await;
     effects::all(make).await;
+    queues::all(make).await;
+    feed::all(make).await;
     worker::all(make).await;
 }
 

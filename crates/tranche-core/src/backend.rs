@@ -4,8 +4,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobFailure, JobId, JobRecord, LeaseRef, LockClaim, ReserveRequest, ReservedJob, RunName,
-    RunProgress,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, ReserveRequest,
+    ReservedJob, RunName, RunProgress,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -21,6 +21,13 @@ use tranche_types::{
 /// - A `Running` job whose lease has expired is runnable again (or `Failed` when its
 ///   attempts are exhausted) by the next `reserve` of its queue.
 /// - Run counters are maintained incrementally: `run_progress` never scans jobs.
+/// - Every job state change (a job's creation included) appends one [`JobEvent`] to
+///   the change feed in the same transaction. Event `seq`s increase strictly in commit
+///   order and an event is visible only with every event before it, so paging with
+///   `events(after = last seq seen)` never skips or reorders. Within one transaction a
+///   job's events keep the order of its changes.
+/// - `queue_depth` costs O(min(depth, cap)) and `queue_depths` O(available + running):
+///   neither scans finished jobs.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// The clock this backend stamps and compares times with.
@@ -69,6 +76,22 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<Vec<JobFailure>, BackendError>;
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError>;
+
+    /// How many jobs of `queue` are available (runnable now or scheduled), counting at
+    /// most `cap`: enough to tell whether a queue is over a limit.
+    async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError>;
+
+    /// Available and running jobs per queue, for every queue that has any.
+    async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError>;
+
+    /// The change feed: events with `seq > after`, in order, at most `limit`. When there
+    /// are none, waits up to `wait` for one (without busy polling), then returns empty.
+    async fn events(
+        &self,
+        after: u64,
+        limit: usize,
+        wait: Duration,
+    ) -> Result<Vec<JobEvent>, BackendError>;
 
     /// Claim every key for `owner` until now + `ttl`, or none of them. Keys already held
     /// by the same owner are re-claimed (their TTL extended).

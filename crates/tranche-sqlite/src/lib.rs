@@ -26,8 +26,8 @@ use tokio::sync::oneshot;
 use tranche_core::Backend;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobFailure, JobId, JobRecord, LeaseRef, LockClaim, ReserveRequest, ReservedJob, RunName,
-    RunProgress, SystemClock,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, ReserveRequest,
+    ReservedJob, RunName, RunProgress, SystemClock,
 };
 
 use notify::Notifier;
@@ -241,6 +241,44 @@ impl Backend for SqliteBackend {
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError> {
         self.read(move |c| read::job(c, id)).await
+    }
+
+    async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
+        let queue = queue.to_string();
+        self.read(move |c| read::queue_depth(c, &queue, cap)).await
+    }
+
+    async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError> {
+        self.read(read::queue_depths).await
+    }
+
+    async fn events(
+        &self,
+        after: u64,
+        limit: usize,
+        wait: Duration,
+    ) -> Result<Vec<JobEvent>, BackendError> {
+        let deadline = Instant::now() + wait;
+        let limit = limit.max(1);
+        loop {
+            // Registered before reading, so a commit between the read and the wait
+            // still wakes us.
+            let notified = self.notifier.feed().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let events = self
+                .read(move |c| write::events::read(c, after, limit))
+                .await?;
+            let now = Instant::now();
+            if !events.is_empty() || now >= deadline {
+                return Ok(events);
+            }
+            let pause = (deadline - now).min(self.options.poll_interval);
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
     }
 
     async fn claim_locks(

@@ -4,13 +4,19 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// Wakes in-process reserve calls waiting on a queue as soon as a commit made jobs of
-/// it runnable, so idle workers neither poll hard nor wait out their timeout.
+/// it runnable, so idle workers neither poll hard nor wait out their timeout; and
+/// readers of the change feed as soon as a commit added events.
 #[derive(Default)]
 pub struct Notifier {
     queues: Mutex<HashMap<String, Arc<Notify>>>,
+    feed: Notify,
 }
 
 impl Notifier {
+    pub fn feed(&self) -> &Notify {
+        &self.feed
+    }
+
     pub fn queue(&self, name: &str) -> Arc<Notify> {
         let mut q = self.queues.lock().expect("notifier lock");
         if let Some(n) = q.get(name) {

@@ -3,7 +3,8 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tranche_types::{
-    AttemptError, Effect, JobFailure, JobId, JobRecord, JobState, RunName, RunProgress, Timestamp,
+    AttemptError, Effect, JobFailure, JobId, JobRecord, JobState, QueueDepth, RunName, RunProgress,
+    Timestamp,
 };
 
 use crate::write::{db, OpResult};
@@ -157,4 +158,42 @@ pub fn effect(conn: &Connection, key: &str) -> OpResult<Option<Effect>> {
             .optional()
         })
         .map_err(db("read effect"))
+}
+
+pub fn queue_depth(conn: &Connection, queue: &str, cap: u64) -> OpResult<u64> {
+    conn.prepare_cached(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state = 1 AND queue = ?1 LIMIT ?2)",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![queue, cap.min(i64::MAX as u64) as i64], |r| {
+            r.get::<_, i64>(0)
+        })
+    })
+    .map(|n| n.max(0) as u64)
+    .map_err(db("count queue depth"))
+}
+
+/// Each state's count comes from its own partial index, so finished jobs are never read.
+pub fn queue_depths(conn: &Connection) -> OpResult<Vec<QueueDepth>> {
+    let mut by_queue: std::collections::BTreeMap<String, QueueDepth> = Default::default();
+    for state in [JobState::Available, JobState::Running] {
+        let counts: Vec<(String, i64)> = conn
+            .prepare_cached(&format!(
+                "SELECT queue, COUNT(*) FROM jobs WHERE state = {} GROUP BY queue",
+                state.code()
+            ))
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .map_err(db("count queue depths"))?;
+        for (queue, n) in counts {
+            let d = by_queue.entry(queue.clone()).or_insert_with(|| QueueDepth {
+                queue,
+                ..QueueDepth::default()
+            });
+            match state {
+                JobState::Available => d.available = n.max(0) as u64,
+                _ => d.running = n.max(0) as u64,
+            }
+        }
+    }
+    Ok(by_queue.into_values().collect())
 }

@@ -4,7 +4,9 @@
 
 use rusqlite::Connection;
 
-pub const VERSION: i64 = 1;
+/// 2: the change feed (`events`). Older binaries must not write to a database that
+/// has one: their changes would be missing from it.
+pub const VERSION: i64 = 2;
 
 const DDL: &str = r#"
 CREATE TABLE IF NOT EXISTS runs (
@@ -77,6 +79,15 @@ CREATE TABLE IF NOT EXISTS effects (
     value  TEXT NOT NULL,
     at     INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- The change feed; see write/events.rs. AUTOINCREMENT: an id is never reused, even
+-- if the newest rows were ever pruned.
+CREATE TABLE IF NOT EXISTS events (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    at     INTEGER,
+    run_id INTEGER,
+    state  INTEGER,
+    jobs   BLOB
+);
 CREATE TABLE IF NOT EXISTS finish_hooks (
     run_id INTEGER NOT NULL,
     hook   TEXT NOT NULL,

@@ -132,6 +132,7 @@ fn transact(
             return Err(e);
         }
         finish_runs(&mut tx, now, cache, &mut fx)?;
+        write::events::append(&tx, now, &fx.events)?;
         tx.commit().map_err(db("commit"))
     })();
     let err = outcome.err();
@@ -142,6 +143,9 @@ fn transact(
             notifier.wake_all();
         } else {
             notifier.wake(fx.woken.iter());
+        }
+        if !fx.events.is_empty() {
+            notifier.feed().notify_waiters();
         }
     }
     let mut orphans = Vec::new();

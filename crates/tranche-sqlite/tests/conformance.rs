@@ -39,7 +39,9 @@ macro_rules! area {
     )*};
 }
 
-area!(enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, worker);
+area!(
+    enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, feed, worker
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_kill_and_resume() {

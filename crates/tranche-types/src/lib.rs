@@ -7,6 +7,7 @@
 
 mod clock;
 mod error;
+mod event;
 mod ids;
 mod job;
 mod outcome;
@@ -15,6 +16,7 @@ mod state;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::BackendError;
+pub use event::{JobEvent, QueueDepth};
 pub use ids::{InvalidName, JobId, RunName};
 pub use job::{
     AttemptError, CancelTarget, Completion, CompletionAck, EnqueueItem, EnqueueRequest, Enqueued,

@@ -58,7 +58,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             let Some((run, next, group)) = row else {
                 return Ok(false);
             };
-            op.moved(run, Some(JobState::Running), JobState::Succeeded);
+            op.moved(id, run, Some(JobState::Running), JobState::Succeeded);
             if let Some(next) = next {
                 release_successor(op, run, next, result)?;
             }
@@ -89,10 +89,10 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             };
             record_error(op, id, attempt, error)?;
             if state == JobState::Available.code() {
-                op.moved(run, Some(JobState::Running), JobState::Available);
+                op.moved(id, run, Some(JobState::Running), JobState::Available);
                 op.wake(&queue);
             } else {
-                op.moved(run, Some(JobState::Running), JobState::Failed);
+                op.moved(id, run, Some(JobState::Running), JobState::Failed);
                 job_ended(op, JobId(id), next, group, true)?;
             }
         }
@@ -111,7 +111,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             let Some((run, queue)) = row else {
                 return Ok(false);
             };
-            op.moved(run, Some(JobState::Running), JobState::Available);
+            op.moved(id, run, Some(JobState::Running), JobState::Available);
             op.wake(&queue);
         }
         Resolution::Cancelled { reason } => {
@@ -120,7 +120,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             else {
                 return Ok(false);
             };
-            op.moved(run, Some(JobState::Running), JobState::Cancelled);
+            op.moved(id, run, Some(JobState::Running), JobState::Cancelled);
             job_ended(op, JobId(id), next, group, false)?;
         }
         Resolution::Failed { error } => {
@@ -129,7 +129,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
                 return Ok(false);
             };
             record_error(op, id, attempt, error)?;
-            op.moved(run, Some(JobState::Running), JobState::Failed);
+            op.moved(id, run, Some(JobState::Running), JobState::Failed);
             job_ended(op, JobId(id), next, group, true)?;
         }
     }
@@ -218,7 +218,7 @@ pub fn cancel_successors(
                 )
                 .and_then(|mut s| s.execute(params![why, upstream_failed, op.now.0, id]))
                 .map_err(db("cancel chain step"))?;
-            op.moved(run, Some(state), JobState::Cancelled);
+            op.moved(id, run, Some(state), JobState::Cancelled);
             if let Some(group) = group {
                 member_ended(op, group)?;
             }
@@ -239,7 +239,7 @@ fn release_successor(op: &mut Op<'_>, run: i64, id: i64, input: &str) -> OpResul
         .and_then(|mut s| s.execute(params![input, op.now.0, id]))
         .map_err(db("release chain step"))?;
     if n == 1 {
-        op.moved(run, Some(JobState::Pending), JobState::Available);
+        op.moved(id, run, Some(JobState::Pending), JobState::Available);
         op.wake_all();
     }
     Ok(())
@@ -259,7 +259,7 @@ pub fn release_pending(op: &mut Op<'_>, id: i64, input: &str) -> OpResult<()> {
         })
         .map_err(db("release pending job"))?;
     if let Some((run, queue)) = row {
-        op.moved(run, Some(JobState::Pending), JobState::Available);
+        op.moved(id, run, Some(JobState::Pending), JobState::Available);
         op.wake(&queue);
     }
     Ok(())

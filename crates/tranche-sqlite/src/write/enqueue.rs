@@ -133,12 +133,9 @@ impl<'s> Bulk<'s> {
         bind(&mut stmt, p + 1, &run)?;
         bind(&mut stmt, p + 2, &op.now.0)?;
         stmt.raw_execute().map_err(db("insert jobs"))?;
-        let d = op.deltas.entry(run).or_default();
         for row in &self.rows {
-            d.total += 1;
-            d.states[row.state.code() as usize] += 1;
+            op.moved(row.id, run, None, row.state);
         }
-        op.touched.insert(run);
         for row in self.rows.drain(..) {
             if row.state == JobState::Available {
                 op.wake(&row.spec.queue);
@@ -275,9 +272,10 @@ fn insert(
             ])
         })
         .map_err(db("insert job"))?;
-    op.moved(run, None, state);
+    let id = op.conn.last_insert_rowid();
+    op.moved(id, run, None, state);
     if state == JobState::Available {
         op.wake(&spec.queue);
     }
-    Ok(JobId(op.conn.last_insert_rowid()))
+    Ok(JobId(id))
 }

@@ -5,6 +5,7 @@
 
 pub mod complete;
 pub mod enqueue;
+pub mod events;
 pub mod keys;
 pub mod reserve;
 pub mod steer;
@@ -82,6 +83,8 @@ pub struct Op<'a> {
     new_runs: Vec<(i64, RunName)>,
     /// Runs whose finish must be checked after this transaction's counters move.
     pub touched: HashSet<i64>,
+    /// (job, run, new state) for the change feed, in the order the changes happened.
+    pub events: Vec<(i64, i64, JobState)>,
 }
 
 impl<'a> Op<'a> {
@@ -95,10 +98,13 @@ impl<'a> Op<'a> {
             wake_all: false,
             new_runs: Vec::new(),
             touched: HashSet::new(),
+            events: Vec::new(),
         }
     }
 
-    pub fn moved(&mut self, run: i64, from: Option<JobState>, to: JobState) {
+    /// Job `job` of `run` moved from `from` (None: it was just created) to `to`: moves
+    /// the run's counters and records the change for the feed.
+    pub fn moved(&mut self, job: i64, run: i64, from: Option<JobState>, to: JobState) {
         let d = self.deltas.entry(run).or_default();
         match from {
             Some(f) => d.states[f.code() as usize] -= 1,
@@ -106,6 +112,7 @@ impl<'a> Op<'a> {
         }
         d.states[to.code() as usize] += 1;
         self.touched.insert(run);
+        self.events.push((job, run, to));
     }
 
     /// Wake waiters of every queue (when which queue is not known without a read).
@@ -186,6 +193,7 @@ impl<'a> Op<'a> {
             wake_all: self.wake_all,
             touched: self.touched,
             new_runs: self.new_runs,
+            events: self.events,
         }
     }
 }
@@ -196,6 +204,7 @@ pub struct OpParts {
     wake_all: bool,
     touched: HashSet<i64>,
     new_runs: Vec<(i64, RunName)>,
+    events: Vec<(i64, i64, JobState)>,
 }
 
 impl OpParts {
@@ -211,6 +220,11 @@ impl OpParts {
         txn.woken.extend(self.woken);
         txn.wake_all |= self.wake_all;
         txn.touched.extend(self.touched);
+        if txn.events.is_empty() {
+            txn.events = self.events;
+        } else {
+            txn.events.extend(self.events);
+        }
         for (id, name) in self.new_runs {
             cache.by_name.insert(name.as_str().to_string(), id);
             cache.by_id.insert(id, name);
@@ -227,4 +241,6 @@ pub struct TxnEffects {
     pub woken: HashSet<String>,
     pub wake_all: bool,
     pub touched: HashSet<i64>,
+    /// The feed's events, written once just before the commit.
+    pub events: Vec<(i64, i64, JobState)>,
 }

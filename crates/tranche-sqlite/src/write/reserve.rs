@@ -75,7 +75,7 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
         let attempt = attempt + 1;
         op.cache()
             .remember_route(id, super::Route { run, next, group });
-        op.moved(run, Some(JobState::Available), JobState::Running);
+        op.moved(id, run, Some(JobState::Available), JobState::Running);
         jobs.push(ReservedJob {
             id: JobId(id),
             run: op.run_name(run)?,
@@ -170,7 +170,7 @@ pub fn release(op: &mut Op<'_>, leases: &[LeaseRef]) -> OpResult<u64> {
             })
             .map_err(db("release job"))?;
         if let Some((run, queue)) = row {
-            op.moved(run, Some(JobState::Running), JobState::Available);
+            op.moved(l.job.0, run, Some(JobState::Running), JobState::Available);
             op.wake(&queue);
             n += 1;
         }

@@ -29,7 +29,7 @@ pub fn cancel(op: &mut Op<'_>, target: &CancelTarget, reason: &str) -> OpResult<
                     )
                     .and_then(|mut s| s.execute(params![reason, op.now.0, id.0]))
                     .map_err(db("cancel job"))?;
-                op.moved(run, Some(state), JobState::Cancelled);
+                op.moved(id.0, run, Some(state), JobState::Cancelled);
                 job_ended(op, *id, next, group, false)?;
             } else if matches!(target, CancelTarget::Chain(_)) {
                 if let Some(next) = next {
@@ -53,28 +53,28 @@ fn cancel_run(op: &mut Op<'_>, name: &RunName, reason: &str) -> OpResult<u64> {
     let Some(run) = op.run_id(name)? else {
         return Ok(0);
     };
-    let counts: Vec<(i64, i64)> = op
+    // Read first, then update: nothing else writes inside this transaction, and the
+    // feed needs each job's id.
+    let cancelled: Vec<(i64, i64)> = op
         .conn
-        .prepare_cached(
-            "SELECT state, COUNT(*) FROM jobs WHERE run_id = ?1 AND state IN (0, 1, 2) GROUP BY state",
-        )
-        .and_then(|mut s| s.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
-        .map_err(db("count jobs to cancel"))?;
-    let n = op
-        .conn
+        .prepare_cached("SELECT id, state FROM jobs WHERE run_id = ?1 AND state IN (0, 1, 2)")
+        .and_then(|mut s| {
+            s.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+        .map_err(db("find jobs to cancel"))?;
+    op.conn
         .execute(
             "UPDATE jobs SET state = 5, error = ?1, finished_at = ?2, lease_until = NULL
              WHERE run_id = ?3 AND state IN (0, 1, 2)",
             params![reason, op.now.0, run],
         )
         .map_err(db("cancel run"))?;
-    for (state, count) in counts {
-        let d = op.deltas.entry(run).or_default();
-        d.states[state as usize] -= count;
-        d.states[JobState::Cancelled.code() as usize] += count;
+    for &(id, state) in &cancelled {
+        let from = JobState::from_code(state).unwrap_or(JobState::Pending);
+        op.moved(id, run, Some(from), JobState::Cancelled);
     }
-    op.touched.insert(run);
-    Ok(n as u64)
+    Ok(cancelled.len() as u64)
 }
 
 /// Revive a run's failed jobs with fresh attempts, and the chain steps that were
@@ -94,8 +94,8 @@ pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
                 .collect()
         })
         .map_err(db("retry failed jobs"))?;
-    for (_, queue, group) in &failed {
-        op.moved(run, Some(JobState::Failed), JobState::Available);
+    for (id, queue, group) in &failed {
+        op.moved(*id, run, Some(JobState::Failed), JobState::Available);
         op.wake(queue);
         if let Some(group) = group {
             // A group whose callback has not been released yet waits for this member
@@ -109,17 +109,17 @@ pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
                 .map_err(db("reopen group"))?;
         }
     }
-    let revived = op
+    let revived: Vec<i64> = op
         .conn
         .prepare_cached(
             "UPDATE jobs SET state = 0, upstream_failed = 0, error = NULL, finished_at = NULL
-             WHERE run_id = ?1 AND state = 5 AND upstream_failed = 1",
+             WHERE run_id = ?1 AND state = 5 AND upstream_failed = 1 RETURNING id",
         )
-        .and_then(|mut s| s.execute([run]))
+        .and_then(|mut s| s.query_map([run], |r| r.get(0))?.collect())
         .map_err(db("revive chain steps"))?;
-    let d = op.deltas.entry(run).or_default();
-    d.states[JobState::Cancelled.code() as usize] -= revived as i64;
-    d.states[JobState::Pending.code() as usize] += revived as i64;
+    for &id in &revived {
+        op.moved(id, run, Some(JobState::Cancelled), JobState::Pending);
+    }
     op.touched.insert(run);
-    Ok(failed.len() as u64 + revived as u64)
+    Ok(failed.len() as u64 + revived.len() as u64)
 }

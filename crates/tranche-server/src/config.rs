@@ -1,0 +1,164 @@
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::auth::Tokens;
+
+/// How the server runs. Build one, then [`ServerConfig::validate`] before serving.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where it listens; without tokens only a loopback address is accepted.
+    pub listen: SocketAddr,
+    pub tokens: Tokens,
+    pub queue_limits: QueueLimits,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// Most jobs in one submit request (and results in one complete/fail request).
+    pub max_jobs_per_request: usize,
+    /// Longest `wait` a poll or an events read may ask for.
+    pub max_wait: Duration,
+    /// Most jobs one poll may ask for.
+    pub max_poll: usize,
+    /// Lease given to polled jobs when the worker does not ask for one.
+    pub default_lease: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            tokens: Tokens::default(),
+            queue_limits: QueueLimits::default(),
+            body_limit: 64 << 20,
+            max_jobs_per_request: 10_000,
+            max_wait: Duration::from_secs(60),
+            max_poll: 1000,
+            default_lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("refusing to listen on {0} without tokens: bind a loopback address, or pass --tokens FILE or set TRANCHE_TOKENS")]
+    OpenWithoutTokens(SocketAddr),
+    #[error("invalid {field}: expected {expected}, got {got}")]
+    Invalid {
+        field: &'static str,
+        expected: &'static str,
+        got: String,
+    },
+}
+
+impl ServerConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
+            return Err(ConfigError::OpenWithoutTokens(self.listen));
+        }
+        let check = |ok: bool, field, expected, got: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::Invalid {
+                    field,
+                    expected,
+                    got,
+                })
+            }
+        };
+        check(
+            self.max_jobs_per_request > 0,
+            "max_jobs_per_request",
+            "at least 1",
+            self.max_jobs_per_request.to_string(),
+        )?;
+        check(
+            self.max_poll > 0,
+            "max_poll",
+            "at least 1",
+            self.max_poll.to_string(),
+        )?;
+        check(
+            self.body_limit >= 1024,
+            "body_limit",
+            "at least 1024 bytes",
+            self.body_limit.to_string(),
+        )?;
+        check(
+            self.default_lease >= Duration::from_secs(1),
+            "default_lease",
+            "at least 1 s",
+            format!("{:?}", self.default_lease),
+        )
+    }
+
+    /// Requests need a token unless there are none and the server is only reachable
+    /// from this machine.
+    pub fn auth_required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+}
+
+/// Most available jobs a queue may hold before submissions to it are refused (429).
+#[derive(Clone, Debug, Default)]
+pub struct QueueLimits {
+    pub default: Option<u64>,
+    pub per_queue: HashMap<String, u64>,
+}
+
+impl QueueLimits {
+    pub fn limit(&self, queue: &str) -> Option<u64> {
+        self.per_queue.get(queue).copied().or(self.default)
+    }
+
+    /// Parse `N` (every queue) or `QUEUE=N`, as given on the command line.
+    pub fn add(&mut self, spec: &str) -> Result<(), ConfigError> {
+        let bad = || ConfigError::Invalid {
+            field: "queue limit",
+            expected: "N or QUEUE=N with N a whole number",
+            got: format!("{spec:?}"),
+        };
+        match spec.split_once('=') {
+            Some((queue, n)) if !queue.is_empty() => {
+                let n = n.trim().parse().map_err(|_| bad())?;
+                self.per_queue.insert(queue.trim().to_string(), n);
+            }
+            Some(_) => return Err(bad()),
+            None => self.default = Some(spec.trim().parse().map_err(|_| bad())?),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_addresses_need_tokens() {
+        let mut c = ServerConfig {
+            listen: "0.0.0.0:8080".parse().unwrap(),
+            ..ServerConfig::default()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::OpenWithoutTokens(_))
+        ));
+        c.tokens = Tokens::parse("secret-1").unwrap();
+        assert!(c.validate().is_ok());
+        c.listen = "[::1]:8080".parse().unwrap();
+        c.tokens = Tokens::default();
+        assert!(c.validate().is_ok(), "loopback needs no token");
+    }
+
+    #[test]
+    fn queue_limits_parse() {
+        let mut l = QueueLimits::default();
+        l.add("1000").unwrap();
+        l.add("pdf=10").unwrap();
+        assert_eq!((l.limit("pdf"), l.limit("mail")), (Some(10), Some(1000)));
+        assert!(l.add("pdf=x").is_err());
+        assert!(l.add("=5").is_err());
+    }
+}

@@ -1,0 +1,61 @@
+//! The change feed: `GET /v1/events?after=CURSOR&wait=MS&limit=N`. Returns events
+//! after the cursor in commit order, waiting up to `wait` ms when there are none; pass
+//! the answer's `next` as the following `after`. Never skips or reorders (the
+//! backend's contract); an empty answer comes only after `wait`.
+
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+use tranche_types::JobEvent;
+
+use crate::error::ApiError;
+use crate::runs::query;
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    after: u64,
+    /// Milliseconds.
+    #[serde(default)]
+    wait: u64,
+    #[serde(default = "default_limit")]
+    limit: usize,
+}
+
+fn default_limit() -> usize {
+    1000
+}
+
+#[derive(Serialize)]
+pub struct EventsOut {
+    events: Vec<JobEvent>,
+    /// The cursor to pass as `after` next time.
+    next: u64,
+}
+
+pub async fn events(
+    State(app): State<AppState>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<axum::Json<EventsOut>, ApiError> {
+    let q = query(q)?;
+    let wait = Duration::from_millis(q.wait);
+    let max_wait = app.config().max_wait;
+    if wait > max_wait {
+        return Err(ApiError::invalid(
+            "wait",
+            format!(
+                "expected at most {} ms, got {}",
+                max_wait.as_millis(),
+                q.wait
+            ),
+        ));
+    }
+    let limit = q.limit.clamp(1, 10_000);
+    let events = app.backend().events(q.after, limit, wait).await?;
+    let next = events.last().map_or(q.after, |e| e.seq);
+    Ok(axum::Json(EventsOut { events, next }))
+}

@@ -1,0 +1,119 @@
+//! Tranche's HTTP API: the engine over JSON, versioned under `/v1`, described by the
+//! OpenAPI document at `/v1/openapi.json`.
+//!
+//! - **Submit** one job, a batch of up to 10,000 (one backend `enqueue`, so one
+//!   transaction), a chain or a group. Intake is bounded: a queue holding its limit of
+//!   waiting jobs answers 429 with Retry-After. Bodies are size-limited; malformed
+//!   JSON is answered 400 naming the field path.
+//! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; retry
+//!   a run; cancel a job, chain or run.
+//! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
+//!   report in batches, under the engine's lease rules.
+//! - **Change feed** of job-state events with a cursor that never skips or reorders.
+//! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
+//!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
+//!
+//! Every route is declared once in [`routes`], which both builds the router and is
+//! checked against the OpenAPI document by a test. Handlers hold no state of their
+//! own beyond counters: everything lives in the [`Backend`].
+
+mod auth;
+mod body;
+mod config;
+mod error;
+mod events;
+mod intake;
+mod openapi;
+mod runs;
+mod state;
+mod submit;
+mod telemetry;
+mod wire;
+mod workers;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post, MethodRouter};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tranche_core::Backend;
+
+pub use auth::{Scope, TokenError, Tokens};
+pub use config::{ConfigError, QueueLimits, ServerConfig};
+
+use state::AppState;
+
+/// Every route: method, path (axum syntax) and handler. The single list the router is
+/// built from and the OpenAPI document is checked against.
+fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
+    vec![
+        ("GET", "/healthz", get(telemetry::healthz)),
+        ("GET", "/readyz", get(telemetry::readyz)),
+        ("GET", "/metrics", get(telemetry::metrics_text)),
+        ("GET", "/v1/openapi.json", get(openapi::document)),
+        ("POST", "/v1/jobs", post(submit::job)),
+        ("POST", "/v1/batches", post(submit::batch)),
+        ("POST", "/v1/chains", post(submit::chain)),
+        ("POST", "/v1/groups", post(submit::group)),
+        ("GET", "/v1/runs", get(runs::list)),
+        ("GET", "/v1/runs/{run}", get(runs::progress)),
+        ("GET", "/v1/runs/{run}/failures", get(runs::failures)),
+        ("POST", "/v1/runs/{run}/retry", post(runs::retry)),
+        ("POST", "/v1/runs/{run}/cancel", post(runs::cancel_run)),
+        ("GET", "/v1/jobs/{id}", get(runs::job)),
+        ("POST", "/v1/jobs/{id}/cancel", post(runs::cancel_job)),
+        ("POST", "/v1/chains/{id}/cancel", post(runs::cancel_chain)),
+        ("GET", "/v1/queues", get(runs::queues)),
+        ("GET", "/v1/events", get(events::events)),
+        ("POST", "/v1/workers/poll", post(workers::poll)),
+        ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),
+        ("POST", "/v1/workers/complete", post(workers::complete)),
+        ("POST", "/v1/workers/fail", post(workers::fail)),
+    ]
+}
+
+/// The HTTP application over `backend`. `config` should have been validated.
+pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
+    telemetry::handle();
+    let body_limit = config.body_limit;
+    let app = AppState::new(backend, config);
+    let mut router = Router::new();
+    for (_, path, handler) in routes() {
+        router = router.route(path, handler);
+    }
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn(telemetry::track_http))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(app)
+}
+
+/// Serve on `listener` until `shutdown` is cancelled, then finish the requests in
+/// flight. Validates `config` first.
+pub async fn serve(
+    listener: TcpListener,
+    backend: Arc<dyn Backend>,
+    config: ServerConfig,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    config.validate()?;
+    let app = router(backend, config);
+    telemetry::spawn_upkeep(shutdown.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(ServeError::Io)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("server failed: {0}")]
+    Io(std::io::Error),
+}

@@ -1,0 +1,133 @@
+//! Submit: one job, a batch (up to `max_jobs_per_request` jobs, one backend enqueue,
+//! so one transaction), a chain, a group. Each answers the new ids.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use tranche_types::{EnqueueItem, EnqueueRequest, Enqueued, RunName};
+
+use crate::body::Json;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::telemetry;
+use crate::wire::{ItemIn, JobIn, SubmitBatch, SubmitChain, SubmitGroup, SubmitJob, Submitted};
+
+#[derive(serde::Serialize)]
+pub struct BatchOut {
+    pub items: Vec<Submitted>,
+}
+
+pub async fn job(
+    State(app): State<AppState>,
+    Json(req): Json<SubmitJob>,
+) -> Result<(StatusCode, axum::Json<Submitted>), ApiError> {
+    let mut out = enqueue(&app, req.run, vec![ItemIn::Job(req.job)], None).await?;
+    Ok((StatusCode::CREATED, axum::Json(out.remove(0))))
+}
+
+pub async fn chain(
+    State(app): State<AppState>,
+    Json(req): Json<SubmitChain>,
+) -> Result<(StatusCode, axum::Json<Submitted>), ApiError> {
+    if req.steps.is_empty() {
+        return Err(ApiError::invalid(
+            "steps",
+            "expected at least one step, got an empty chain",
+        ));
+    }
+    let mut out = enqueue(&app, req.run, vec![ItemIn::Chain(req.steps)], None).await?;
+    Ok((StatusCode::CREATED, axum::Json(out.remove(0))))
+}
+
+pub async fn group(
+    State(app): State<AppState>,
+    Json(req): Json<SubmitGroup>,
+) -> Result<(StatusCode, axum::Json<Submitted>), ApiError> {
+    let item = ItemIn::Group {
+        members: req.members,
+        callback: req.callback,
+    };
+    let mut out = enqueue(&app, req.run, vec![item], None).await?;
+    Ok((StatusCode::CREATED, axum::Json(out.remove(0))))
+}
+
+pub async fn batch(
+    State(app): State<AppState>,
+    Json(req): Json<SubmitBatch>,
+) -> Result<(StatusCode, axum::Json<BatchOut>), ApiError> {
+    let items = enqueue(&app, req.run, req.items, req.on_done).await?;
+    Ok((StatusCode::CREATED, axum::Json(BatchOut { items })))
+}
+
+async fn enqueue(
+    app: &AppState,
+    run: RunName,
+    items: Vec<ItemIn>,
+    on_done: Option<JobIn>,
+) -> Result<Vec<Submitted>, ApiError> {
+    let total: usize = items.iter().map(|i| i.jobs().count()).sum();
+    let max = app.config().max_jobs_per_request;
+    if total > max {
+        return Err(ApiError::invalid(
+            "items",
+            format!("expected at most {max} jobs in one request, got {total}"),
+        ));
+    }
+    let mut incoming: HashMap<&str, u64> = HashMap::new();
+    for job in items.iter().flat_map(|i| i.queued_now()) {
+        *incoming.entry(job.queue.as_str()).or_default() += 1;
+    }
+    if let Err(full) = app
+        .intake()
+        .admit(app.backend().as_ref(), &incoming)
+        .await?
+    {
+        metrics::counter!(telemetry::SUBMIT_REFUSED, "queue" => full.queue.clone()).increment(1);
+        return Err(ApiError {
+            retry_after_secs: Some(1),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                format!(
+                    "queue {:?} holds {} waiting jobs, its limit is {}: retry later",
+                    full.queue, full.depth, full.limit
+                ),
+            )
+        });
+    }
+    let counted: Vec<(String, u64)> = incoming.iter().map(|(q, n)| (q.to_string(), *n)).collect();
+    app.intake().accepted(&incoming);
+    drop(incoming);
+    let items: Vec<EnqueueItem> = items
+        .into_iter()
+        .map(|item| match item {
+            ItemIn::Job(j) => EnqueueItem::Job(j.into_spec()),
+            ItemIn::Chain(steps) => {
+                EnqueueItem::Chain(steps.into_iter().map(JobIn::into_spec).collect())
+            }
+            ItemIn::Group { members, callback } => EnqueueItem::Group {
+                members: members.into_iter().map(JobIn::into_spec).collect(),
+                callback: callback.into_spec(),
+            },
+        })
+        .collect();
+    let out: Vec<Enqueued> = app
+        .backend()
+        .enqueue(EnqueueRequest {
+            run,
+            items,
+            on_done: on_done.map(JobIn::into_spec),
+        })
+        .await?;
+    for (queue, n) in counted {
+        metrics::counter!(telemetry::SUBMITTED, "queue" => queue).increment(n);
+    }
+    Ok(out
+        .into_iter()
+        .map(|e| Submitted {
+            ids: e.ids,
+            existed: e.existed,
+        })
+        .collect())
+}

@@ -1,0 +1,210 @@
+//! Metrics in Prometheus text format (`/metrics`) through the `metrics` facade, plus
+//! `/healthz` (the process answers) and `/readyz` (the backend answers).
+//!
+//! Counters and histograms are recorded where things happen (submit, poll, complete,
+//! HTTP layer); gauges of backend state (jobs per queue and state, runs' counters)
+//! are read from the backend at scrape time, which costs O(available + running).
+//! The recorder is process-wide (the `metrics` facade has one global recorder), so
+//! several servers in one process share their figures.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::state::AppState;
+
+pub const SUBMITTED: &str = "tranche_jobs_submitted_total";
+pub const SUBMIT_REFUSED: &str = "tranche_submissions_refused_total";
+pub const POLLED: &str = "tranche_jobs_polled_total";
+pub const COMPLETED: &str = "tranche_jobs_completed_total";
+pub const RETRIES: &str = "tranche_job_retries_total";
+pub const LEASES_LOST: &str = "tranche_lease_expiries_total";
+pub const QUEUE_WAIT: &str = "tranche_job_queue_wait_seconds";
+pub const RUN_TIME: &str = "tranche_job_run_seconds";
+pub const JOBS: &str = "tranche_jobs";
+pub const QUEUE_DEPTH: &str = "tranche_queue_depth";
+pub const RUN_JOBS: &str = "tranche_run_jobs";
+pub const HTTP_REQUESTS: &str = "tranche_http_requests_total";
+pub const HTTP_DURATION: &str = "tranche_http_request_duration_seconds";
+
+/// How many of the newest runs get per-run gauges (label cardinality stays bounded).
+const RUNS_IN_METRICS: usize = 20;
+
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 1800.0,
+];
+
+/// The process-wide recorder, installed on first use.
+pub fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets(BUCKETS)
+            .expect("bucket list is not empty");
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!(
+                "another metrics recorder is installed; /metrics shows only backend gauges"
+            );
+        }
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(SUBMITTED, "Jobs accepted through the submit API, by queue.");
+    describe_counter!(
+        SUBMIT_REFUSED,
+        "Submissions refused (429) because a queue was full."
+    );
+    describe_counter!(POLLED, "Jobs handed to remote workers, by queue.");
+    describe_counter!(
+        COMPLETED,
+        "Attempts reported by remote workers and applied, by queue and outcome."
+    );
+    describe_counter!(
+        RETRIES,
+        "Attempts reported failed that will be retried, by queue."
+    );
+    describe_counter!(LEASES_LOST, "Remote attempts that had lost their lease (expired, or the job was cancelled) when they heartbeat or reported.");
+    describe_histogram!(
+        QUEUE_WAIT,
+        Unit::Seconds,
+        "From a job becoming runnable to a remote worker receiving it."
+    );
+    describe_histogram!(
+        RUN_TIME,
+        Unit::Seconds,
+        "From a remote worker receiving a job to its result being applied."
+    );
+    describe_gauge!(
+        JOBS,
+        "Jobs waiting (available) and running, by queue and state."
+    );
+    describe_gauge!(QUEUE_DEPTH, "Available jobs per queue.");
+    describe_gauge!(RUN_JOBS, "Jobs of the newest runs, by run and state.");
+    describe_counter!(HTTP_REQUESTS, "HTTP requests, by method, route and status.");
+    describe_histogram!(
+        HTTP_DURATION,
+        Unit::Seconds,
+        "HTTP request handling time, by method and route."
+    );
+}
+
+/// Keeps histogram data bounded between scrapes.
+pub fn spawn_upkeep(stop: tokio_util::sync::CancellationToken) {
+    let handle = handle();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => handle.run_upkeep(),
+                _ = stop.cancelled() => break,
+            }
+        }
+    });
+}
+
+pub async fn track_http(req: Request, next: Next) -> Response {
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    metrics::histogram!(HTTP_DURATION, "method" => method.clone(), "route" => route.clone())
+        .record(start.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status)
+        .increment(1);
+    resp
+}
+
+pub async fn metrics_text(State(app): State<AppState>) -> Response {
+    let backend = app.backend();
+    match backend.queue_depths().await {
+        Ok(depths) => {
+            // A queue that emptied is absent from the answer; its gauges must drop to
+            // zero rather than keep their last value.
+            static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+            let mut seen = SEEN.lock().expect("seen queues lock");
+            for q in seen.iter() {
+                if !depths.iter().any(|d| &d.queue == q) {
+                    metrics::gauge!(QUEUE_DEPTH, "queue" => q.clone()).set(0.0);
+                    metrics::gauge!(JOBS, "queue" => q.clone(), "state" => "available").set(0.0);
+                    metrics::gauge!(JOBS, "queue" => q.clone(), "state" => "running").set(0.0);
+                }
+            }
+            for d in &depths {
+                if !seen.contains(&d.queue) {
+                    seen.push(d.queue.clone());
+                }
+            }
+            drop(seen);
+            for d in depths {
+                metrics::gauge!(QUEUE_DEPTH, "queue" => d.queue.clone()).set(d.available as f64);
+                metrics::gauge!(JOBS, "queue" => d.queue.clone(), "state" => "available")
+                    .set(d.available as f64);
+                metrics::gauge!(JOBS, "queue" => d.queue, "state" => "running")
+                    .set(d.running as f64);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read queue depths for /metrics"),
+    }
+    match backend.list_runs(RUNS_IN_METRICS).await {
+        Ok(runs) => {
+            for p in runs {
+                let Some(run) = p.run.as_ref().map(|r| r.to_string()) else {
+                    continue;
+                };
+                for (state, n) in [
+                    ("pending", p.pending),
+                    ("available", p.available),
+                    ("running", p.running),
+                    ("succeeded", p.succeeded),
+                    ("failed", p.failed),
+                    ("cancelled", p.cancelled),
+                ] {
+                    metrics::gauge!(RUN_JOBS, "run" => run.clone(), "state" => state).set(n as f64);
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read runs for /metrics"),
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        handle().render(),
+    )
+        .into_response()
+}
+
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+pub async fn readyz(State(app): State<AppState>) -> Response {
+    let probe = tokio::time::timeout(Duration::from_secs(2), app.backend().list_runs(1)).await;
+    match probe {
+        Ok(Ok(_)) => "ready\n".into_response(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("backend not ready: {e}\n"),
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "backend did not answer within 2 s\n",
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,370 @@
+//! Remote workers, in any language: `poll` leases a batch with a long-poll, `heartbeat`
+//! extends leases, `complete` and `fail` report results in batches. Lease rules are
+//! the engine's: a worker that stops heartbeating loses its jobs to other pollers once
+//! the lease expires, and a late report for a lost attempt is answered `stale`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::sync::oneshot;
+use tranche_core::Backoff;
+use tranche_types::{
+    BackendError, Completion, CompletionAck, LeaseRef, ReserveRequest, ReservedJob, Resolution,
+};
+
+use crate::body::Json;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::telemetry;
+use crate::wire::{LeaseIn, PolledJob};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollIn {
+    queue: String,
+    /// Most jobs to return.
+    #[serde(default = "default_max")]
+    max: usize,
+    /// How long to wait for `max` jobs, in milliseconds.
+    #[serde(default)]
+    wait_ms: u64,
+    /// Lease length; the worker must heartbeat well within it.
+    #[serde(default)]
+    lease_ms: Option<u64>,
+}
+
+fn default_max() -> usize {
+    10
+}
+
+#[derive(Serialize)]
+pub struct PollOut {
+    jobs: Vec<PolledJob>,
+}
+
+pub async fn poll(
+    State(app): State<AppState>,
+    Json(req): Json<PollIn>,
+) -> Result<axum::Json<PollOut>, ApiError> {
+    let config = app.config();
+    if req.queue.is_empty() {
+        return Err(ApiError::invalid(
+            "queue",
+            "expected a queue name, got \"\"",
+        ));
+    }
+    if req.max == 0 || req.max > config.max_poll {
+        return Err(ApiError::invalid(
+            "max",
+            format!("expected 1 to {}, got {}", config.max_poll, req.max),
+        ));
+    }
+    let wait = Duration::from_millis(req.wait_ms);
+    if wait > config.max_wait {
+        return Err(ApiError::invalid(
+            "wait_ms",
+            format!(
+                "expected at most {}, got {}",
+                config.max_wait.as_millis(),
+                req.wait_ms
+            ),
+        ));
+    }
+    let lease = req
+        .lease_ms
+        .map_or(config.default_lease, Duration::from_millis);
+    if lease < Duration::from_secs(1) || lease > Duration::from_secs(3600) {
+        return Err(ApiError::invalid(
+            "lease_ms",
+            format!("expected 1000 to 3600000, got {}", lease.as_millis()),
+        ));
+    }
+    // The poll runs in its own task: if the client goes away mid-wait, this handler is
+    // dropped, and jobs leased for it are handed straight back instead of waiting out
+    // their lease.
+    let (tx, rx) = oneshot::channel();
+    let task_app = app.clone();
+    tokio::spawn(async move {
+        let result = collect(&task_app, req.queue, req.max, wait, lease).await;
+        if let Err(Ok(jobs)) = tx.send(result) {
+            let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
+            if !leases.is_empty() {
+                if let Err(e) = task_app.backend().release(leases).await {
+                    tracing::warn!(error = %e, "could not hand back jobs of a vanished poller; their leases will expire");
+                }
+            }
+        }
+    });
+    let jobs = rx.await.map_err(|_| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the poll task stopped",
+        )
+    })??;
+    let now = Instant::now();
+    let clock_now = app.backend().clock().now();
+    let mut out = Vec::with_capacity(jobs.len());
+    let mut queue_name: Option<Arc<str>> = None;
+    for job in jobs {
+        let queue = queue_name
+            .get_or_insert_with(|| Arc::from(job.queue.as_str()))
+            .clone();
+        metrics::histogram!(telemetry::QUEUE_WAIT, "queue" => queue.to_string())
+            .record(clock_now.since(job.available_at).as_secs_f64());
+        app.started().insert(job.lease(), queue, now);
+        out.push(PolledJob::from(job));
+    }
+    if let Some(q) = queue_name {
+        metrics::counter!(telemetry::POLLED, "queue" => q.to_string()).increment(out.len() as u64);
+    }
+    Ok(axum::Json(PollOut { jobs: out }))
+}
+
+/// Lease up to `max` jobs, returning as soon as `max` are leased or `wait` has passed:
+/// never empty before `wait`.
+async fn collect(
+    app: &AppState,
+    queue: String,
+    max: usize,
+    wait: Duration,
+    lease: Duration,
+) -> Result<Vec<ReservedJob>, BackendError> {
+    let backend = app.backend();
+    let deadline = Instant::now() + wait;
+    let mut jobs: Vec<ReservedJob> = Vec::new();
+    let mut first_at = None;
+    loop {
+        let got = backend
+            .reserve(ReserveRequest {
+                queue: queue.clone(),
+                max: max - jobs.len(),
+                lease,
+                wait: deadline.saturating_duration_since(Instant::now()),
+            })
+            .await;
+        let got = match got {
+            Ok(got) => got,
+            Err(e) => {
+                if !jobs.is_empty() {
+                    let leases = jobs.iter().map(ReservedJob::lease).collect();
+                    let _ = backend.release(leases).await;
+                }
+                return Err(e);
+            }
+        };
+        if !got.is_empty() && first_at.is_none() {
+            first_at = Some(Instant::now());
+        }
+        jobs.extend(got);
+        if jobs.len() >= max || Instant::now() >= deadline {
+            break;
+        }
+    }
+    // Jobs leased early in a long wait have used part of their lease: renew them, and
+    // drop any cancelled meanwhile.
+    if first_at.is_some_and(|t| t.elapsed() > lease / 4) {
+        let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
+        let lost = backend.heartbeat(leases, lease).await?;
+        let until = backend.clock().now().plus(lease);
+        jobs.retain(|j| !lost.contains(&j.lease()));
+        for j in &mut jobs {
+            j.lease_until = until;
+        }
+    }
+    Ok(jobs)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatIn {
+    leases: Vec<LeaseIn>,
+    #[serde(default)]
+    lease_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct HeartbeatOut {
+    /// Leases no longer held (expired and taken, or the job was cancelled): stop them.
+    lost: Vec<LeaseIn>,
+}
+
+pub async fn heartbeat(
+    State(app): State<AppState>,
+    Json(req): Json<HeartbeatIn>,
+) -> Result<axum::Json<HeartbeatOut>, ApiError> {
+    let lease = req
+        .lease_ms
+        .map_or(app.config().default_lease, Duration::from_millis);
+    if lease < Duration::from_secs(1) || lease > Duration::from_secs(3600) {
+        return Err(ApiError::invalid(
+            "lease_ms",
+            format!("expected 1000 to 3600000, got {}", lease.as_millis()),
+        ));
+    }
+    check_count(&app, "leases", req.leases.len())?;
+    let leases = req.leases.into_iter().map(LeaseRef::from).collect();
+    let lost = app.backend().heartbeat(leases, lease).await?;
+    for l in &lost {
+        let queue = app.started().queue_of(l);
+        metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
+    }
+    Ok(axum::Json(HeartbeatOut {
+        lost: lost.into_iter().map(LeaseIn::from).collect(),
+    }))
+}
+
+fn check_count(app: &AppState, field: &'static str, n: usize) -> Result<(), ApiError> {
+    let max = app.config().max_jobs_per_request;
+    if n > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("expected at most {max} entries, got {n}"),
+        ));
+    }
+    Ok(())
+}
+
+fn queue_label(q: Option<Arc<str>>) -> String {
+    q.map_or_else(|| "unknown".to_string(), |q| q.to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteIn {
+    results: Vec<ResultIn>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultIn {
+    job: tranche_types::JobId,
+    attempt: u32,
+    /// Any JSON value, handed to the next chain step; `null` when absent.
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+}
+
+#[derive(Serialize)]
+pub struct AcksOut {
+    /// One per entry, in order: `applied`, or `stale` when the attempt had lost its job.
+    acks: Vec<CompletionAck>,
+}
+
+pub async fn complete(
+    State(app): State<AppState>,
+    Json(req): Json<CompleteIn>,
+) -> Result<axum::Json<AcksOut>, ApiError> {
+    check_count(&app, "results", req.results.len())?;
+    let batch = req
+        .results
+        .into_iter()
+        .map(|r| Completion {
+            lease: LeaseRef {
+                job: r.job,
+                attempt: r.attempt,
+            },
+            resolution: Resolution::Succeeded {
+                result: r
+                    .result
+                    .map_or_else(|| "null".to_string(), |v| String::from(Box::<str>::from(v))),
+            },
+        })
+        .collect();
+    report(&app, batch).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailIn {
+    failures: Vec<FailureIn>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureIn {
+    job: tranche_types::JobId,
+    attempt: u32,
+    error: String,
+    /// Fail for good, without further attempts.
+    #[serde(default)]
+    discard: bool,
+    /// Retry after this long instead of the default backoff (1 s doubling, ±20 %).
+    #[serde(default)]
+    retry_in_ms: Option<u64>,
+}
+
+pub async fn fail(
+    State(app): State<AppState>,
+    Json(req): Json<FailIn>,
+) -> Result<axum::Json<AcksOut>, ApiError> {
+    check_count(&app, "failures", req.failures.len())?;
+    let now = app.backend().clock().now();
+    let backoff = Backoff::default();
+    let batch = req
+        .failures
+        .into_iter()
+        .map(|f| Completion {
+            lease: LeaseRef {
+                job: f.job,
+                attempt: f.attempt,
+            },
+            resolution: if f.discard {
+                Resolution::Failed { error: f.error }
+            } else {
+                let delay = f
+                    .retry_in_ms
+                    .map_or_else(|| backoff.delay(f.attempt), Duration::from_millis);
+                Resolution::Retry {
+                    error: f.error,
+                    at: now.plus(delay),
+                }
+            },
+        })
+        .collect();
+    report(&app, batch).await
+}
+
+async fn report(app: &AppState, batch: Vec<Completion>) -> Result<axum::Json<AcksOut>, ApiError> {
+    let outcomes: Vec<(LeaseRef, &'static str)> = batch
+        .iter()
+        .map(|c| {
+            let outcome = match c.resolution {
+                Resolution::Succeeded { .. } => "succeeded",
+                Resolution::Retry { .. } => "retried",
+                Resolution::Failed { .. } => "failed",
+                Resolution::Snooze { .. } => "snoozed",
+                Resolution::Cancelled { .. } => "cancelled",
+            };
+            (c.lease, outcome)
+        })
+        .collect();
+    let acks = app.backend().complete(batch).await?;
+    let now = Instant::now();
+    let mut counts: HashMap<(String, &'static str), u64> = HashMap::new();
+    for ((lease, outcome), ack) in outcomes.into_iter().zip(&acks) {
+        let started = app.started().take(&lease);
+        let queue = started.as_ref().map(|(q, _)| q.clone());
+        if *ack == CompletionAck::Stale {
+            metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
+            continue;
+        }
+        if let Some((q, at)) = &started {
+            metrics::histogram!(telemetry::RUN_TIME, "queue" => q.to_string())
+                .record(now.duration_since(*at).as_secs_f64());
+        }
+        *counts.entry((queue_label(queue), outcome)).or_default() += 1;
+    }
+    for ((queue, outcome), n) in counts {
+        if outcome == "retried" {
+            metrics::counter!(telemetry::RETRIES, "queue" => queue.clone()).increment(n);
+        }
+        metrics::counter!(telemetry::COMPLETED, "queue" => queue, "outcome" => outcome)
+            .increment(n);
+    }
+    Ok(axum::Json(AcksOut { acks }))
+}

@@ -1,0 +1,135 @@
+//! A server started for one test, on 127.0.0.1 with an ephemeral port.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Client, RequestBuilder, Response};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tranche_core::Backend;
+use tranche_server::ServerConfig;
+use tranche_sqlite::{SqliteBackend, SqliteOptions};
+
+pub struct Live {
+    pub base: String,
+    pub client: Client,
+    pub token: Option<String>,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+pub async fn start() -> Live {
+    start_with(ServerConfig::default()).await
+}
+
+pub async fn start_with(mut config: ServerConfig) -> Live {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = SqliteOptions {
+        poll_interval: Duration::from_millis(100),
+        ..SqliteOptions::default()
+    };
+    let backend: Arc<dyn Backend> =
+        Arc::new(SqliteBackend::open(dir.path(), options).expect("open backend"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    config.listen = listener.local_addr().unwrap();
+    let base = format!("http://{}", config.listen);
+    let stop = CancellationToken::new();
+    let (b, s) = (backend, stop.clone());
+    tokio::spawn(async move {
+        tranche_server::serve(listener, b, config, s)
+            .await
+            .expect("server runs")
+    });
+    Live {
+        base,
+        client: Client::new(),
+        token: None,
+        stop,
+        _dir: dir,
+    }
+}
+
+impl Live {
+    fn auth(&self, rb: RequestBuilder) -> RequestBuilder {
+        match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.auth(self.client.get(format!("{}{path}", self.base)))
+            .send()
+            .await
+            .expect("GET")
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Response {
+        self.auth(self.client.post(format!("{}{path}", self.base)).json(body))
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Response {
+        self.auth(
+            self.client
+                .post(format!("{}{path}", self.base))
+                .header("content-type", "application/json")
+                .body(body),
+        )
+        .send()
+        .await
+        .expect("POST")
+    }
+
+    /// POST, expect `status`, return the JSON body.
+    pub async fn post_ok(&self, path: &str, body: &Value, status: u16) -> Value {
+        let resp = self.post(path, body).await;
+        expect(resp, status).await
+    }
+
+    pub async fn get_ok(&self, path: &str) -> Value {
+        expect(self.get(path).await, 200).await
+    }
+
+    /// Poll a queue; returns the jobs.
+    pub async fn poll(&self, queue: &str, max: usize, wait_ms: u64) -> Vec<Value> {
+        let out = self
+            .post_ok(
+                "/v1/workers/poll",
+                &json!({"queue": queue, "max": max, "wait_ms": wait_ms}),
+                200,
+            )
+            .await;
+        out["jobs"].as_array().expect("jobs").clone()
+    }
+}
+
+pub async fn expect(resp: Response, status: u16) -> Value {
+    let got = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    assert_eq!(got, status, "unexpected status; body: {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+pub fn lease(job: &Value) -> Value {
+    json!({"job": job["id"], "attempt": job["attempt"]})
+}
+
+pub fn ids(v: &Value) -> Vec<i64> {
+    v["ids"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .map(|i| i.as_i64().unwrap())
+        .collect()
+}

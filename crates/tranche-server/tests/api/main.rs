@@ -1,0 +1,10 @@
+//! The HTTP API end to end: a real server on a free loopback port over a real embedded
+//! backend in a temporary directory, driven with a real HTTP client.
+
+mod auth;
+mod feed;
+mod live;
+mod metrics;
+mod runs;
+mod submit;
+mod workers;
