@@ -1,0 +1,104 @@
+//! The e-mail seam of the contract-note pipeline: each client is e-mailed a signed PDF.
+//!
+//! One [`Mailer`] trait with two implementations: [`SmtpMailer`] (a bounded pool of
+//! SMTP connections, STARTTLS or implicit TLS, AUTH, retries of 4xx replies with
+//! backoff) and [`OutboxMailer`] (one `.eml` file per message in a directory, for runs
+//! with no SMTP server). Both send the bytes of [`build_message`], so an `.eml` in the
+//! outbox is what SMTP would have carried.
+//!
+//! Sending twice on a redelivered job is prevented by the engine's effect records, not
+//! here; the caller supplies a stable `Message-ID` so that a duplicate from the one
+//! window left (a crash after the server accepted, before the record) is recognisable.
+//!
+//! Errors say whether to retry ([`MailError::Temporary`]), give up
+//! ([`MailError::Permanent`], with the server's reply) or fix the input
+//! ([`MailError::Invalid`]). None carries a recipient's address or the body: addresses
+//! in server replies are blanked out. [`conformance::exercise`] is the suite every
+//! implementation passes.
+
+pub mod conformance;
+mod message;
+mod outbox;
+mod redact;
+mod smtp;
+
+pub use message::build_message;
+pub use outbox::OutboxMailer;
+pub use smtp::{SmtpConfig, SmtpMailer};
+
+use async_trait::async_trait;
+
+/// A file attached to a mail, e.g. the signed contract note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The name the recipient sees, e.g. `CN-2026-11-20-C0001.pdf`.
+    pub filename: String,
+    /// A MIME type, e.g. `application/pdf`.
+    pub content_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// One message to one recipient.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Mail {
+    /// Without angle brackets, e.g. `CN-2026-11-20-C0001@broker.example`. Stable across
+    /// redeliveries of the same job, so a duplicate is recognisable.
+    pub message_id: String,
+    /// `Name <addr>` or a bare address.
+    pub from: String,
+    /// `Name <addr>` or a bare address.
+    pub to: String,
+    pub subject: String,
+    /// Plain text; any line endings (sent as CRLF).
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+}
+
+// Addresses and bodies are personal data: keep them out of logs that print a Mail.
+impl std::fmt::Debug for Mail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mail")
+            .field("message_id", &self.message_id)
+            .field("attachments", &self.attachments.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a mailer did with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    pub message_id: String,
+    /// The SMTP server's final reply (e.g. `250 2.0.0 Ok: queued as 4Fh2`), or the
+    /// path of the `.eml` file in the outbox.
+    pub reply: String,
+}
+
+/// Why a message was not sent. Messages never contain a recipient's address or the
+/// body.
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+pub enum MailError {
+    /// Try again later: a 4xx reply after the mailer's own retries, a connection or
+    /// TLS failure, a timeout.
+    #[error("temporary mail failure: {0}")]
+    Temporary(String),
+    /// The server refused the message for good (5xx); carries its reply.
+    #[error("permanent mail failure: {0}")]
+    Permanent(String),
+    /// The mail or the configuration is malformed; nothing was sent.
+    #[error("invalid mail: {0}")]
+    Invalid(String),
+}
+
+impl MailError {
+    /// Whether the same mail may succeed if sent again later.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, MailError::Temporary(_))
+    }
+}
+
+#[async_trait]
+pub trait Mailer: Send + Sync {
+    /// Send `mail` to its recipient. Not idempotent by itself: sending the same mail
+    /// twice delivers it twice, with the same `Message-ID`.
+    async fn send(&self, mail: &Mail) -> Result<Sent, MailError>;
+}
