@@ -116,8 +116,8 @@ pub fn exercise(signer: &dyn Signer, trust_pem: &str) {
             let tampered = dir
                 .path()
                 .join(format!("{name}-r{}-tampered.pdf", cipher.revision()));
-            let at = flate_stream_byte(&protected)
-                .unwrap_or_else(|| panic!("{name}: no compressed stream to tamper with"));
+            let at = content_stream_byte(&pdf, &protected)
+                .unwrap_or_else(|| panic!("{name}: no page content stream to tamper with"));
             let mut bytes = protected;
             bytes[at] ^= 0x01;
             std::fs::write(&tampered, &bytes).expect("writing a tampered file");
@@ -410,45 +410,37 @@ pub fn verifier_available(program: &str) -> bool {
     found
 }
 
-/// A byte in the middle of the first Flate-compressed stream of at least 64 bytes:
-/// flipping it breaks the signature's digest and, once decrypted, the stream's inflate.
-pub fn flate_stream_byte(pdf: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while let Some(found) = find(&pdf[from..], b"stream") {
-        let at = from + found;
-        from = at + 6;
-        if at >= 3 && &pdf[at - 3..at] == b"end" {
-            continue;
-        }
-        let data = match pdf.get(at + 6..at + 8) {
-            Some([b'\r', b'\n']) => at + 8,
-            Some([b'\n', _]) => at + 7,
-            _ => continue,
-        };
-        let dict = &pdf[at.saturating_sub(400)..at];
-        let dict = &dict[dict.windows(3).rposition(|w| w == b"obj").unwrap_or(0)..];
-        if find(dict, b"FlateDecode").is_none() {
-            continue;
-        }
-        // A direct length only: `/Length 12 0 R` names an object, not a size.
-        let length = find(dict, b"/Length").and_then(|i| {
-            let rest = String::from_utf8_lossy(&dict[i + 7..]);
-            let tokens: Vec<&str> = rest
-                .split(|c: char| c.is_ascii_whitespace() || c == '/' || c == '>')
-                .filter(|t| !t.is_empty())
-                .take(3)
-                .collect();
-            match tokens.as_slice() {
-                [_, _, "R"] => None,
-                [n, ..] => n.parse::<usize>().ok(),
-                [] => None,
-            }
-        });
-        if let Some(length) = length.filter(|&l| l >= 64) {
-            return Some(data + length / 2);
-        }
-    }
-    None
+/// A byte in the middle of the first page's (compressed) content stream in `protected`,
+/// the output for the plain `pdf`. Flipping it breaks the signature's digest and, once
+/// decrypted, the content stream, which `qpdf --check` parses.
+pub fn content_stream_byte(pdf: &[u8], protected: &[u8]) -> Option<usize> {
+    let doc = Document::load_mem(pdf).ok()?;
+    let page_id = *doc.get_pages().values().next()?;
+    let contents = doc.get_dictionary(page_id).ok()?.get(b"Contents").ok()?;
+    let (id, generation) = match contents {
+        Object::Reference(id) => *id,
+        Object::Array(items) => items.first()?.as_reference().ok()?,
+        _ => return None,
+    };
+    // The encrypted file keeps the object numbers; its body precedes the signature's update.
+    let header = format!("\n{id} {generation} obj");
+    let object = find(protected, header.as_bytes())?;
+    let keyword = object + find(&protected[object..], b"stream")?;
+    let dict = &protected[object..keyword];
+    let data = match protected.get(keyword + 6..keyword + 8) {
+        Some([b'\r', b'\n']) => keyword + 8,
+        Some([b'\n', _]) => keyword + 7,
+        _ => return None,
+    };
+    let at = find(dict, b"/Length")?;
+    let digits: String = dict[at + 7..]
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace())
+        .take_while(|b| b.is_ascii_digit())
+        .map(|&b| char::from(b))
+        .collect();
+    let length: usize = digits.parse().ok()?;
+    (length >= 32).then_some(data + length / 2)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
