@@ -44,6 +44,7 @@ pub async fn every_change_is_recorded_in_order(make: &dyn MakeBackend) {
     use JobState::*;
     let (b, clock) = manual(make).await;
     assert!(all_events(&*b, 0).await.is_empty());
+    assert_eq!(b.last_event().await.unwrap(), 0, "no event yet");
     let out = enqueue(
         &*b,
         "feed/order",

@@ -93,6 +93,10 @@ pub trait Backend: Send + Sync + 'static {
         wait: Duration,
     ) -> Result<Vec<JobEvent>, BackendError>;
 
+    /// The seq of the newest event, 0 when there is none: where a reader that wants
+    /// only the changes from now on starts.
+    async fn last_event(&self) -> Result<u64, BackendError>;
+
     /// Claim every key for `owner` until now + `ttl`, or none of them. Keys already held
     /// by the same owner are re-claimed (their TTL extended).
     async fn claim_locks(

@@ -109,9 +109,10 @@ impl Tokens {
     }
 }
 
-/// Endpoints anyone may read: liveness, readiness, the API description.
+/// Endpoints anyone may read: liveness, readiness, the API description, and the
+/// dashboard's page (which holds no data: it asks for a token to call the API).
 fn is_open(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json")
+    matches!(path, "/" | "/healthz" | "/readyz" | "/v1/openapi.json")
 }
 
 fn is_worker_endpoint(path: &str) -> bool {

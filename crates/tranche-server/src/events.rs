@@ -1,4 +1,5 @@
-//! The change feed: `GET /v1/events?after=CURSOR&wait=MS&limit=N`. Returns events
+//! The change feed: `GET /v1/events?after=CURSOR&wait=MS&limit=N` (`after=latest`
+//! starts from now). Returns events
 //! after the cursor in commit order, waiting up to `wait` ms when there are none; pass
 //! the answer's `next` as the following `after`. Never skips or reorders (the
 //! backend's contract); an empty answer comes only after `wait`.
@@ -17,8 +18,9 @@ use crate::state::AppState;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
+    /// A cursor, or `latest` for only the changes from now on.
     #[serde(default)]
-    after: u64,
+    after: Option<String>,
     /// Milliseconds.
     #[serde(default)]
     wait: u64,
@@ -54,8 +56,15 @@ pub async fn events(
             ),
         ));
     }
+    let after = match q.after.as_deref() {
+        None => 0,
+        Some("latest") => app.backend().last_event().await?,
+        Some(n) => n.parse().map_err(|_| {
+            ApiError::invalid("after", format!("expected a cursor or `latest`, got {n:?}"))
+        })?,
+    };
     let limit = q.limit.clamp(1, 10_000);
-    let events = app.backend().events(q.after, limit, wait).await?;
-    let next = events.last().map_or(q.after, |e| e.seq);
+    let events = app.backend().events(after, limit, wait).await?;
+    let next = events.last().map_or(after, |e| e.seq);
     Ok(axum::Json(EventsOut { events, next }))
 }

@@ -12,6 +12,8 @@
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
 //! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
+//! - A dashboard at `/`: one static page (no build step) over this same API, updated
+//!   live from the change feed.
 //!
 //! Every route is declared once in [`routes`], which both builds the router and is
 //! checked against the OpenAPI document by a test. Handlers hold no state of their
@@ -20,6 +22,7 @@
 mod auth;
 mod body;
 mod config;
+mod dashboard;
 mod error;
 mod events;
 mod intake;
@@ -49,6 +52,7 @@ use state::AppState;
 /// built from and the OpenAPI document is checked against.
 fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
     vec![
+        ("GET", "/", get(dashboard::page)),
         ("GET", "/healthz", get(telemetry::healthz)),
         ("GET", "/readyz", get(telemetry::readyz)),
         ("GET", "/metrics", get(telemetry::metrics_text)),

@@ -252,6 +252,10 @@ impl Backend for SqliteBackend {
         self.read(read::queue_depths).await
     }
 
+    async fn last_event(&self) -> Result<u64, BackendError> {
+        self.read(write::events::last).await
+    }
+
     async fn events(
         &self,
         after: u64,

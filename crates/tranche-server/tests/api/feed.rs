@@ -47,6 +47,12 @@ async fn the_feed_waits_then_wakes() {
         (Some("feed/w"), Some("available"))
     );
     assert_eq!(got["next"], e["seq"]);
+    // `latest`: only what happens from now on.
+    let now = crate::live::expect(s.get("/v1/events?after=latest&wait=300").await, 200).await;
+    assert_eq!(now["events"], json!([]));
+    assert_eq!(now["next"], e["seq"]);
+    let err = crate::live::expect(s.get("/v1/events?after=soon").await, 400).await;
+    assert_eq!(err["error"]["field"], "after");
 }
 
 /// Submitters and HTTP workers run concurrently while a reader tails the feed with a

@@ -8,7 +8,7 @@
 //! commit order and are never reused, and a reader's snapshot that holds a row holds
 //! every row before it: the feed has no gaps.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use tranche_types::{JobEvent, JobId, JobState, RunName, Timestamp};
 
 use super::{db, OpResult};
@@ -89,6 +89,17 @@ pub fn read(conn: &Connection, after: u64, limit: usize) -> OpResult<Vec<JobEven
         }
     }
     Ok(out)
+}
+
+pub fn last(conn: &Connection) -> OpResult<u64> {
+    let row: Option<(i64, Vec<u8>)> = conn
+        .prepare_cached("SELECT id, jobs FROM events ORDER BY id DESC LIMIT 1")
+        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(db("read the newest event"))?;
+    Ok(row.map_or(0, |(id, jobs)| {
+        let n = unpack(&jobs).count() as u64;
+        ((id as u64) << 16) | n.saturating_sub(1)
+    }))
 }
 
 /// Ids as (gap from the previous range's end, zig-zagged; length) varint pairs, in the
