@@ -2,6 +2,7 @@
 //! backend in a temporary directory, driven with a real HTTP client.
 
 mod auth;
+mod dashboard;
 mod feed;
 mod live;
 mod metrics;
