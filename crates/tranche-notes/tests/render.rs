@@ -57,6 +57,9 @@ fn pages_text(pdf: &[u8]) -> Vec<String> {
 
 #[test]
 fn notes_render_every_block_and_the_rupee_sign() {
+    if !have("pdftotext", "poppler-utils") {
+        return;
+    }
     let renderer = Renderer::new();
     let notes = notes(5, None);
     for note in &notes {
@@ -112,6 +115,9 @@ fn same_note_same_bytes() {
 
 #[test]
 fn long_annexures_repeat_their_header_and_number_pages() {
+    if !have("pdftotext", "poppler-utils") {
+        return;
+    }
     let renderer = Renderer::new();
     let heavy = notes(0, Some(600)).remove(0);
     let pdf = renderer.render(&heavy).unwrap();
@@ -126,6 +132,163 @@ fn long_annexures_repeat_their_header_and_number_pages() {
         last.contains("Order no.") && last.contains("Trade time"),
         "header repeats:\n{last}"
     );
+}
+
+/// Whether an external verifier is installed. Missing, the test fails on CI (or with
+/// TRANCHE_REQUIRE_TOOLS=1) and is skipped with a reason elsewhere.
+fn have(tool: &str, package: &str) -> bool {
+    let found = Command::new(tool).arg("--version").output().is_ok();
+    let required = std::env::var_os("CI").is_some()
+        || std::env::var("TRANCHE_REQUIRE_TOOLS").as_deref() == Ok("1");
+    assert!(found || !required, "{tool} is required: apt-get install {package}");
+    if !found {
+        eprintln!("skipped: {tool} not installed (apt-get install {package})");
+    }
+    found
+}
+
+fn qpdf_check(pdf: &[u8]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("note.pdf");
+    std::fs::write(&path, pdf).unwrap();
+    let out = Command::new("qpdf").arg("--check").arg(&path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "qpdf --check: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The "Page X of Y" stamps of each page, in page order.
+fn stamps(pages: &[String]) -> Vec<Vec<(usize, usize)>> {
+    pages
+        .iter()
+        .map(|text| {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            words
+                .windows(4)
+                .filter(|w| w[0] == "Page" && w[2] == "of")
+                .filter_map(|w| Some((w[1].parse().ok()?, w[3].parse().ok()?)))
+                .collect()
+        })
+        .collect()
+}
+
+/// A rendered note's pages are numbered 1 to N once each, N its page count, and pass
+/// qpdf's check. Returns the pages' text.
+fn assert_whole_document(pdf: &tranche_notes::render::Pdf) -> Vec<String> {
+    qpdf_check(&pdf.bytes);
+    let pages = pages_text(&pdf.bytes);
+    assert_eq!(pages.len(), pdf.pages, "pages pdftotext sees");
+    for (i, stamps) in stamps(&pages).into_iter().enumerate() {
+        assert_eq!(stamps, vec![(i + 1, pdf.pages)], "page {}:\n{}", i + 1, pages[i]);
+    }
+    pages
+}
+
+fn assert_annexure(note: &NoteData, pages: &[String]) {
+    let start = pages
+        .iter()
+        .position(|p| p.contains("Annexure: trades"))
+        .expect("an annexure");
+    for (i, page) in pages.iter().enumerate().skip(start) {
+        assert!(
+            page.contains("Order no.") && page.contains("Trade time") && page.contains("Price (₹)"),
+            "annexure header on page {}:\n{page}",
+            i + 1
+        );
+    }
+    let annexure = pages[start..].join("\n");
+    let mut at = 0;
+    for t in &note.annexure {
+        // In execution order, each once.
+        let found = annexure[at..].find(&t.trade_id);
+        assert!(found.is_some(), "trade {} in order in the annexure", t.trade_id);
+        at += found.unwrap() + t.trade_id.len();
+    }
+    assert_eq!(
+        pages.iter().filter(|p| p.contains("Annexure: trades")).count(),
+        1,
+        "one annexure title"
+    );
+}
+
+#[test]
+fn heavy_notes_render_in_parts_joined_into_one_numbered_pdf() {
+    if !have("pdftotext", "poppler-utils") || !have("qpdf", "qpdf") {
+        return;
+    }
+    let renderer = Renderer::new();
+    let heavy = notes(0, Some(3000)).remove(0);
+    let pdf = renderer.render(&heavy).unwrap();
+    assert!(pdf.pages >= 40, "{} pages", pdf.pages);
+    let pages = assert_whole_document(&pdf);
+    assert_annexure(&heavy, &pages);
+    let all = pages.join("\n");
+    for expected in [
+        "CONTRACT NOTE CUM TAX INVOICE",
+        heavy.client.pan.as_str(),
+        "Securities transaction tax (STT)",
+    ] {
+        assert_eq!(all.matches(expected).count(), 1, "{expected} once");
+    }
+    for line in &heavy.lines {
+        assert!(all.contains(&line.instrument), "{}", line.instrument);
+    }
+    // The parts' fonts are embedded per part, but not per page.
+    let per_page = pdf.bytes.len() / pdf.pages;
+    assert!(per_page < 12_000, "{per_page} bytes a page");
+    let again = Renderer::new().render(&heavy).unwrap();
+    assert_eq!(pdf.bytes, again.bytes, "rendering in parts is deterministic");
+}
+
+#[test]
+fn many_lines_flow_onto_pages_of_their_own_before_the_charges() {
+    if !have("pdftotext", "poppler-utils") || !have("qpdf", "qpdf") {
+        return;
+    }
+    let mut note = notes(0, Some(400)).remove(0);
+    // A trader in hundreds of contracts: one line per contract and side.
+    let template = note.lines[0].clone();
+    note.lines = (0..700)
+        .map(|i| tranche_notes::note::NoteLine {
+            instrument: format!("CONTRACT{i:04}"),
+            ..template.clone()
+        })
+        .collect();
+    let pdf = Renderer::new().render(&note).unwrap();
+    let pages = assert_whole_document(&pdf);
+    let all = pages.join("\n");
+    let mut at = 0;
+    for line in &note.lines {
+        let found = all[at..].find(&line.instrument);
+        assert!(found.is_some(), "{} in order", line.instrument);
+        at += found.unwrap();
+    }
+    let charges = all.find("Securities transaction tax (STT)").unwrap();
+    assert!(charges > at, "charges after the last line");
+    for (i, page) in pages.iter().enumerate() {
+        if page.contains("CONTRACT0") && !page.contains("CONTRACT NOTE") {
+            assert!(page.contains("WAP (₹)"), "lines header on page {}", i + 1);
+        }
+    }
+    assert_annexure(&note, &pages);
+}
+
+#[test]
+fn rows_longer_than_planned_still_number_every_page() {
+    if !have("pdftotext", "poppler-utils") || !have("qpdf", "qpdf") {
+        return;
+    }
+    let mut note = notes(0, Some(2000)).remove(0);
+    // Securities whose names wrap: pages hold fewer rows than the plan assumed.
+    for t in note.annexure.iter_mut().step_by(5) {
+        t.instrument = format!("{} WITH A VERY LONG NAME THAT WRAPS ONTO A SECOND LINE", t.instrument);
+    }
+    let pdf = Renderer::new().render(&note).unwrap();
+    let pages = assert_whole_document(&pdf);
+    assert_annexure(&note, &pages);
 }
 
 #[test]

@@ -3,6 +3,17 @@
 //! reaches the template as the virtual file `/note.json`, so Typst's memoisation can
 //! reuse the template's work across notes. Time comes from the note (its trade date),
 //! never from the clock: the same note renders to the same bytes.
+//!
+//! A long note (a heavy trader's thousands of trades) is not laid out as one Typst
+//! document, whose time and memory grow faster than its pages: it is cut into parts
+//! of a few dozen pages ([`plan`]), each rendered on its own with Typst's cache emptied
+//! after it, and the parts' PDFs are joined into one ([`join`]). The template learns
+//! from `/part.json` which part it renders and how to number its pages; page counts of
+//! all but the first part are fixed in advance, so "Page X of Y" is right without a
+//! second layout (one is done, once, if a part ever comes out longer than planned).
+
+mod join;
+mod plan;
 
 use std::path::Path;
 
@@ -16,6 +27,7 @@ use typst::{Library, LibraryExt, World, WorldExt};
 use typst_layout::PagedDocument;
 
 use crate::note::NoteData;
+use plan::Part;
 
 /// The built-in template: the exchange format of a contract note cum tax invoice.
 pub const DEFAULT_TEMPLATE: &str = include_str!("../templates/contract-note.typ");
@@ -35,6 +47,9 @@ pub enum RenderError {
     Typst { location: String, message: String },
     #[error("could not encode the note data: {0}")]
     Data(#[from] serde_json::Error),
+    /// The parts of a long note could not be put together.
+    #[error("could not join the parts of note {note}: {message}")]
+    Parts { note: String, message: String },
 }
 
 /// A rendered note.
@@ -51,6 +66,9 @@ pub struct Renderer {
     template_name: String,
     template: Source,
     data_id: FileId,
+    part_id: FileId,
+    /// Whether the template reads `/part.json`, so long notes can be rendered in parts.
+    parts: bool,
     /// PDF tags make files five times larger; contract notes go without.
     tagged: bool,
 }
@@ -93,15 +111,91 @@ impl Renderer {
             book: LazyHash::new(FontBook::from_fonts(&fonts)),
             fonts,
             template_name: name.to_string(),
+            parts: text.contains("/part.json"),
             template: Source::new(file_id("/contract-note.typ"), text),
             data_id: file_id("/note.json"),
+            part_id: file_id("/part.json"),
             tagged: false,
         }
     }
 
-    /// Render one note. Typst errors name the template line.
+    /// Render one note. Typst errors name the template line. Long notes are rendered in
+    /// parts and joined (when the template reads `/part.json`, as the built-in one does).
     pub fn render(&self, note: &NoteData) -> Result<Pdf, RenderError> {
+        if self.parts && plan::needs_parts(note) {
+            return self.render_in_parts(note);
+        }
         let data = Bytes::new(serde_json::to_vec(note)?);
+        self.render_part(note, data, &Part::whole(note))
+    }
+
+    fn render_in_parts(&self, note: &NoteData) -> Result<Pdf, RenderError> {
+        let mut parts = plan::parts(note)?;
+        // Every part carries the note's blocks but only its own lines and trades.
+        let blocks = serde_json::to_value(NoteData {
+            lines: Vec::new(),
+            annexure: Vec::new(),
+            ..note.clone()
+        })?;
+        let data = |part: &Part| -> Result<Bytes, RenderError> {
+            let mut value = blocks.clone();
+            value["lines"] = serde_json::to_value(&note.lines[part.line_rows.clone()])?;
+            value["annexure"] = serde_json::to_value(&note.annexure[part.trade_rows.clone()])?;
+            Ok(Bytes::new(serde_json::to_vec(&value)?))
+        };
+        let render = |part: &Part| -> Result<Pdf, RenderError> {
+            let pdf = self.render_part(note, data(part)?, part);
+            // Nothing of one part's layout serves the next; without this the cache
+            // keeps every page laid out so far.
+            comemo::evict(1);
+            pdf
+        };
+
+        // The front part first: the template counts its pages and adds those after it.
+        parts[0].pages_after = parts[1..].iter().filter_map(|p| p.pages).sum();
+        let front = render(&parts[0])?;
+        parts[0].pages = Some(front.pages);
+        number(&mut parts);
+        let mut pdfs = vec![front];
+        for part in &parts[1..] {
+            pdfs.push(render(part)?);
+        }
+
+        // A part longer than planned (rows that wrapped) shifts the numbers of every
+        // page: render them all again, now that every part's length is known.
+        if pdfs.iter().zip(&parts).any(|(pdf, part)| Some(pdf.pages) != part.pages) {
+            for (part, pdf) in parts.iter_mut().zip(&pdfs) {
+                part.pages = Some(pdf.pages);
+            }
+            number(&mut parts);
+            pdfs.clear();
+            for part in &parts {
+                let pdf = render(part)?;
+                if Some(pdf.pages) != part.pages {
+                    return Err(RenderError::Parts {
+                        note: note.note_number.clone(),
+                        message: format!(
+                            "a part laid out twice came out {} and then {} pages long",
+                            part.pages.unwrap_or(0),
+                            pdf.pages
+                        ),
+                    });
+                }
+                pdfs.push(pdf);
+            }
+        }
+
+        let pages = pdfs.iter().map(|p| p.pages).sum();
+        let bytes: Vec<Vec<u8>> = pdfs.into_iter().map(|p| p.bytes).collect();
+        let bytes = join::join(&bytes, pages).map_err(|e| RenderError::Parts {
+            note: note.note_number.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Pdf { bytes, pages })
+    }
+
+    /// Lay out and export one document: the whole note or one part of it.
+    fn render_part(&self, note: &NoteData, data: Bytes, part: &Part) -> Result<Pdf, RenderError> {
         let today = Datetime::from_ymd(
             note.trade_date.year(),
             note.trade_date.month() as u8,
@@ -110,6 +204,7 @@ impl Renderer {
         let world = NoteWorld {
             renderer: self,
             data,
+            part: Bytes::new(serde_json::to_vec(part)?),
             today,
         };
         let document: PagedDocument = typst::compile(&world)
@@ -168,6 +263,7 @@ impl Default for Renderer {
 struct NoteWorld<'a> {
     renderer: &'a Renderer,
     data: Bytes,
+    part: Bytes,
     today: Option<Datetime>,
 }
 
@@ -195,6 +291,8 @@ impl World for NoteWorld<'_> {
     fn file(&self, id: FileId) -> FileResult<Bytes> {
         if id == self.renderer.data_id {
             Ok(self.data.clone())
+        } else if id == self.renderer.part_id {
+            Ok(self.part.clone())
         } else if id == self.renderer.template.id() {
             Ok(Bytes::from_string(self.renderer.template.clone()))
         } else {
@@ -215,4 +313,15 @@ impl World for NoteWorld<'_> {
 /// process and would otherwise grow by megabytes per note.
 pub fn evict_cache() {
     comemo::evict(10);
+}
+
+/// Number the parts' pages in order, all of them known.
+fn number(parts: &mut [Part]) {
+    let total = parts.iter().filter_map(|p| p.pages).sum();
+    let mut first = 1;
+    for part in parts {
+        part.first_page = first;
+        part.total_pages = Some(total);
+        first += part.pages.unwrap_or(0);
+    }
 }
