@@ -97,14 +97,23 @@ impl Pkcs12Signer {
         let signer = Self::demo(info)?;
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         // Written under a temporary name and renamed, so a concurrent or killed run never
-        // leaves half a key store behind.
-        for (name, bytes) in [
-            (DEMO_PEM, signer.certificate_pem().into_bytes()),
-            (DEMO_P12, signer.to_pkcs12(password)?),
+        // leaves half a key store behind. The key store stays readable by its owner only
+        // (the temporary file's mode); the certificate is public.
+        for (name, bytes, public) in [
+            (DEMO_PEM, signer.certificate_pem().into_bytes(), true),
+            (DEMO_P12, signer.to_pkcs12(password)?, false),
         ] {
             let path = dir.join(name);
             let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
             std::io::Write::write_all(&mut tmp, &bytes).map_err(io(&path))?;
+            #[cfg(unix)]
+            if public {
+                use std::os::unix::fs::PermissionsExt as _;
+                let readable = std::fs::Permissions::from_mode(0o644);
+                tmp.as_file().set_permissions(readable).map_err(io(&path))?;
+            }
+            #[cfg(not(unix))]
+            let _ = public;
             tmp.persist(&path).map_err(|e| io(&path)(e.error))?;
         }
         Ok(signer)

@@ -239,6 +239,19 @@ fn demo_identity_is_written_once_and_reused_and_openssl_reads_it() {
     let first = Pkcs12Signer::demo_in(dir.path(), "demo-Pass", info()).unwrap();
     let pem = std::fs::read_to_string(dir.path().join("demo-signer.pem")).unwrap();
     assert_eq!(pem, first.certificate_pem());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |name: &str| {
+            std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("demo-signer.p12"), 0o600, "the key store is private");
+        assert_eq!(mode("demo-signer.pem"), 0o644, "the certificate is public");
+    }
     let second = Pkcs12Signer::demo_in(dir.path(), "demo-Pass", info()).unwrap();
     assert_eq!(
         second.certificate_pem(),
