@@ -19,7 +19,11 @@ fn peak_rss_mib() -> Option<f64> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let trades: usize = args.next().map(|t| t.parse()).transpose()?.unwrap_or(60_000);
+    let trades: usize = args
+        .next()
+        .map(|t| t.parse())
+        .transpose()?
+        .unwrap_or(60_000);
     let out = args.next();
     let dir = tempfile::tempdir()?;
     let date = "2026-11-20".parse()?;
@@ -39,7 +43,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let note = build(&broker, &clients.by_code[code], ts, date, 1)?;
     let before = peak_rss_mib().unwrap_or(0.0);
 
-    let renderer = Renderer::new();
+    // TRANCHE_TEMPLATE=FILE measures a template of one's own.
+    let renderer = match std::env::var_os("TRANCHE_TEMPLATE") {
+        Some(path) => Renderer::from_file(std::path::Path::new(&path))?,
+        None => Renderer::new(),
+    };
     let started = Instant::now();
     let pdf = renderer.render(&note)?;
     let wall = started.elapsed();

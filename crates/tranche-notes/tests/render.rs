@@ -140,7 +140,10 @@ fn have(tool: &str, package: &str) -> bool {
     let found = Command::new(tool).arg("--version").output().is_ok();
     let required = std::env::var_os("CI").is_some()
         || std::env::var("TRANCHE_REQUIRE_TOOLS").as_deref() == Ok("1");
-    assert!(found || !required, "{tool} is required: apt-get install {package}");
+    assert!(
+        found || !required,
+        "{tool} is required: apt-get install {package}"
+    );
     if !found {
         eprintln!("skipped: {tool} not installed (apt-get install {package})");
     }
@@ -151,7 +154,11 @@ fn qpdf_check(pdf: &[u8]) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("note.pdf");
     std::fs::write(&path, pdf).unwrap();
-    let out = Command::new("qpdf").arg("--check").arg(&path).output().unwrap();
+    let out = Command::new("qpdf")
+        .arg("--check")
+        .arg(&path)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "qpdf --check: {}{}",
@@ -182,7 +189,13 @@ fn assert_whole_document(pdf: &tranche_notes::render::Pdf) -> Vec<String> {
     let pages = pages_text(&pdf.bytes);
     assert_eq!(pages.len(), pdf.pages, "pages pdftotext sees");
     for (i, stamps) in stamps(&pages).into_iter().enumerate() {
-        assert_eq!(stamps, vec![(i + 1, pdf.pages)], "page {}:\n{}", i + 1, pages[i]);
+        assert_eq!(
+            stamps,
+            vec![(i + 1, pdf.pages)],
+            "page {}:\n{}",
+            i + 1,
+            pages[i]
+        );
     }
     pages
 }
@@ -204,11 +217,18 @@ fn assert_annexure(note: &NoteData, pages: &[String]) {
     for t in &note.annexure {
         // In execution order, each once.
         let found = annexure[at..].find(&t.trade_id);
-        assert!(found.is_some(), "trade {} in order in the annexure", t.trade_id);
+        assert!(
+            found.is_some(),
+            "trade {} in order in the annexure",
+            t.trade_id
+        );
         at += found.unwrap() + t.trade_id.len();
     }
     assert_eq!(
-        pages.iter().filter(|p| p.contains("Annexure: trades")).count(),
+        pages
+            .iter()
+            .filter(|p| p.contains("Annexure: trades"))
+            .count(),
         1,
         "one annexure title"
     );
@@ -240,7 +260,10 @@ fn heavy_notes_render_in_parts_joined_into_one_numbered_pdf() {
     let per_page = pdf.bytes.len() / pdf.pages;
     assert!(per_page < 12_000, "{per_page} bytes a page");
     let again = Renderer::new().render(&heavy).unwrap();
-    assert_eq!(pdf.bytes, again.bytes, "rendering in parts is deterministic");
+    assert_eq!(
+        pdf.bytes, again.bytes,
+        "rendering in parts is deterministic"
+    );
 }
 
 #[test]
@@ -284,7 +307,10 @@ fn rows_longer_than_planned_still_number_every_page() {
     let mut note = notes(0, Some(2000)).remove(0);
     // Securities whose names wrap: pages hold fewer rows than the plan assumed.
     for t in note.annexure.iter_mut().step_by(5) {
-        t.instrument = format!("{} WITH A VERY LONG NAME THAT WRAPS ONTO A SECOND LINE", t.instrument);
+        t.instrument = format!(
+            "{} WITH A VERY LONG NAME THAT WRAPS ONTO A SECOND LINE",
+            t.instrument
+        );
     }
     let pdf = Renderer::new().render(&note).unwrap();
     let pages = assert_whole_document(&pdf);

@@ -40,6 +40,8 @@ pub(crate) fn join(parts: &[Vec<u8>], pages: usize) -> Result<Vec<u8>, lopdf::Er
     set_metadata_pages(&mut doc, pages)?;
     doc.prune_objects();
     keep_one_of_each(&mut doc);
+    // Dense object numbers: the trailer's /Size must be one more than the highest.
+    doc.renumber_objects();
     let mut out = Vec::new();
     doc.save_to(&mut out)?;
     Ok(out)
@@ -60,7 +62,11 @@ fn adopt_pages(
 
 /// Typst records the page count in the XMP packet (`xmpTPg:NPages`).
 fn set_metadata_pages(doc: &mut Document, pages: usize) -> Result<(), lopdf::Error> {
-    let Ok(id) = doc.catalog()?.get(b"Metadata").and_then(Object::as_reference) else {
+    let Ok(id) = doc
+        .catalog()?
+        .get(b"Metadata")
+        .and_then(Object::as_reference)
+    else {
         return Ok(());
     };
     let stream = doc.get_object_mut(id)?.as_stream_mut()?;
@@ -73,7 +79,11 @@ fn set_metadata_pages(doc: &mut Document, pages: usize) -> Result<(), lopdf::Err
     };
     let (open, close) = ("<xmpTPg:NPages>", "</xmpTPg:NPages>");
     if let (Some(start), Some(end)) = (xml.find(open), xml.find(close)) {
-        let xml = format!("{}{open}{pages}{close}{}", &xml[..start], &xml[end + close.len()..]);
+        let xml = format!(
+            "{}{open}{pages}{close}{}",
+            &xml[..start],
+            &xml[end + close.len()..]
+        );
         stream.dict.remove(b"Filter");
         stream.set_content(xml.into_bytes());
     }
@@ -94,7 +104,8 @@ fn keep_one_of_each(doc: &mut Document) {
         let mut seen: HashMap<u64, Vec<ObjectId>> = HashMap::new();
         let mut replace: BTreeMap<ObjectId, ObjectId> = BTreeMap::new();
         for (id, object) in &doc.objects {
-            if contents.contains(id) || matches!(object, Object::Dictionary(d) if d.has_type(b"Page"))
+            if contents.contains(id)
+                || matches!(object, Object::Dictionary(d) if d.has_type(b"Page"))
             {
                 continue;
             }
@@ -105,7 +116,10 @@ fn keep_one_of_each(doc: &mut Document) {
             let mut hasher = DefaultHasher::new();
             bytes.hash(&mut hasher);
             let same = seen.entry(hasher.finish()).or_default();
-            match same.iter().find(|other| doc.objects.get(other) == Some(object)) {
+            match same
+                .iter()
+                .find(|other| doc.objects.get(other) == Some(object))
+            {
                 Some(other) => {
                     replace.insert(*id, *other);
                 }

@@ -30,12 +30,12 @@ use crate::note::NoteData;
 use plan::Part;
 
 /// The built-in template: the exchange format of a contract note cum tax invoice.
-pub const DEFAULT_TEMPLATE: &str = include_str!("../templates/contract-note.typ");
+pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/contract-note.typ");
 
 /// Embedded so notes never depend on the machine's fonts: DejaVu Sans has the ₹ sign.
 const FONTS: [&[u8]; 2] = [
-    include_bytes!("../fonts/DejaVuSansCondensed.ttf"),
-    include_bytes!("../fonts/DejaVuSansCondensed-Bold.ttf"),
+    include_bytes!("../../fonts/DejaVuSansCondensed.ttf"),
+    include_bytes!("../../fonts/DejaVuSansCondensed-Bold.ttf"),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -163,7 +163,11 @@ impl Renderer {
 
         // A part longer than planned (rows that wrapped) shifts the numbers of every
         // page: render them all again, now that every part's length is known.
-        if pdfs.iter().zip(&parts).any(|(pdf, part)| Some(pdf.pages) != part.pages) {
+        if pdfs
+            .iter()
+            .zip(&parts)
+            .any(|(pdf, part)| Some(pdf.pages) != part.pages)
+        {
             for (part, pdf) in parts.iter_mut().zip(&pdfs) {
                 part.pages = Some(pdf.pages);
             }

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::note::NoteData;
 
-/// Rows of the annexure to a page: a page holds 71 one-line rows and the first one the
-/// title too, so three rows' room is left for trades whose security wraps onto a
-/// second line.
+/// Rows of the annexure to a page: a page holds 71 rows and the first one the title
+/// too. Three rows' room is left for pages laid out a cell per row, where a security
+/// too wide for its column wraps onto a second line.
 pub(crate) const TRADES_PER_PAGE: usize = 68;
 /// Lines to a page; a line is two text lines high when its security has an ISIN.
 pub(crate) const LINES_PER_PAGE: usize = 32;
@@ -121,14 +121,16 @@ pub(crate) fn parts(note: &NoteData) -> Result<Vec<Part>, serde_json::Error> {
     }];
     if front_lines < lines {
         let widest = Some(widest(&note.lines)?);
-        paged(front_lines..lines, LINES_PER_PAGE, &mut parts, |rows, _| Part {
-            lines: Some(Table {
-                continued: true,
-                rows_per_page: Some(LINES_PER_PAGE),
-                widest: widest.clone(),
-            }),
-            line_rows: rows,
-            ..Part::blank()
+        paged(front_lines..lines, LINES_PER_PAGE, &mut parts, |rows, _| {
+            Part {
+                lines: Some(Table {
+                    continued: true,
+                    rows_per_page: Some(LINES_PER_PAGE),
+                    widest: widest.clone(),
+                }),
+                line_rows: rows,
+                ..Part::blank()
+            }
         });
         // The charges start on a page of their own after the last lines.
         parts.push(Part {
