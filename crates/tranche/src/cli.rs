@@ -84,6 +84,25 @@ pub enum Command {
     /// Contract notes: a broker's night of per-client notes.
     #[command(subcommand)]
     Notes(Notes),
+    /// Serve the HTTP API (submit, runs, remote workers, change feed, /metrics) over
+    /// the state in --data.
+    Server(ServerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    /// Without tokens only a loopback address is accepted.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: std::net::SocketAddr,
+    /// Bearer tokens, one per line: `TOKEN` (every endpoint) or `TOKEN worker` (the
+    /// worker endpoints only). TRANCHE_TOKENS adds more (comma-separated).
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// Refuse submissions (429) to a queue holding this many waiting jobs: `N` for
+    /// every queue, or `QUEUE=N`. Repeatable.
+    #[arg(long, value_name = "[QUEUE=]N")]
+    pub queue_limit: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +147,38 @@ pub enum Bench {
     /// Enqueue N no-op jobs (or N chains of K steps) on the embedded backend, process
     /// them with all cores, and print enqueue rate, jobs/s, latency and peak memory.
     Engine(BenchEngine),
+    /// Start the HTTP server in this process over a fresh embedded backend and measure
+    /// submit throughput (batched requests) and remote executions (poll + complete by
+    /// HTTP workers), with p50/p99 latencies.
+    Server(BenchServer),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchServer {
+    /// Jobs to submit.
+    #[arg(long, default_value_t = 200_000)]
+    pub jobs: u64,
+    /// Jobs per submit request.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// Concurrent submitting clients.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// No-op jobs executed by the HTTP workers.
+    #[arg(long, default_value_t = 100_000)]
+    pub executions: u64,
+    /// Concurrent HTTP workers.
+    #[arg(long, default_value_t = 16)]
+    pub workers: usize,
+    /// Most jobs per poll.
+    #[arg(long, default_value_t = 10)]
+    pub poll_batch: usize,
+    /// Keep the bench database (in --data) instead of a fresh temporary one.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,8 @@
 mod bench;
+mod bench_server;
 mod inspect;
 mod notes;
+mod server;
 mod steer;
 mod wait;
 
@@ -32,6 +34,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             timeout,
         } => wait::wait(data, &run, on_done, timeout).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(data, args).await,
+        Command::Bench(Bench::Server(args)) => bench_server::server(data, args).await,
+        Command::Server(args) => server::server(data, args).await,
         Command::Notes(Notes::Generate {
             clients,
             date,

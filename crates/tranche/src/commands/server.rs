@@ -1,0 +1,47 @@
+//! `tranche server`: the HTTP API over the embedded state.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use tranche_server::{QueueLimits, ServerConfig, Tokens};
+
+use crate::cli::ServerArgs;
+use crate::data::open;
+
+pub async fn server(data: &Path, args: ServerArgs) -> Result<ExitCode> {
+    let mut tokens = Tokens::default();
+    if let Some(file) = &args.tokens {
+        tokens.extend(Tokens::from_file(file)?);
+    }
+    if let Ok(env) = std::env::var("TRANCHE_TOKENS") {
+        tokens.extend(Tokens::parse(&env).context("TRANCHE_TOKENS")?);
+    }
+    let mut queue_limits = QueueLimits::default();
+    for spec in &args.queue_limit {
+        queue_limits.add(spec)?;
+    }
+    let mut config = ServerConfig {
+        listen: args.listen,
+        tokens,
+        queue_limits,
+        ..ServerConfig::default()
+    };
+    config.validate()?;
+    let backend = open(data)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("could not listen on {}", args.listen))?;
+    config.listen = listener.local_addr()?;
+    println!(
+        "tranche server listening on http://{} (data in {}, {} token(s))",
+        config.listen,
+        data.display(),
+        config.tokens.len()
+    );
+    std::io::stdout().flush()?;
+    let stop = tranche_core::on_terminate();
+    tranche_server::serve(listener, backend, config, stop).await?;
+    Ok(ExitCode::SUCCESS)
+}

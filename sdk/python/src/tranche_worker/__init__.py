@@ -1,0 +1,17 @@
+"""Run Tranche tasks in Python.
+
+Register handlers with :meth:`Worker.task`, then :meth:`Worker.run`: the worker polls
+the Tranche HTTP API in batches with a long-poll, runs handlers on a thread pool,
+heartbeats the leases of running jobs, reports results in batches, retries HTTP
+failures with backoff and, on SIGINT/SIGTERM, stops polling and lets running jobs
+finish before exiting.
+
+A handler gets a :class:`Job` and returns its result (any JSON value, handed to the
+next step of a chain). Raising :class:`Retry` or any other exception retries the job
+with backoff; :class:`Discard` fails it for good.
+"""
+
+from .client import ApiError, Client
+from .worker import Discard, Job, Retry, Worker
+
+__all__ = ["ApiError", "Client", "Discard", "Job", "Retry", "Worker"]

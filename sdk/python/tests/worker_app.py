@@ -1,0 +1,40 @@
+"""A Python worker process used by the integration tests (crates/tranche/tests/python_sdk.rs).
+
+Usage: worker_app.py URL MODE MARKER_DIR
+  MODE "chain": serves `py.transform`, a step between two Rust tasks.
+  MODE "hang":  `py.hang` writes MARKER_DIR/started-<job> and blocks (to be killed).
+  MODE "finish": `py.hang` returns at once.
+"""
+
+import logging
+import os
+import sys
+import time
+
+from tranche_worker import Job, Worker
+
+
+def main() -> None:
+    url, mode, markers = sys.argv[1], sys.argv[2], sys.argv[3]
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    worker = Worker(url, queues=["py"], concurrency=4, batch=10, wait_ms=1000, lease_ms=2000, grace_s=2)
+
+    @worker.task("py.transform")
+    def transform(job: Job) -> dict:
+        return {"text": job.input["text"] + " via python", "attempt": job.attempt}
+
+    @worker.task("py.hang")
+    def hang(job: Job) -> str:
+        if mode == "hang":
+            with open(os.path.join(markers, f"started-{job.id}"), "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(300)
+        return f"finished by {mode}"
+
+    with open(os.path.join(markers, f"ready-{mode}"), "w") as f:
+        f.write(str(os.getpid()))
+    worker.run()
+
+
+if __name__ == "__main__":
+    main()
