@@ -11,7 +11,7 @@ use lettre::transport::smtp::response::Response;
 
 use crate::{message, redact, Mail, MailError, Mailer, Sent};
 use config::Endpoint;
-use pool::Pool;
+use pool::{Failed, Pool};
 
 /// Mail over SMTP through a pool of at most `pool_size` connections.
 ///
@@ -89,7 +89,10 @@ impl Mailer for SmtpMailer {
                             reply: redact::addresses(&reply_text(&response)),
                         })
                     }
-                    Ok(Err(e)) => classify(&e, &self.server),
+                    Ok(Err(Failed::Smtp(e))) => classify(&e, &self.server),
+                    Ok(Err(Failed::Connect(e))) => {
+                        Failure::Retry(format!("SMTP server {}: cannot connect: {e}", self.server))
+                    }
                     Err(_) => Failure::Retry(format!(
                         "no reply from the SMTP server {} within {:?}",
                         self.server, self.timeout

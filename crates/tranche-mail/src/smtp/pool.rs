@@ -17,9 +17,24 @@ use lettre::transport::smtp::client::AsyncSmtpConnection;
 use lettre::transport::smtp::extension::ClientId;
 use lettre::transport::smtp::response::Response;
 use lettre::transport::smtp::Error;
+use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use super::config::{Endpoint, Security};
+
+/// Why a transaction failed: lettre's error, or ours for the TCP connect that we do
+/// ourselves (lettre's error type cannot be built outside lettre).
+#[derive(Debug)]
+pub(crate) enum Failed {
+    Smtp(Error),
+    Connect(std::io::Error),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed::Smtp(e)
+    }
+}
 
 pub(crate) struct Pool {
     endpoint: Endpoint,
@@ -47,7 +62,7 @@ impl Pool {
 
     /// One SMTP transaction on a pooled or new connection. Dropping the future drops
     /// (closes) the connection it holds.
-    pub async fn send(&self, envelope: &Envelope, message: &[u8]) -> Result<Response, Error> {
+    pub async fn send(&self, envelope: &Envelope, message: &[u8]) -> Result<Response, Failed> {
         let _slot = self
             .slots
             .acquire()
@@ -59,7 +74,7 @@ impl Pool {
         if !conn.has_broken() {
             self.idle.lock().expect("idle list").push(conn);
         }
-        result
+        Ok(result?)
     }
 
     /// Say QUIT on every idle connection.
@@ -70,7 +85,7 @@ impl Pool {
         }
     }
 
-    async fn checkout(&self) -> Result<AsyncSmtpConnection, Error> {
+    async fn checkout(&self) -> Result<AsyncSmtpConnection, Failed> {
         loop {
             let parked = self.idle.lock().expect("idle list").pop();
             match parked {
@@ -86,20 +101,30 @@ impl Pool {
         }
     }
 
-    async fn connect(&self) -> Result<AsyncSmtpConnection, Error> {
+    async fn connect(&self) -> Result<AsyncSmtpConnection, Failed> {
         let e = &self.endpoint;
         let wrapper = match &e.security {
             Security::Implicit(tls) => Some(tls.clone()),
             _ => None,
         };
-        let mut conn = AsyncSmtpConnection::connect_tokio1(
-            (e.host.as_str(), e.port),
-            Some(e.timeout),
-            &self.hello,
-            wrapper,
-            None,
-        )
-        .await?;
+        let mut conn = match wrapper {
+            // lettre offers no way to set TCP_NODELAY on a socket it opens for
+            // implicit TLS.
+            Some(tls) => {
+                AsyncSmtpConnection::connect_tokio1(
+                    (e.host.as_str(), e.port),
+                    Some(e.timeout),
+                    &self.hello,
+                    Some(tls),
+                    None,
+                )
+                .await?
+            }
+            None => {
+                let tcp = self.tcp().await?;
+                AsyncSmtpConnection::connect_with_transport(Box::new(tcp), &self.hello).await?
+            }
+        };
         match &e.security {
             Security::StartTls(tls) => conn.starttls(tls.clone(), &self.hello).await?,
             Security::Opportunistic(tls) if conn.can_starttls() => {
@@ -113,5 +138,19 @@ impl Pool {
         }
         self.opened.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
+    }
+
+    /// A TCP connection with Nagle's algorithm off. lettre writes the message and
+    /// then the 5-byte end-of-data mark; with Nagle on, the mark waits for the
+    /// server's delayed ACK of the message, ~10 ms per message on loopback.
+    async fn tcp(&self) -> Result<TcpStream, Failed> {
+        let e = &self.endpoint;
+        let tcp = tokio::time::timeout(e.timeout, TcpStream::connect((e.host.as_str(), e.port)))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connection timed out"))
+            .and_then(|r| r)
+            .map_err(Failed::Connect)?;
+        tcp.set_nodelay(true).map_err(Failed::Connect)?;
+        Ok(tcp)
     }
 }
