@@ -13,5 +13,6 @@ pub mod generate;
 pub mod input;
 pub mod model;
 pub mod note;
+pub mod pipeline;
 pub mod rates;
 pub mod render;

@@ -124,6 +124,18 @@ pub enum Notes {
         #[arg(long, value_name = "K")]
         heavy_trades: Option<usize>,
     },
+    /// Run a night: one chain per client (process → render → sign → mail) in the run
+    /// contract-notes/DATE, worked by this process until every client is mailed or
+    /// failed; writes OUT/report.csv. Running it again resumes (nothing done is redone).
+    ///
+    /// Secrets never go on the command line: the PKCS#12 password comes from
+    /// TRANCHE_SIGN_P12_PASSWORD (or TRANCHE_SIGN_P12_PASSWORD_FILE), the PDFs' owner
+    /// password from TRANCHE_OWNER_PASSWORD(_FILE) (else a random one kept in
+    /// OUT/owner-password), the SMTP password from TRANCHE_SMTP_PASSWORD(_FILE).
+    Run(NotesRun),
+    /// Generate 1,000 clients and run their night into ./tranche-demo (no server, no key,
+    /// no SMTP needed), then print where to look.
+    Demo(NotesDemo),
     /// Read a day's files, compute every client's note and report what would fail and
     /// why (file, line, field), without running anything.
     Check {
@@ -142,15 +154,114 @@ pub enum Notes {
     },
 }
 
+#[derive(Debug, Args)]
+pub struct NotesRun {
+    /// The day's trades (CSV; see the README for the columns).
+    #[arg(long)]
+    pub trades: PathBuf,
+    /// The client master (CSV).
+    #[arg(long)]
+    pub clients: PathBuf,
+    /// The broker's details and dated charge rates (TOML).
+    #[arg(long)]
+    pub broker: PathBuf,
+    /// The trade date, YYYY-MM-DD.
+    #[arg(long)]
+    pub date: chrono::NaiveDate,
+    /// Output directory: store/ (note data, signed PDFs), outbox/, report.csv.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// SMTP server, e.g. smtp://relay:25, smtp://relay:587?tls=starttls or
+    /// smtps://user@relay:465. Without it, e-mails are written to OUT/outbox/.
+    #[arg(long, env = "TRANCHE_SMTP")]
+    pub smtp: Option<String>,
+    /// SMTP connections kept open at most.
+    #[arg(long, default_value_t = 4)]
+    pub smtp_connections: u32,
+    /// The broker's signing key and certificate (PKCS#12). Without it, a self-signed
+    /// demo certificate is made in OUT/demo-signer/.
+    #[arg(long, value_name = "FILE")]
+    pub sign_p12: Option<PathBuf>,
+    /// A Typst template instead of the built-in one (it reads /note.json).
+    #[arg(long, value_name = "FILE.typ")]
+    pub template: Option<PathBuf>,
+    /// The PDF password of each client: {pan} (upper case), {pan_lower}, {ucc}.
+    #[arg(long, default_value = "{pan}")]
+    pub password_rule: String,
+    /// PDF encryption: aes256 (PDF 2.0, R6) or aes128 (R4, for old readers).
+    #[arg(long, value_enum, default_value_t = CipherArg::Aes256)]
+    pub cipher: CipherArg,
+    /// Notes processed, rendered and signed at once (default: the cores).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CipherArg {
+    Aes256,
+    Aes128,
+}
+
+#[derive(Debug, Args)]
+pub struct NotesDemo {
+    /// Where the demo goes (inputs, state, store, outbox, report). A previous demo
+    /// there is replaced.
+    #[arg(long, default_value = "./tranche-demo")]
+    pub dir: PathBuf,
+    #[arg(long, default_value_t = 1000)]
+    pub clients: usize,
+    #[arg(long, default_value = "2026-11-20")]
+    pub date: chrono::NaiveDate,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Send the e-mails to this SMTP server instead of the outbox directory.
+    #[arg(long)]
+    pub smtp: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Bench {
     /// Enqueue N no-op jobs (or N chains of K steps) on the embedded backend, process
     /// them with all cores, and print enqueue rate, jobs/s, latency and peak memory.
     Engine(BenchEngine),
+    /// Generate a night of contract notes and work it end to end in this process
+    /// (process → render → sign → mail): notes/s, per-core rate, p50/p99 per step and
+    /// per note, peak memory.
+    Notes(BenchNotes),
     /// Start the HTTP server in this process over a fresh embedded backend and measure
     /// submit throughput (batched requests) and remote executions (poll + complete by
     /// HTTP workers), with p50/p99 latencies.
     Server(BenchServer),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchNotes {
+    /// Clients in the generated day (most trade 1–40 times, one in 200 thousands).
+    #[arg(long, default_value_t = 1000)]
+    pub clients: usize,
+    /// Add one client with K trades (60,000 makes a ~2,000-page note).
+    #[arg(long, value_name = "K")]
+    pub heavy_trades: Option<usize>,
+    #[arg(long, default_value = "2026-11-20")]
+    pub date: chrono::NaiveDate,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Mail to this SMTP server (e.g. a local sink) instead of the outbox directory.
+    #[arg(long)]
+    pub smtp: Option<String>,
+    #[arg(long, default_value_t = 4)]
+    pub smtp_connections: u32,
+    /// AES-128 (R4) instead of AES-256 (R6).
+    #[arg(long)]
+    pub aes128: bool,
+    /// Keep everything (inputs, state, store, outbox) in DIR instead of a temporary one.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    /// Also write each short note's Typst sources to DIR, for the `typst` CLI.
+    #[arg(long, value_name = "DIR")]
+    pub export_typst: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

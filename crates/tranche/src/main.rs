@@ -5,6 +5,8 @@ mod cli;
 mod commands;
 mod data;
 mod output;
+mod progress;
+mod secrets;
 
 use std::process::ExitCode;
 

@@ -33,9 +33,15 @@ use plan::Part;
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/contract-note.typ");
 
 /// Embedded so notes never depend on the machine's fonts: DejaVu Sans has the ₹ sign.
-const FONTS: [&[u8]; 2] = [
-    include_bytes!("../../fonts/DejaVuSansCondensed.ttf"),
-    include_bytes!("../../fonts/DejaVuSansCondensed-Bold.ttf"),
+pub const FONT_FILES: [(&str, &[u8]); 2] = [
+    (
+        "DejaVuSansCondensed.ttf",
+        include_bytes!("../../fonts/DejaVuSansCondensed.ttf"),
+    ),
+    (
+        "DejaVuSansCondensed-Bold.ttf",
+        include_bytes!("../../fonts/DejaVuSansCondensed-Bold.ttf"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -102,9 +108,9 @@ impl Renderer {
     }
 
     pub fn with_template(name: &str, text: String) -> Self {
-        let fonts: Vec<Font> = FONTS
+        let fonts: Vec<Font> = FONT_FILES
             .iter()
-            .flat_map(|f| Font::iter(Bytes::new(*f)))
+            .flat_map(|(_, f)| Font::iter(Bytes::new(*f)))
             .collect();
         Renderer {
             library: LazyHash::new(Library::default()),
@@ -311,6 +317,28 @@ impl World for NoteWorld<'_> {
     fn today(&self, _offset: Option<typst::foundations::Duration>) -> Option<Datetime> {
         self.today
     }
+}
+
+/// The files the `typst` CLI needs to compile a note as one document, as this crate
+/// does: the built-in template and the note's `/note.json` and `/part.json`.
+#[derive(Debug)]
+pub struct TypstSources {
+    pub files: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// A note's Typst sources, or None for a note long enough to be rendered in parts
+/// (which no single `typst compile` reproduces).
+pub fn typst_sources(note: &NoteData) -> Result<Option<TypstSources>, RenderError> {
+    if plan::needs_parts(note) {
+        return Ok(None);
+    }
+    Ok(Some(TypstSources {
+        files: vec![
+            ("contract-note.typ", DEFAULT_TEMPLATE.as_bytes().to_vec()),
+            ("note.json", serde_json::to_vec(note)?),
+            ("part.json", serde_json::to_vec(&Part::whole(note))?),
+        ],
+    }))
 }
 
 /// Drop Typst's memoised results older than a few renders: the cache is global to the

@@ -45,6 +45,14 @@ fn percentile(sorted: &[u32], p: f64) -> Duration {
     Duration::from_micros(u64::from(sorted[i]))
 }
 
+/// The `p` quantile of sorted durations (zero when there are none).
+pub(crate) fn percentile_of(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
 #[derive(Serialize)]
 struct Report {
     jobs: u64,
@@ -65,7 +73,7 @@ struct Report {
 }
 
 /// Peak resident set size of this process, from the kernel's high-water mark.
-fn peak_rss_bytes() -> Option<u64> {
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

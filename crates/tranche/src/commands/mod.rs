@@ -1,7 +1,9 @@
 mod bench;
+mod bench_notes;
 mod bench_server;
 mod inspect;
 mod notes;
+mod notes_run;
 mod server;
 mod steer;
 mod wait;
@@ -34,6 +36,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             timeout,
         } => wait::wait(data, &run, on_done, timeout).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(data, args).await,
+        Command::Bench(Bench::Notes(args)) => bench_notes::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench_server::server(data, args).await,
         Command::Server(args) => server::server(data, args).await,
         Command::Notes(Notes::Generate {
@@ -43,6 +46,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             heavy_trades,
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
+        Command::Notes(Notes::Run(args)) => notes_run::run(data, args).await,
+        Command::Notes(Notes::Demo(args)) => notes_run::demo(args).await,
         Command::Notes(Notes::Check {
             trades,
             clients,

@@ -1,0 +1,112 @@
+//! The night as chains of jobs on the engine: per client `process → render → sign →
+//! mail`, in a run named `contract-notes/<date>`.
+//!
+//! Each step reads its predecessor's artifact from the [`Storage`] and writes its own
+//! under the partitioned layout `{d}-{kind}/{date}/{client}.{ext}`, so any worker
+//! process sharing the store can take any step, and a step that runs again (a lease
+//! lost, a retry) finds what it needs. A step's result — the client, pages, net amount,
+//! bytes, message id, carried forward — is the next step's input; the last one's is the
+//! client's line in the report. Input problems fail only their client's chain, at
+//! `process`, with file, line and field. Mail is an exactly-once effect per client and
+//! day: a redelivered `mail` job finds it recorded and does not send again.
+
+mod drive;
+mod password;
+mod plan;
+mod report;
+mod steps;
+
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use tranche_mail::Mailer;
+use tranche_sign::{Cipher, Signer};
+use tranche_storage::{Storage, StoreKey};
+use tranche_types::RunName;
+
+use crate::input::Broker;
+use crate::render::Renderer;
+
+pub use drive::{work_until_finished, DriveError, StepCounts, Workers};
+pub use password::PasswordRule;
+pub use plan::{
+    enqueue_night, plan_night, ChainIds, Day, EnqueueError, PlannedChain, ProcessArgs, StepArgs,
+};
+pub use report::{collect_report, write_report, ReportRow, ReportStatus, ReportSummary};
+pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
+
+/// A step of the chain: its task kind, its queue (a machine role) and how many attempts
+/// it gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub kind: &'static str,
+    pub queue: &'static str,
+    pub max_attempts: u32,
+    /// What the progress display calls jobs of this step that are done.
+    pub done_label: &'static str,
+}
+
+pub const PROCESS: Step = Step {
+    kind: "notes.process",
+    queue: "process",
+    max_attempts: 3,
+    done_label: "processed",
+};
+pub const RENDER: Step = Step {
+    kind: "notes.render",
+    queue: "render",
+    max_attempts: 3,
+    done_label: "rendered",
+};
+pub const SIGN: Step = Step {
+    kind: "notes.sign",
+    queue: "sign",
+    max_attempts: 3,
+    done_label: "signed",
+};
+/// Mail servers refuse for a while (greylisting, rate limits): more attempts, longer
+/// backoff.
+pub const MAIL: Step = Step {
+    kind: "notes.mail",
+    queue: "mail",
+    max_attempts: 8,
+    done_label: "mailed",
+};
+
+pub const STEPS: [Step; 4] = [PROCESS, RENDER, SIGN, MAIL];
+
+/// The artifact kinds in the store.
+pub const DATA_KIND: &str = "contract-notes-data";
+pub const TMP_PDF_KIND: &str = "tmp-pdf";
+pub const SIGNED_PDF_KIND: &str = "signed-pdf";
+
+pub fn run_name(date: NaiveDate) -> RunName {
+    RunName::new(format!("contract-notes/{date}")).expect("a date makes a valid run name")
+}
+
+/// Where a client's artifact of `kind` lives. Fails for a client code that cannot name
+/// a file (the planner fails such a client's chain at `process`).
+pub fn artifact_key(kind: &str, date: NaiveDate, client: &str) -> Result<StoreKey, String> {
+    let ext = if kind == DATA_KIND { "json" } else { "pdf" };
+    StoreKey::partitioned(kind, &date.to_string(), client, ext).map_err(|e| e.to_string())
+}
+
+/// What the steps of one worker process share: loaded once, used by every job.
+pub struct Night {
+    pub date: NaiveDate,
+    pub broker: Broker,
+    pub store: Arc<dyn Storage>,
+    pub renderer: Renderer,
+    pub signer: Arc<dyn Signer>,
+    pub mailer: Arc<dyn Mailer>,
+    pub password_rule: PasswordRule,
+    pub owner_password: String,
+    pub cipher: Cipher,
+}
+
+impl std::fmt::Debug for Night {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the passwords.
+        f.debug_struct("Night").field("date", &self.date).finish()
+    }
+}

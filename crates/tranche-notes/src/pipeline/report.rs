@@ -1,0 +1,229 @@
+//! The night's report: one line per client (and one per input row no client can be
+//! named for), read back from the chains' job records, so it is right whichever
+//! processes did the work and however often the run was retried.
+
+use std::io::Write;
+use std::path::Path;
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tranche_core::Backend;
+use tranche_types::{BackendError, JobRecord, JobState};
+
+use super::plan::ChainIds;
+use super::steps::{Mailed, Processed, Rendered, Signed};
+use super::STEPS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportStatus {
+    Mailed,
+    Failed,
+    Cancelled,
+    /// The run has not finished this client yet.
+    Pending,
+}
+
+impl ReportStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportStatus::Mailed => "mailed",
+            ReportStatus::Failed => "failed",
+            ReportStatus::Cancelled => "cancelled",
+            ReportStatus::Pending => "pending",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReportRow {
+    pub client_code: String,
+    pub status: ReportStatus,
+    pub pages: Option<usize>,
+    /// Receivable by the client when positive, payable when negative.
+    pub net_amount: Option<Decimal>,
+    pub bytes: Option<usize>,
+    pub message_id: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReportSummary {
+    pub mailed: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    pub pending: usize,
+}
+
+impl ReportSummary {
+    pub fn of(rows: &[ReportRow]) -> Self {
+        let mut s = ReportSummary::default();
+        for r in rows {
+            match r.status {
+                ReportStatus::Mailed => s.mailed += 1,
+                ReportStatus::Failed => s.failed += 1,
+                ReportStatus::Cancelled => s.cancelled += 1,
+                ReportStatus::Pending => s.pending += 1,
+            }
+        }
+        s
+    }
+}
+
+/// The furthest result a chain got to, whatever step produced it.
+#[derive(Default)]
+struct Reached {
+    pages: Option<usize>,
+    net_amount: Option<Decimal>,
+    bytes: Option<usize>,
+    message_id: Option<String>,
+}
+
+impl Reached {
+    fn take(&mut self, step: usize, result: &str) {
+        match step {
+            0 => {
+                if let Ok(p) = serde_json::from_str::<Processed>(result) {
+                    self.net_amount = Some(p.net_amount);
+                }
+            }
+            1 => {
+                if let Ok(r) = serde_json::from_str::<Rendered>(result) {
+                    self.net_amount = Some(r.processed.net_amount);
+                    self.pages = Some(r.pages);
+                }
+            }
+            2 => {
+                if let Ok(s) = serde_json::from_str::<Signed>(result) {
+                    self.net_amount = Some(s.rendered.processed.net_amount);
+                    self.pages = Some(s.rendered.pages);
+                    self.bytes = Some(s.bytes);
+                }
+            }
+            _ => {
+                if let Ok(m) = serde_json::from_str::<Mailed>(result) {
+                    self.net_amount = Some(m.signed.rendered.processed.net_amount);
+                    self.pages = Some(m.signed.rendered.pages);
+                    self.bytes = Some(m.signed.bytes);
+                    self.message_id = Some(m.message_id);
+                }
+            }
+        }
+    }
+}
+
+/// Read each chain's state. `unattributed` are input problems without a client.
+pub async fn collect_report(
+    backend: &dyn Backend,
+    chains: &[ChainIds],
+    unattributed: &[String],
+) -> Result<Vec<ReportRow>, BackendError> {
+    let mut rows = Vec::with_capacity(chains.len() + unattributed.len());
+    for chain in chains {
+        rows.push(chain_row(backend, chain).await?);
+    }
+    rows.extend(unattributed.iter().map(|problem| ReportRow {
+        client_code: String::new(),
+        status: ReportStatus::Failed,
+        pages: None,
+        net_amount: None,
+        bytes: None,
+        message_id: None,
+        error: Some(problem.clone()),
+    }));
+    Ok(rows)
+}
+
+async fn chain_row(backend: &dyn Backend, chain: &ChainIds) -> Result<ReportRow, BackendError> {
+    let mut reached = Reached::default();
+    let mut status = ReportStatus::Mailed;
+    let mut error = None;
+    // Most chains end mailed: one read tells.
+    let last = backend.job(chain.steps[3]).await?;
+    let records: Vec<Option<JobRecord>> = if last
+        .as_ref()
+        .is_some_and(|j| j.state == JobState::Succeeded)
+    {
+        vec![None, None, None, last]
+    } else {
+        let mut all = Vec::with_capacity(4);
+        for id in &chain.steps[..3] {
+            all.push(backend.job(*id).await?);
+        }
+        all.push(last);
+        all
+    };
+    for (i, record) in records.iter().enumerate() {
+        let Some(job) = record else { continue };
+        match job.state {
+            JobState::Succeeded => {
+                if let Some(r) = &job.result {
+                    reached.take(i, r);
+                }
+            }
+            JobState::Failed => {
+                status = ReportStatus::Failed;
+                error = Some(step_error(i, job));
+                break;
+            }
+            JobState::Cancelled => {
+                status = ReportStatus::Cancelled;
+                error = Some(step_error(i, job));
+                break;
+            }
+            JobState::Pending | JobState::Available | JobState::Running => {
+                status = ReportStatus::Pending;
+                error = job.error.clone();
+                break;
+            }
+        }
+    }
+    Ok(ReportRow {
+        client_code: chain.client_code.clone(),
+        status,
+        pages: reached.pages,
+        net_amount: reached.net_amount,
+        bytes: reached.bytes,
+        message_id: reached.message_id,
+        error,
+    })
+}
+
+fn step_error(step: usize, job: &JobRecord) -> String {
+    let what = job.error.as_deref().unwrap_or("no reason recorded");
+    format!("{}: {what}", STEPS[step].queue)
+}
+
+/// Write `report.csv` atomically (a reader never sees half a report).
+pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    {
+        let mut w = csv::Writer::from_writer(std::io::BufWriter::new(&mut tmp));
+        w.write_record([
+            "client_code",
+            "status",
+            "pages",
+            "net_amount",
+            "bytes",
+            "message_id",
+            "error",
+        ])?;
+        for r in rows {
+            w.write_record([
+                r.client_code.as_str(),
+                r.status.as_str(),
+                &r.pages.map(|p| p.to_string()).unwrap_or_default(),
+                &r.net_amount.map(|n| format!("{n:.2}")).unwrap_or_default(),
+                &r.bytes.map(|b| b.to_string()).unwrap_or_default(),
+                r.message_id.as_deref().unwrap_or(""),
+                r.error.as_deref().unwrap_or(""),
+            ])?;
+        }
+        w.flush()?;
+    }
+    tmp.as_file_mut().flush()?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

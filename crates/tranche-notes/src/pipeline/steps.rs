@@ -1,0 +1,359 @@
+//! The four handlers. Failures are sorted by whether trying again can help: input and
+//! template problems, a refused signature and a 5xx mail reply end the client's chain
+//! at once with the reason; store and mail-server hiccups are retried with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use tranche_core::{Backoff, EffectError, JobContext, Registry, TaskOptions};
+use tranche_mail::{Attachment, Mail, MailError};
+use tranche_sign::Protection;
+use tranche_storage::{StorageError, StoreKey};
+use tranche_types::Outcome;
+
+use super::plan::{ProcessArgs, StepArgs};
+use super::{
+    artifact_key, Night, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN, SIGNED_PDF_KIND,
+    TMP_PDF_KIND,
+};
+use crate::note::{build, ClientBlock, NoteData};
+use crate::render::evict_cache;
+
+/// What `process` stores: the note's data and where it goes.
+#[derive(Serialize, Deserialize)]
+struct NoteArtifact {
+    email: String,
+    note: NoteData,
+}
+
+/// The part of [`NoteArtifact`] the later steps need, read without building the rest.
+#[derive(Deserialize)]
+struct Delivery {
+    email: String,
+    note: NoteHead,
+}
+
+#[derive(Deserialize)]
+struct NoteHead {
+    note_number: String,
+    client: ClientBlock,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Processed {
+    pub client_code: String,
+    pub net_amount: Decimal,
+    pub trades: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rendered {
+    #[serde(flatten)]
+    pub processed: Processed,
+    pub pages: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Signed {
+    #[serde(flatten)]
+    pub rendered: Rendered,
+    pub bytes: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mailed {
+    #[serde(flatten)]
+    pub signed: Signed,
+    pub message_id: String,
+}
+
+fn options(step: Step, concurrency: usize) -> TaskOptions {
+    TaskOptions::default()
+        .queue(step.queue)
+        .max_attempts(step.max_attempts)
+        .concurrency(concurrency)
+        .backoff(Backoff {
+            base: Duration::from_secs(2),
+            max: Duration::from_secs(300),
+            ..Backoff::default()
+        })
+}
+
+/// Register the four steps, sharing `night`. `cpu` bounds the CPU-bound steps in this
+/// process (render, sign); `mail_connections` the mails in flight.
+pub fn register(registry: &mut Registry, night: Arc<Night>, cpu: usize, mail_connections: usize) {
+    let n = night.clone();
+    registry.register_blocking(PROCESS.kind, options(PROCESS, cpu), move |ctx, args| {
+        process(&n, &ctx, args)
+    });
+    let n = night.clone();
+    registry.register_blocking(RENDER.kind, options(RENDER, cpu), move |ctx, args| {
+        render(&n, &ctx, args)
+    });
+    let n = night.clone();
+    registry.register_blocking(SIGN.kind, options(SIGN, cpu), move |ctx, args| {
+        sign(&n, &ctx, args)
+    });
+    let n = night;
+    registry.register(
+        MAIL.kind,
+        options(MAIL, mail_connections).timeout(Duration::from_secs(300)),
+        move |ctx, args| {
+            let n = n.clone();
+            async move { mail(&n, &ctx, args).await }
+        },
+    );
+}
+
+fn key(night: &Night, kind: &str, client: &str) -> Result<StoreKey, String> {
+    artifact_key(kind, night.date, client)
+}
+
+/// A store failure is worth retrying; a missing artifact is not (its step must run
+/// again first — a retry of the run does that).
+fn store_outcome<T>(step: &str, client: &str, e: StorageError) -> Outcome<T> {
+    match e {
+        StorageError::NotFound { key } => Outcome::discard(format!(
+            "client {client}: {step}: {key} is missing from the store"
+        )),
+        other => Outcome::retry(format!("client {client}: {step}: {other}")),
+    }
+}
+
+fn predecessor<T: serde::de::DeserializeOwned>(
+    ctx: &JobContext,
+    client: &str,
+) -> Result<T, String> {
+    match ctx.input::<T>() {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(format!("client {client}: no result from the previous step")),
+        Err(e) => Err(format!("client {client}: the previous step's result: {e}")),
+    }
+}
+
+fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Processed> {
+    let code = &args.client_code;
+    if !args.problems.is_empty() {
+        return Outcome::discard(format!("client {code}: {}", args.problems.join("; ")));
+    }
+    let Some(client) = &args.client else {
+        return Outcome::discard(format!("client {code}: not in the client master"));
+    };
+    let note = match build(
+        &night.broker,
+        client,
+        &args.trades,
+        night.date,
+        args.sequence,
+    ) {
+        Ok(n) => n,
+        Err(e) => return Outcome::discard(format!("client {code}: {e}")),
+    };
+    let processed = Processed {
+        client_code: code.clone(),
+        net_amount: note.net_amount,
+        trades: args.trades.len(),
+    };
+    let artifact = NoteArtifact {
+        email: client.email.clone(),
+        note,
+    };
+    let bytes = match serde_json::to_vec(&artifact) {
+        Ok(b) => b,
+        Err(e) => {
+            return Outcome::discard(format!("client {code}: could not encode the note: {e}"))
+        }
+    };
+    let k = match key(night, DATA_KIND, code) {
+        Ok(k) => k,
+        Err(e) => return Outcome::discard(format!("client {code}: {e}")),
+    };
+    match ctx.block_on(night.store.put(&k, bytes)) {
+        Ok(()) => Outcome::Complete(processed),
+        Err(e) => store_outcome("process", code, e),
+    }
+}
+
+fn render(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Rendered> {
+    let code = &args.client_code;
+    let processed: Processed = match predecessor(ctx, code) {
+        Ok(p) => p,
+        Err(e) => return Outcome::discard(e),
+    };
+    let (data_key, pdf_key) = match (key(night, DATA_KIND, code), key(night, TMP_PDF_KIND, code)) {
+        (Ok(d), Ok(p)) => (d, p),
+        (Err(e), _) | (_, Err(e)) => return Outcome::discard(format!("client {code}: {e}")),
+    };
+    let data = match ctx.block_on(night.store.get(&data_key)) {
+        Ok(d) => d,
+        Err(e) => return store_outcome("render", code, e),
+    };
+    let artifact: NoteArtifact = match serde_json::from_slice(&data) {
+        Ok(a) => a,
+        Err(e) => {
+            return Outcome::discard(format!("client {code}: render: the stored note data: {e}"))
+        }
+    };
+    drop(data);
+    let pdf = night.renderer.render(&artifact.note);
+    evict_cache();
+    let pdf = match pdf {
+        Ok(p) => p,
+        Err(e) => return Outcome::discard(format!("client {code}: render: {e}")),
+    };
+    let pages = pdf.pages;
+    match ctx.block_on(night.store.put(&pdf_key, pdf.bytes)) {
+        Ok(()) => Outcome::Complete(Rendered { processed, pages }),
+        Err(e) => store_outcome("render", code, e),
+    }
+}
+
+fn read_delivery(night: &Night, ctx: &JobContext, code: &str) -> Result<Delivery, Outcome<()>> {
+    let k = key(night, DATA_KIND, code).map_err(Outcome::discard)?;
+    let data = ctx
+        .block_on(night.store.get(&k))
+        .map_err(|e| store_outcome("sign", code, e))?;
+    serde_json::from_slice(&data)
+        .map_err(|e| Outcome::discard(format!("client {code}: the stored note data: {e}")))
+}
+
+fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
+    let code = &args.client_code;
+    let rendered: Rendered = match predecessor(ctx, code) {
+        Ok(p) => p,
+        Err(e) => return Outcome::discard(e),
+    };
+    let (tmp_key, signed_key) = match (
+        key(night, TMP_PDF_KIND, code),
+        key(night, SIGNED_PDF_KIND, code),
+    ) {
+        (Ok(t), Ok(s)) => (t, s),
+        (Err(e), _) | (_, Err(e)) => return Outcome::discard(format!("client {code}: {e}")),
+    };
+    let pdf = match ctx.block_on(night.store.get(&tmp_key)) {
+        Ok(p) => p,
+        // An earlier attempt signed, stored and cleaned up, then lost its lease.
+        Err(StorageError::NotFound { .. }) => {
+            return match ctx.block_on(night.store.get(&signed_key)) {
+                Ok(done) => Outcome::Complete(Signed {
+                    rendered,
+                    bytes: done.len(),
+                }),
+                Err(e) => store_outcome("sign", code, e),
+            }
+        }
+        Err(e) => return store_outcome("sign", code, e),
+    };
+    let delivery = match read_delivery(night, ctx, code) {
+        Ok(d) => d,
+        Err(o) => return reoutcome(o),
+    };
+    let protection = Protection {
+        user_password: night.password_rule.password(&delivery.note.client),
+        owner_password: night.owner_password.clone(),
+        cipher: night.cipher,
+    };
+    let signed = match night.signer.protect(&pdf, &protection) {
+        Ok(s) => s,
+        Err(e) => return Outcome::discard(format!("client {code}: sign: {e}")),
+    };
+    let bytes = signed.len();
+    if let Err(e) = ctx.block_on(night.store.put(&signed_key, signed)) {
+        return store_outcome("sign", code, e);
+    }
+    // The unencrypted PDF shows the client's PAN: it does not outlive its signed copy.
+    match ctx.block_on(night.store.delete(&tmp_key)) {
+        Ok(()) | Err(StorageError::NotFound { .. }) => {}
+        Err(e) => return store_outcome("sign", code, e),
+    }
+    Outcome::Complete(Signed { rendered, bytes })
+}
+
+/// An outcome of `()` (an early exit) as one of another type: results never carry it.
+fn reoutcome<T>(o: Outcome<()>) -> Outcome<T> {
+    match o {
+        Outcome::Complete(()) => Outcome::discard("internal: an early exit without an error"),
+        Outcome::Retry { error, after } => Outcome::Retry { error, after },
+        Outcome::Snooze(d) => Outcome::Snooze(d),
+        Outcome::Cancel(r) => Outcome::Cancel(r),
+        Outcome::Discard(e) => Outcome::Discard(e),
+    }
+}
+
+/// Why the mail effect was not performed.
+#[derive(Debug, thiserror::Error)]
+enum MailStepError {
+    #[error("{0}")]
+    Store(StorageError),
+    #[error("the stored note data: {0}")]
+    Data(serde_json::Error),
+    #[error("{0}")]
+    Mail(MailError),
+}
+
+/// The Message-ID of a client's note of a day: the same on every attempt, so a copy
+/// that does get through twice is recognisably one message.
+pub fn message_id(night: &Night, note_number: &str) -> String {
+    format!(
+        "{note_number}.{}@{}",
+        night.date,
+        night.broker.mail_domain()
+    )
+}
+
+async fn mail(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Mailed> {
+    let code = &args.client_code;
+    let signed: Signed = match predecessor(ctx, code) {
+        Ok(p) => p,
+        Err(e) => return Outcome::discard(e),
+    };
+    let (data_key, pdf_key) = match (
+        key(night, DATA_KIND, code),
+        key(night, SIGNED_PDF_KIND, code),
+    ) {
+        (Ok(d), Ok(p)) => (d, p),
+        (Err(e), _) | (_, Err(e)) => return Outcome::discard(format!("client {code}: {e}")),
+    };
+    let effect = format!("mail:{}:{code}", ctx.run());
+    let sent = ctx
+        .once(&effect, || async {
+            let data = night.store.get(&data_key).await.map_err(MailStepError::Store)?;
+            let delivery: Delivery = serde_json::from_slice(&data).map_err(MailStepError::Data)?;
+            let pdf = night.store.get(&pdf_key).await.map_err(MailStepError::Store)?;
+            let number = &delivery.note.note_number;
+            let mail = Mail {
+                message_id: message_id(night, number),
+                from: night.broker.sender(),
+                to: delivery.email,
+                subject: format!("Contract note {number} for trades of {}", night.date),
+                text: format!(
+                    "Dear {},\r\n\r\nPlease find attached your contract note cum tax invoice {number} for your trades of {}.\r\nThe PDF is digitally signed by {} and protected with a password (as notified to you).\r\n\r\nThis is an automated message.\r\n",
+                    delivery.note.client.name, night.date, night.broker.name
+                ),
+                attachments: vec![Attachment {
+                    filename: format!("{number}.pdf"),
+                    content_type: "application/pdf".to_string(),
+                    bytes: pdf,
+                }],
+            };
+            night
+                .mailer
+                .send(&mail)
+                .await
+                .map(|s| s.message_id)
+                .map_err(MailStepError::Mail)
+        })
+        .await;
+    match sent {
+        Ok(message_id) => Outcome::Complete(Mailed { signed, message_id }),
+        Err(EffectError::Cancelled) => Outcome::cancel("cancelled before the mail was sent"),
+        Err(EffectError::Backend(e)) => Outcome::retry(format!("client {code}: mail: {e}")),
+        Err(EffectError::Effect(MailStepError::Store(e))) => store_outcome("mail", code, e),
+        Err(EffectError::Effect(MailStepError::Mail(MailError::Temporary(m)))) => {
+            Outcome::retry(format!("client {code}: mail: {m}"))
+        }
+        Err(EffectError::Effect(e)) => Outcome::discard(format!("client {code}: mail: {e}")),
+    }
+}
