@@ -4,7 +4,10 @@ use tranche_types::{BackendError, Completion, CompletionAck, Resolution};
 
 use crate::{store, RedisBackend};
 
-pub async fn complete(b: &RedisBackend, batch: &[Completion]) -> Result<Vec<CompletionAck>, BackendError> {
+pub async fn complete(
+    b: &RedisBackend,
+    batch: &[Completion],
+) -> Result<Vec<CompletionAck>, BackendError> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }

@@ -36,10 +36,17 @@ pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
         .arg(spec.priority)
         .arg(if spec.unique_key.is_some() { "1" } else { "0" })
         .arg(spec.unique_key.as_deref().unwrap_or(""))
-        .arg(spec.not_before.map(|t| t.micros().to_string()).unwrap_or_default());
+        .arg(
+            spec.not_before
+                .map(|t| t.micros().to_string())
+                .unwrap_or_default(),
+        );
 }
 
-pub async fn enqueue(b: &RedisBackend, req: &EnqueueRequest) -> Result<Vec<Enqueued>, BackendError> {
+pub async fn enqueue(
+    b: &RedisBackend,
+    req: &EnqueueRequest,
+) -> Result<Vec<Enqueued>, BackendError> {
     if let Some(spec) = &req.on_done {
         check(spec)?;
     }

@@ -69,6 +69,9 @@ pub struct RedisOptions {
     /// The longest a waiting reserve or feed read sleeps between looks when no wake-up
     /// comes (a missed message, or jobs scheduled by time).
     pub poll_interval: Duration,
+    /// A call whose reply has not come after this fails (the server hangs or the
+    /// network dropped it); its change may or may not have been applied.
+    pub response_timeout: Duration,
 }
 
 impl Default for RedisOptions {
@@ -80,6 +83,7 @@ impl Default for RedisOptions {
             retention: Duration::from_secs(7 * 24 * 3600),
             feed_max_len: 10_000_000,
             poll_interval: Duration::from_millis(500),
+            response_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -126,17 +130,20 @@ impl RedisBackend {
                 got: format!("{:?}", options.prefix),
             });
         }
-        let client = redis::Client::open(options.url.as_str()).map_err(|e| {
-            BackendError::Invalid {
+        let client =
+            redis::Client::open(options.url.as_str()).map_err(|e| BackendError::Invalid {
                 field: "redis url",
                 expected: "redis://host:port[/db]".into(),
                 got: format!("{:?}: {e}", options.url),
-            }
-        })?;
+            })?;
+        // Few reconnect attempts per call: during an outage a call fails within about a
+        // second and the engine retries it with its own backoff, instead of every call
+        // hanging for the manager's whole retry schedule.
         let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(6)
-            .set_max_delay(2000)
-            .set_connection_timeout(Duration::from_secs(5));
+            .set_number_of_retries(2)
+            .set_max_delay(500)
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(options.response_timeout);
         let conn = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|e| BackendError::Store {

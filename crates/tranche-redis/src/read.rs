@@ -37,7 +37,10 @@ fn progress(name: &str, f: &Fields) -> RunProgress {
     }
 }
 
-pub async fn run_progress(b: &RedisBackend, run: &RunName) -> Result<Option<RunProgress>, BackendError> {
+pub async fn run_progress(
+    b: &RedisBackend,
+    run: &RunName,
+) -> Result<Option<RunProgress>, BackendError> {
     let f: Fields = redis::cmd("HGETALL")
         .arg(b.keys.run(run.as_str()))
         .query_async(&mut b.conn())

@@ -14,7 +14,10 @@ enum Reserved {
     Empty(Option<Timestamp>),
 }
 
-pub async fn reserve(b: &RedisBackend, req: &ReserveRequest) -> Result<Vec<ReservedJob>, BackendError> {
+pub async fn reserve(
+    b: &RedisBackend,
+    req: &ReserveRequest,
+) -> Result<Vec<ReservedJob>, BackendError> {
     let deadline = Instant::now() + req.wait;
     let notify = b.notifier.queue(&req.queue);
     loop {
@@ -58,7 +61,10 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
         return Ok(Reserved::Empty(next.parse().ok().map(Timestamp)));
     }
     let bad = |what: &str| {
-        BackendError::store("reserve", format!("unexpected reply from the reserve script: {what}"))
+        BackendError::store(
+            "reserve",
+            format!("unexpected reply from the reserve script: {what}"),
+        )
     };
     let mut jobs = Vec::with_capacity(out.len() / 8);
     for row in out.chunks(8) {
@@ -67,7 +73,9 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
         };
         let text = |v: &Option<String>, what: &str| v.clone().ok_or_else(|| bad(what));
         let num = |v: &Option<String>, what: &str| -> Result<i64, BackendError> {
-            v.as_deref().and_then(|s| s.parse().ok()).ok_or_else(|| bad(what))
+            v.as_deref()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad(what))
         };
         jobs.push(ReservedJob {
             id: JobId(num(id, "id")?),

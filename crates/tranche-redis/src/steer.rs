@@ -6,7 +6,11 @@ use tranche_types::{BackendError, CancelTarget, JobId, LockClaim, RunName};
 
 use crate::{store, RedisBackend};
 
-pub async fn cancel(b: &RedisBackend, target: &CancelTarget, reason: &str) -> Result<u64, BackendError> {
+pub async fn cancel(
+    b: &RedisBackend,
+    target: &CancelTarget,
+    reason: &str,
+) -> Result<u64, BackendError> {
     let mut inv = b.invoke(&b.scripts.cancel);
     match target {
         CancelTarget::Job(id) => inv.arg("job").arg(id.0),
@@ -14,7 +18,9 @@ pub async fn cancel(b: &RedisBackend, target: &CancelTarget, reason: &str) -> Re
         CancelTarget::Run(run) => inv.arg("run").arg(run.as_str()),
     };
     inv.arg(reason);
-    inv.invoke_async(&mut b.conn()).await.map_err(store("cancel"))
+    inv.invoke_async(&mut b.conn())
+        .await
+        .map_err(store("cancel"))
 }
 
 pub async fn retry_run(b: &RedisBackend, run: &RunName) -> Result<u64, BackendError> {
@@ -52,7 +58,11 @@ pub async fn claim_locks(
     })
 }
 
-pub async fn release_locks(b: &RedisBackend, owner: &str, keys: &[String]) -> Result<u64, BackendError> {
+pub async fn release_locks(
+    b: &RedisBackend,
+    owner: &str,
+    keys: &[String],
+) -> Result<u64, BackendError> {
     if keys.is_empty() {
         return Ok(0);
     }

@@ -13,8 +13,7 @@ use tranche_types::Clock;
 
 /// The server shared by this process's tests; None when redis-server is missing.
 fn shared() -> Option<&'static str> {
-    static SERVER: OnceLock<Option<(tempfile::TempDir, server::Server, String)>> =
-        OnceLock::new();
+    static SERVER: OnceLock<Option<(tempfile::TempDir, server::Server, String)>> = OnceLock::new();
     SERVER
         .get_or_init(|| {
             if !server::available() {

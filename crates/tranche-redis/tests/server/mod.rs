@@ -74,7 +74,10 @@ impl Server {
         assert!(status.success(), "redis-server failed to start: {status}");
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.ping() {
-            assert!(Instant::now() < deadline, "redis-server did not answer in 10 s");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer in 10 s"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -98,7 +101,10 @@ impl Server {
             .status()
             .is_ok_and(|s| s.success())
         {
-            assert!(Instant::now() < deadline, "redis-server {pid} survived SIGKILL");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server {pid} survived SIGKILL"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         let _ = std::fs::remove_file(self.dir.join("pid"));
