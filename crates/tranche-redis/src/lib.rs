@@ -22,6 +22,11 @@
 //! - `P feed` the change feed (stream, entry id = seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
 //!
+//! Memory stays bounded: ended jobs, released groups and finished runs expire after
+//! the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
+//! and locks expire after their TTL plus the retention; effects (proof of what was
+//! done) and one `P runs` entry per run are kept. Needs Redis 6.2 or newer.
+//!
 //! One slot: the prefix carries one hash tag, so every key lives in one cluster slot
 //! and a script may touch any of them: a chain moves jobs across queues and runs
 //! atomically. To shard, give each run family its own prefix (e.g. `{notes}:`,

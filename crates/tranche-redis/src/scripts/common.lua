@@ -164,9 +164,12 @@ local function group_outcomes(group)
   return '[' .. table.concat(parts, ',') .. ']'
 end
 
+-- The group's own keys are read again only by a run retry, within the retention.
 local function release_callback(group)
   local cb = redis.call('HGET', P .. 'g:' .. group, 'cb')
   release_pending(cb, group_outcomes(group))
+  redis.call('EXPIRE', P .. 'g:' .. group, KEEP)
+  redis.call('EXPIRE', P .. 'gm:' .. group, KEEP)
 end
 
 local function member_ended(group)
