@@ -2,7 +2,7 @@
 //! fails half way leaves its earlier writes in place; the script itself cannot fail.
 
 use redis::ScriptInvocation;
-use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobId, JobSpec};
+use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobId, JobSpec, RunName};
 
 use crate::{store, RedisBackend};
 
@@ -49,6 +49,16 @@ pub async fn enqueue(
 ) -> Result<Vec<Enqueued>, BackendError> {
     if let Some(spec) = &req.on_done {
         check(spec)?;
+        // Checked now: a name that is refused later would make the on-done job
+        // unreadable when the run finishes.
+        let hook_run = format!("{}/done", req.run);
+        if let Err(e) = RunName::new(&hook_run) {
+            return Err(invalid(
+                "on_done",
+                &format!("a run name short enough for its on-done run ({})", e.reason),
+                &hook_run,
+            ));
+        }
     }
     for item in &req.items {
         match item {

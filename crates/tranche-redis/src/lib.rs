@@ -25,7 +25,8 @@
 //! Memory stays bounded: ended jobs, released groups and finished runs expire after
 //! the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
 //! and locks expire after their TTL plus the retention; effects (proof of what was
-//! done) and one `P runs` entry per run are kept. Needs Redis 6.2 or newer.
+//! done) and one `P runs` entry per run are kept. Needs Redis 6.2 or newer, with
+//! `maxmemory-policy noeviction` (an evicted key would lose jobs silently).
 //!
 //! One slot: the prefix carries one hash tag, so every key lives in one cluster slot
 //! and a script may touch any of them: a chain moves jobs across queues and runs
