@@ -25,11 +25,12 @@
 //! Memory stays bounded: ended jobs, released groups and finished runs expire after
 //! the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
 //! and locks expire after their TTL plus the retention; effects (proof of what was
-//! done) and one `P runs` entry per run are kept. Needs Redis 6.2 or newer, with
+//! done) and one `P runs` entry per run are kept; a failed job can thus be revived by
+//! `retry_run` only within the retention. Needs Redis 6.2 or newer, with
 //! `maxmemory-policy noeviction` (an evicted key would lose jobs silently).
 //!
 //! One slot: the prefix carries one hash tag, so every key lives in one cluster slot
-//! and a script may touch any of them: a chain moves jobs across queues and runs
+//! and a script, called with the prefix as its one key, may touch any of them: a chain moves jobs across queues and runs
 //! atomically. To shard, give each run family its own prefix (e.g. `{notes}:`,
 //! `{payouts}:`) and one backend per prefix; slots then spread over the cluster.
 
