@@ -1,0 +1,49 @@
+//! Completions: one script call per batch, one ack per completion in order.
+
+use tranche_types::{BackendError, Completion, CompletionAck, Resolution};
+
+use crate::{store, RedisBackend};
+
+pub async fn complete(
+    b: &RedisBackend,
+    batch: &[Completion],
+) -> Result<Vec<CompletionAck>, BackendError> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut inv = b.invoke(&b.scripts.complete);
+    for c in batch {
+        let (kind, payload, at) = match &c.resolution {
+            Resolution::Succeeded { result } => ("s", result.as_str(), 0),
+            Resolution::Retry { error, at } => ("r", error.as_str(), at.micros()),
+            Resolution::Snooze { at } => ("z", "", at.micros()),
+            Resolution::Cancelled { reason } => ("c", reason.as_str(), 0),
+            Resolution::Failed { error } => ("f", error.as_str(), 0),
+        };
+        inv.arg(c.lease.job.0)
+            .arg(c.lease.attempt)
+            .arg(kind)
+            .arg(payload)
+            .arg(at);
+    }
+    let acks: Vec<String> = inv
+        .invoke_async(&mut b.conn())
+        .await
+        .map_err(store("complete jobs"))?;
+    if acks.len() != batch.len() {
+        return Err(BackendError::store(
+            "complete jobs",
+            format!("expected {} acks, got {}", batch.len(), acks.len()),
+        ));
+    }
+    Ok(acks
+        .into_iter()
+        .map(|a| {
+            if a == "1" {
+                CompletionAck::Applied
+            } else {
+                CompletionAck::Stale
+            }
+        })
+        .collect())
+}

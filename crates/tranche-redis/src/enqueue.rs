@@ -1,0 +1,129 @@
+//! Enqueue: specs are checked here, before the script runs, because a Lua script that
+//! fails half way leaves its earlier writes in place; the script itself cannot fail.
+
+use redis::ScriptInvocation;
+use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobId, JobSpec, RunName};
+
+use crate::{store, RedisBackend};
+
+fn invalid(field: &'static str, expected: &str, got: &str) -> BackendError {
+    BackendError::Invalid {
+        field,
+        expected: expected.to_string(),
+        got: got.to_string(),
+    }
+}
+
+fn check(spec: &JobSpec) -> Result<(), BackendError> {
+    if spec.kind.is_empty() {
+        return Err(invalid("job kind", "a non-empty task kind", "\"\""));
+    }
+    if spec.queue.is_empty() {
+        return Err(invalid("queue", "a non-empty queue name", "\"\""));
+    }
+    if spec.max_attempts == 0 {
+        return Err(invalid("max_attempts", "at least 1", "0"));
+    }
+    Ok(())
+}
+
+/// The 8 arguments of a spec, as `common.lua`'s `insert` reads them.
+pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
+    inv.arg(&spec.kind)
+        .arg(&spec.queue)
+        .arg(&spec.args)
+        .arg(spec.max_attempts)
+        .arg(spec.priority)
+        .arg(if spec.unique_key.is_some() { "1" } else { "0" })
+        .arg(spec.unique_key.as_deref().unwrap_or(""))
+        .arg(
+            spec.not_before
+                .map(|t| t.micros().to_string())
+                .unwrap_or_default(),
+        );
+}
+
+pub async fn enqueue(
+    b: &RedisBackend,
+    req: &EnqueueRequest,
+) -> Result<Vec<Enqueued>, BackendError> {
+    if let Some(spec) = &req.on_done {
+        check(spec)?;
+        // Checked now: a name that is refused later would make the on-done job
+        // unreadable when the run finishes.
+        let hook_run = format!("{}/done", req.run);
+        if let Err(e) = RunName::new(&hook_run) {
+            return Err(invalid(
+                "on_done",
+                &format!("a run name short enough for its on-done run ({})", e.reason),
+                &hook_run,
+            ));
+        }
+    }
+    for item in &req.items {
+        match item {
+            EnqueueItem::Job(spec) => check(spec)?,
+            EnqueueItem::Chain(steps) => {
+                if steps.is_empty() {
+                    return Err(invalid("chain", "at least one step", "an empty chain"));
+                }
+                steps.iter().try_for_each(check)?;
+            }
+            EnqueueItem::Group { members, callback } => {
+                members.iter().try_for_each(check)?;
+                check(callback)?;
+            }
+        }
+    }
+    let mut inv = b.invoke(&b.scripts.enqueue);
+    inv.arg(req.run.as_str());
+    match &req.on_done {
+        Some(spec) => {
+            inv.arg("1");
+            push_spec(&mut inv, spec);
+        }
+        None => {
+            inv.arg("0");
+            push_spec(&mut inv, &JobSpec::new("-", "null"));
+        }
+    }
+    for item in &req.items {
+        match item {
+            EnqueueItem::Job(spec) => {
+                inv.arg("c").arg(1);
+                push_spec(&mut inv, spec);
+            }
+            EnqueueItem::Chain(steps) => {
+                inv.arg("c").arg(steps.len());
+                steps.iter().for_each(|s| push_spec(&mut inv, s));
+            }
+            EnqueueItem::Group { members, callback } => {
+                inv.arg("g").arg(members.len());
+                members.iter().for_each(|s| push_spec(&mut inv, s));
+                push_spec(&mut inv, callback);
+            }
+        }
+    }
+    let out: Vec<String> = inv
+        .invoke_async(&mut b.conn())
+        .await
+        .map_err(store("enqueue"))?;
+    let mut it = out.iter();
+    let mut result = Vec::with_capacity(req.items.len());
+    let bad = || BackendError::store("enqueue", "unexpected reply from the enqueue script");
+    while let Some(existed) = it.next() {
+        let n: usize = it.next().and_then(|n| n.parse().ok()).ok_or_else(bad)?;
+        let ids = (0..n)
+            .map(|_| it.next().and_then(|id| id.parse().ok()).map(JobId))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(bad)?;
+        result.push(Enqueued {
+            ids,
+            existed: existed == "1",
+        });
+    }
+    if result.len() != req.items.len() {
+        return Err(bad());
+    }
+    Ok(result)
+}

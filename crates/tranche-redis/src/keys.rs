@@ -1,0 +1,48 @@
+//! Key names for the reads done from Rust; the scripts build the same names in
+//! `scripts/common.lua`, which documents the layout.
+
+pub struct Keys {
+    pub prefix: String,
+}
+
+impl Keys {
+    pub fn job(&self, id: i64) -> String {
+        format!("{}j:{id}", self.prefix)
+    }
+    pub fn errors(&self, id: i64) -> String {
+        format!("{}e:{id}", self.prefix)
+    }
+    pub fn run(&self, run: &str) -> String {
+        format!("{}r:{run}", self.prefix)
+    }
+    pub fn runs(&self) -> String {
+        format!("{}runs", self.prefix)
+    }
+    pub fn failures(&self, run: &str) -> String {
+        format!("{}fail:{run}", self.prefix)
+    }
+    pub fn ready(&self, queue: &str) -> String {
+        format!("{}qr:{queue}", self.prefix)
+    }
+    pub fn scheduled(&self, queue: &str) -> String {
+        format!("{}qs:{queue}", self.prefix)
+    }
+    pub fn queues(&self) -> String {
+        format!("{}queues", self.prefix)
+    }
+    pub fn running(&self) -> String {
+        format!("{}qrun", self.prefix)
+    }
+    pub fn effect(&self, key: &str) -> String {
+        format!("{}eff:{key}", self.prefix)
+    }
+    pub fn feed(&self) -> String {
+        format!("{}feed", self.prefix)
+    }
+    pub fn feed_seq(&self) -> String {
+        format!("{}seq:ev", self.prefix)
+    }
+    pub fn wake_channel(&self) -> String {
+        format!("{}wake", self.prefix)
+    }
+}

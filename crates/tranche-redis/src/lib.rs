@@ -1,0 +1,311 @@
+//! The fleet backend: job state in Redis, shared by workers on many machines.
+//!
+//! Design: every state transition is one Lua script (`src/scripts/*.lua`, each with
+//! `common.lua` prepended) run with EVALSHA, so a batch of enqueues, reserves or
+//! completions, the chain successors and group callbacks they release, the run
+//! counters they move and their change-feed events commit atomically. Time comes from
+//! the backend's [`Clock`] as a script argument, never from Redis. Waiting reserves and
+//! feed reads sleep on a pub/sub wake-up (one channel per prefix) with a bounded
+//! fallback poll. Commands go through a [`ConnectionManager`], which reconnects with
+//! backoff; a failed call is reported as [`BackendError::Store`] and the engine retries.
+//!
+//! Key layout, all under the prefix `P` (default `{tranche}:`):
+//! - `P j:<id>` job hash, `P e:<id>` its attempt errors (list); both expire
+//!   [`RedisOptions::retention`] after the job ends.
+//! - `P qr:<queue>` ready jobs (zset: priority, then `available_at:id` members),
+//!   `P qs:<queue>` scheduled ones (zset by available_at), `P leased` running jobs by
+//!   lease expiry, `P qrun` running count per queue, `P queues` queue names.
+//! - `P r:<run>` run counters (hash, O(1) progress), `P runs` runs by creation,
+//!   `P live:<run>` jobs not ended, `P fail:<run>` failed jobs (zset by id),
+//!   `P cfail:<run>` steps cancelled by a failure, `P uq:<run>` unique keys,
+//!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups.
+//! - `P feed` the change feed (stream, entry id = seq), `P seq:*` counters,
+//!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
+//!
+//! Memory stays bounded: ended jobs, released groups and finished runs expire after
+//! the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
+//! and locks expire after their TTL plus the retention; effects (proof of what was
+//! done) and one `P runs` entry per run are kept; a failed job can thus be revived by
+//! `retry_run` only within the retention. Needs Redis 6.2 or newer, with
+//! `maxmemory-policy noeviction` (an evicted key would lose jobs silently).
+//!
+//! One slot: the prefix carries one hash tag, so every key lives in one cluster slot
+//! and a script, called with the prefix as its one key, may touch any of them: a chain moves jobs across queues and runs
+//! atomically. To shard, give each run family its own prefix (e.g. `{notes}:`,
+//! `{payouts}:`) and one backend per prefix; slots then spread over the cluster.
+
+mod complete;
+mod enqueue;
+mod feed;
+mod keys;
+mod notify;
+mod read;
+mod reserve;
+mod scripts;
+mod steer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::task::JoinHandle;
+use tranche_core::Backend;
+use tranche_types::{
+    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, ReserveRequest,
+    ReservedJob, RunName, RunProgress, SystemClock,
+};
+
+use keys::Keys;
+use notify::Notifier;
+use scripts::Scripts;
+
+/// How to reach Redis and lay out keys.
+#[derive(Clone)]
+pub struct RedisOptions {
+    /// e.g. `redis://127.0.0.1:6379/0`.
+    pub url: String,
+    /// Every key starts with it; must contain exactly one `{hash tag}`.
+    pub prefix: String,
+    pub clock: Arc<dyn Clock>,
+    /// How long an ended job's data (and a finished run's) is kept.
+    pub retention: Duration,
+    /// The change feed keeps about this many newest events.
+    pub feed_max_len: u64,
+    /// The longest a waiting reserve or feed read sleeps between looks when no wake-up
+    /// comes (a missed message, or jobs scheduled by time).
+    pub poll_interval: Duration,
+    /// A call whose reply has not come after this fails (the server hangs or the
+    /// network dropped it); its change may or may not have been applied.
+    pub response_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            url: "redis://127.0.0.1:6379".into(),
+            prefix: "{tranche}:".into(),
+            clock: Arc::new(SystemClock),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            feed_max_len: 10_000_000,
+            poll_interval: Duration::from_millis(500),
+            response_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The Redis backend. Cheap to share behind an `Arc`; its subscriber task stops when
+/// it is dropped.
+pub struct RedisBackend {
+    conn: ConnectionManager,
+    keys: Keys,
+    scripts: Scripts,
+    notifier: Arc<Notifier>,
+    listener: JoinHandle<()>,
+    options: RedisOptions,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("url", &self.options.url)
+            .field("prefix", &self.options.prefix)
+            .finish()
+    }
+}
+
+impl Drop for RedisBackend {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+pub(crate) fn store(op: &'static str) -> impl Fn(redis::RedisError) -> BackendError {
+    move |e| BackendError::store(op, e)
+}
+
+impl RedisBackend {
+    /// Connect, and subscribe to wake-ups before returning so that no change made after
+    /// this call is missed by a waiter.
+    pub async fn connect(options: RedisOptions) -> Result<Self, BackendError> {
+        let tags = options.prefix.matches('{').count();
+        if tags != 1 || !options.prefix.contains('}') {
+            return Err(BackendError::Invalid {
+                field: "prefix",
+                expected: "one {hash tag}, e.g. \"{tranche}:\"".into(),
+                got: format!("{:?}", options.prefix),
+            });
+        }
+        let client =
+            redis::Client::open(options.url.as_str()).map_err(|e| BackendError::Invalid {
+                field: "redis url",
+                expected: "redis://host:port[/db]".into(),
+                got: format!("{:?}: {e}", options.url),
+            })?;
+        // Few reconnect attempts per call: during an outage a call fails within about a
+        // second and the engine retries it with its own backoff, instead of every call
+        // hanging for the manager's whole retry schedule.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(2)
+            .set_max_delay(500)
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(options.response_timeout);
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(|e| BackendError::Store {
+                op: "connect to redis",
+                message: format!("{}: {e}", options.url),
+            })?;
+        let keys = Keys {
+            prefix: options.prefix.clone(),
+        };
+        let notifier = Arc::new(Notifier::default());
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let listener = tokio::spawn(notify::listen(
+            client,
+            keys.wake_channel(),
+            notifier.clone(),
+            ready_tx,
+        ));
+        let backend = RedisBackend {
+            conn,
+            keys,
+            scripts: Scripts::new(),
+            notifier,
+            listener,
+            options,
+        };
+        match tokio::time::timeout(Duration::from_secs(10), ready_rx).await {
+            Ok(Ok(())) => Ok(backend),
+            _ => Err(BackendError::Store {
+                op: "subscribe to wake-ups",
+                message: format!("{}: no subscription within 10 s", backend.options.url),
+            }),
+        }
+    }
+
+    pub fn options(&self) -> &RedisOptions {
+        &self.options
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.options.clock.clone()
+    }
+
+    async fn enqueue(&self, req: EnqueueRequest) -> Result<Vec<Enqueued>, BackendError> {
+        enqueue::enqueue(self, &req).await
+    }
+
+    async fn reserve(&self, req: ReserveRequest) -> Result<Vec<ReservedJob>, BackendError> {
+        reserve::reserve(self, &req).await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError> {
+        complete::complete(self, &batch).await
+    }
+
+    async fn heartbeat(
+        &self,
+        leases: Vec<LeaseRef>,
+        lease: Duration,
+    ) -> Result<Vec<LeaseRef>, BackendError> {
+        reserve::heartbeat(self, leases, lease).await
+    }
+
+    async fn release(&self, leases: Vec<LeaseRef>) -> Result<u64, BackendError> {
+        reserve::release(self, &leases).await
+    }
+
+    async fn cancel(&self, target: CancelTarget, reason: &str) -> Result<u64, BackendError> {
+        steer::cancel(self, &target, reason).await
+    }
+
+    async fn retry_run(&self, run: &RunName) -> Result<u64, BackendError> {
+        steer::retry_run(self, run).await
+    }
+
+    async fn run_progress(&self, run: &RunName) -> Result<Option<RunProgress>, BackendError> {
+        read::run_progress(self, run).await
+    }
+
+    async fn list_runs(&self, limit: usize) -> Result<Vec<RunProgress>, BackendError> {
+        read::list_runs(self, limit).await
+    }
+
+    async fn run_failures(
+        &self,
+        run: &RunName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<JobFailure>, BackendError> {
+        read::run_failures(self, run, after, limit).await
+    }
+
+    async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError> {
+        read::job(self, id).await
+    }
+
+    async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
+        read::queue_depth(self, queue, cap).await
+    }
+
+    async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError> {
+        read::queue_depths(self).await
+    }
+
+    async fn events(
+        &self,
+        after: u64,
+        limit: usize,
+        wait: Duration,
+    ) -> Result<Vec<JobEvent>, BackendError> {
+        feed::events(self, after, limit, wait).await
+    }
+
+    async fn last_event(&self) -> Result<u64, BackendError> {
+        feed::last(self).await
+    }
+
+    async fn claim_locks(
+        &self,
+        owner: &str,
+        keys: &[String],
+        ttl: Duration,
+    ) -> Result<LockClaim, BackendError> {
+        steer::claim_locks(self, owner, keys, ttl).await
+    }
+
+    async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError> {
+        steer::release_locks(self, owner, keys).await
+    }
+
+    async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError> {
+        read::effect(self, key).await
+    }
+
+    async fn record_effect(
+        &self,
+        key: &str,
+        job: Option<JobId>,
+        value: &str,
+    ) -> Result<bool, BackendError> {
+        steer::record_effect(self, key, job, value).await
+    }
+
+    async fn claim_finish_hook(
+        &self,
+        run: &RunName,
+        hook: &str,
+        finish: u32,
+    ) -> Result<bool, BackendError> {
+        steer::claim_finish_hook(self, run, hook, finish).await
+    }
+}

@@ -1,0 +1,245 @@
+//! Reads: plain commands on the counters and indexes the scripts maintain, so none of
+//! them scans jobs.
+
+use std::collections::HashMap;
+
+use tranche_types::{
+    AttemptError, BackendError, Effect, JobFailure, JobId, JobRecord, JobState, QueueDepth,
+    RunName, RunProgress, Timestamp,
+};
+
+use crate::{store, RedisBackend};
+
+type Fields = HashMap<String, String>;
+
+fn num(f: &Fields, k: &str) -> i64 {
+    f.get(k).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn opt_num(f: &Fields, k: &str) -> Option<i64> {
+    f.get(k).and_then(|v| v.parse().ok())
+}
+
+fn progress(name: &str, f: &Fields) -> RunProgress {
+    let n = |k| num(f, k).max(0) as u64;
+    RunProgress {
+        run: RunName::new(name).ok(),
+        total: n("total"),
+        pending: n("pending"),
+        available: n("available"),
+        running: n("running"),
+        succeeded: n("succeeded"),
+        failed: n("failed"),
+        cancelled: n("cancelled"),
+        created_at: opt_num(f, "created").map(Timestamp),
+        finished_at: opt_num(f, "fin").map(Timestamp),
+        finishes: num(f, "finishes").max(0) as u32,
+    }
+}
+
+pub async fn run_progress(
+    b: &RedisBackend,
+    run: &RunName,
+) -> Result<Option<RunProgress>, BackendError> {
+    let f: Fields = redis::cmd("HGETALL")
+        .arg(b.keys.run(run.as_str()))
+        .query_async(&mut b.conn())
+        .await
+        .map_err(store("read run progress"))?;
+    Ok((!f.is_empty()).then(|| progress(run.as_str(), &f)))
+}
+
+pub async fn list_runs(b: &RedisBackend, limit: usize) -> Result<Vec<RunProgress>, BackendError> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut conn = b.conn();
+    let names: Vec<String> = redis::cmd("ZRANGE")
+        .arg(b.keys.runs())
+        .arg(0)
+        .arg(limit as i64 - 1)
+        .arg("REV")
+        .query_async(&mut conn)
+        .await
+        .map_err(store("list runs"))?;
+    let mut pipe = redis::pipe();
+    for n in &names {
+        pipe.cmd("HGETALL").arg(b.keys.run(n));
+    }
+    let all: Vec<Fields> = pipe
+        .query_async(&mut conn)
+        .await
+        .map_err(store("list runs"))?;
+    // A run whose data expired after its retention is left out.
+    Ok(names
+        .iter()
+        .zip(all)
+        .filter(|(_, f)| !f.is_empty())
+        .map(|(n, f)| progress(n, &f))
+        .collect())
+}
+
+pub async fn run_failures(
+    b: &RedisBackend,
+    run: &RunName,
+    after: Option<JobId>,
+    limit: usize,
+) -> Result<Vec<JobFailure>, BackendError> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut conn = b.conn();
+    let min = after.map_or("-inf".to_string(), |a| format!("({}", a.0));
+    let ids: Vec<i64> = redis::cmd("ZRANGEBYSCORE")
+        .arg(b.keys.failures(run.as_str()))
+        .arg(min)
+        .arg("+inf")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(limit)
+        .query_async(&mut conn)
+        .await
+        .map_err(store("list failures"))?;
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.cmd("HMGET")
+            .arg(b.keys.job(*id))
+            .arg(&["kind", "att", "err", "fi"]);
+    }
+    let rows: Vec<Vec<Option<String>>> = pipe
+        .query_async(&mut conn)
+        .await
+        .map_err(store("list failures"))?;
+    Ok(ids
+        .into_iter()
+        .zip(rows)
+        .filter_map(|(id, row)| {
+            let [kind, att, err, fi] = <[Option<String>; 4]>::try_from(row).ok()?;
+            Some(JobFailure {
+                id: JobId(id),
+                kind: kind?,
+                attempt: att.and_then(|a| a.parse().ok()).unwrap_or(0),
+                error: err.unwrap_or_default(),
+                finished_at: fi.and_then(|f| f.parse().ok()).map(Timestamp),
+            })
+        })
+        .collect())
+}
+
+pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, BackendError> {
+    let (f, errors): (Fields, Vec<String>) = redis::pipe()
+        .cmd("HGETALL")
+        .arg(b.keys.job(id.0))
+        .cmd("LRANGE")
+        .arg(b.keys.errors(id.0))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut b.conn())
+        .await
+        .map_err(store("read job"))?;
+    if f.is_empty() {
+        return Ok(None);
+    }
+    let text = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let run = RunName::new(text("run")).map_err(|e| BackendError::store("read job", e))?;
+    let state = JobState::from_code(num(&f, "st")).unwrap_or(JobState::Failed);
+    let errors = errors
+        .iter()
+        .filter_map(|e| {
+            let mut parts = e.splitn(3, '|');
+            Some(AttemptError {
+                attempt: parts.next()?.parse().ok()?,
+                at: Timestamp(parts.next()?.parse().ok()?),
+                error: parts.next()?.to_string(),
+            })
+        })
+        .collect();
+    Ok(Some(JobRecord {
+        id,
+        run,
+        kind: text("kind"),
+        queue: text("q"),
+        state,
+        attempt: num(&f, "att").max(0) as u32,
+        max_attempts: num(&f, "max").max(0) as u32,
+        args: text("args"),
+        input: f.get("in").cloned(),
+        result: f.get("res").cloned(),
+        error: f.get("err").cloned(),
+        errors,
+        unique_key: f.get("uk").cloned(),
+        next: opt_num(&f, "nx").map(JobId),
+        created_at: Timestamp(num(&f, "cr")),
+        available_at: Timestamp(num(&f, "av")),
+        started_at: opt_num(&f, "sa").map(Timestamp),
+        finished_at: opt_num(&f, "fi").map(Timestamp),
+    }))
+}
+
+pub async fn effect(b: &RedisBackend, key: &str) -> Result<Option<Effect>, BackendError> {
+    let f: Fields = redis::cmd("HGETALL")
+        .arg(b.keys.effect(key))
+        .query_async(&mut b.conn())
+        .await
+        .map_err(store("read effect"))?;
+    if f.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Effect {
+        key: key.to_string(),
+        job: opt_num(&f, "job").map(JobId),
+        value: f.get("value").cloned().unwrap_or_default(),
+        at: Timestamp(num(&f, "at")),
+    }))
+}
+
+/// Ready plus scheduled: two counts, whatever the depth.
+pub async fn queue_depth(b: &RedisBackend, queue: &str, cap: u64) -> Result<u64, BackendError> {
+    let (ready, scheduled): (u64, u64) = redis::pipe()
+        .cmd("ZCARD")
+        .arg(b.keys.ready(queue))
+        .cmd("ZCARD")
+        .arg(b.keys.scheduled(queue))
+        .query_async(&mut b.conn())
+        .await
+        .map_err(store("count queue depth"))?;
+    Ok((ready + scheduled).min(cap))
+}
+
+/// Three counts per known queue; queues with nothing waiting or running are left out.
+pub async fn queue_depths(b: &RedisBackend) -> Result<Vec<QueueDepth>, BackendError> {
+    let mut conn = b.conn();
+    let mut queues: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(b.keys.queues())
+        .query_async(&mut conn)
+        .await
+        .map_err(store("count queue depths"))?;
+    queues.sort();
+    let mut pipe = redis::pipe();
+    for q in &queues {
+        pipe.cmd("ZCARD")
+            .arg(b.keys.ready(q))
+            .cmd("ZCARD")
+            .arg(b.keys.scheduled(q))
+            .cmd("HGET")
+            .arg(b.keys.running())
+            .arg(q);
+    }
+    let counts: Vec<Option<i64>> = pipe
+        .query_async(&mut conn)
+        .await
+        .map_err(store("count queue depths"))?;
+    Ok(queues
+        .into_iter()
+        .zip(counts.chunks(3))
+        .filter_map(|(queue, c)| {
+            let n = |i: usize| c.get(i).copied().flatten().unwrap_or(0).max(0) as u64;
+            let d = QueueDepth {
+                queue,
+                available: n(0) + n(1),
+                running: n(2),
+            };
+            (d.available > 0 || d.running > 0).then_some(d)
+        })
+        .collect())
+}

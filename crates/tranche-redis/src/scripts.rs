@@ -1,0 +1,62 @@
+//! The Lua scripts, each with the shared library (`common.lua`) prepended, and the
+//! arguments every one of them takes first.
+
+use redis::{Script, ScriptInvocation};
+
+use crate::RedisBackend;
+
+macro_rules! script {
+    ($file:literal) => {
+        Script::new(&format!(
+            "{}\n{}",
+            include_str!("scripts/common.lua"),
+            include_str!(concat!("scripts/", $file))
+        ))
+    };
+}
+
+pub struct Scripts {
+    pub enqueue: Script,
+    pub reserve: Script,
+    pub complete: Script,
+    pub heartbeat: Script,
+    pub release: Script,
+    pub cancel: Script,
+    pub retry_run: Script,
+    pub claim_locks: Script,
+    pub release_locks: Script,
+    pub record_effect: Script,
+    pub claim_finish_hook: Script,
+}
+
+impl Scripts {
+    pub fn new() -> Self {
+        Scripts {
+            enqueue: script!("enqueue.lua"),
+            reserve: script!("reserve.lua"),
+            complete: script!("complete.lua"),
+            heartbeat: script!("heartbeat.lua"),
+            release: script!("release.lua"),
+            cancel: script!("cancel.lua"),
+            retry_run: script!("retry_run.lua"),
+            claim_locks: script!("claim_locks.lua"),
+            release_locks: script!("release_locks.lua"),
+            record_effect: script!("record_effect.lua"),
+            claim_finish_hook: script!("claim_finish_hook.lua"),
+        }
+    }
+}
+
+impl RedisBackend {
+    /// An invocation with the common arguments filled in: the prefix as the one key
+    /// (it routes the call to the prefix's slot), now from the clock, the retention and
+    /// the feed's length bound.
+    pub(crate) fn invoke<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        inv.key(&self.keys.prefix)
+            .arg(self.options.clock.now().micros())
+            .arg(self.options.retention.as_secs().max(1))
+            .arg(self.options.feed_max_len);
+        inv
+    }
+}

@@ -1,0 +1,316 @@
+-- Shared by every script (prepended to each): key names, counters, the change feed,
+-- readiness, and the cascades of an ended job (chain successors, group callbacks, run
+-- finish). Every script gets KEYS[1] = the prefix (its hash tag puts every key built
+-- from it in one cluster slot) and ARGV[1..3] = now (micros, from the backend's
+-- clock: Redis TIME is never used), retention in seconds, feed max length.
+local P = KEYS[1]
+local NOW = tonumber(ARGV[1])
+local KEEP = tonumber(ARGV[2])
+local FEED_MAX = ARGV[3]
+local A = 4 -- the first script-specific argument
+
+-- Lua formats big numbers as 1.8e+15; job ids and micros must stay exact integers.
+local function S(n) return string.format('%d', n) end
+
+local PENDING, AVAILABLE, RUNNING, SUCCEEDED, FAILED, CANCELLED = 0, 1, 2, 3, 4, 5
+local COUNTER = { [0] = 'pending', 'available', 'running', 'succeeded', 'failed', 'cancelled' }
+
+local function jk(id) return P .. 'j:' .. id end
+local function ek(id) return P .. 'e:' .. id end
+local function rk(run) return P .. 'r:' .. run end
+
+local touched, touched_list = {}, {}
+local woken, woken_list = {}, {}
+local feed_moved = false
+local cancelled_count = 0
+
+local function wake(queue)
+  if not woken[queue] then
+    woken[queue] = true
+    woken_list[#woken_list + 1] = queue
+  end
+end
+
+-- A job moved from `from` (nil: just created) to `to`: the run's counters move and
+-- the feed gets its event, both inside this script, so they commit with the change.
+local function moved(id, run, from, to)
+  local r = rk(run)
+  if from == nil then
+    redis.call('HINCRBY', r, 'total', 1)
+  else
+    redis.call('HINCRBY', r, COUNTER[from], -1)
+  end
+  redis.call('HINCRBY', r, COUNTER[to], 1)
+  if to == CANCELLED then cancelled_count = cancelled_count + 1 end
+  if not touched[run] then
+    touched[run] = true
+    touched_list[#touched_list + 1] = run
+  end
+  local seq = redis.call('INCR', P .. 'seq:ev')
+  redis.call('XADD', P .. 'feed', 'MAXLEN', '~', FEED_MAX, S(seq) .. '-0',
+    'j', S(id), 'r', run, 's', S(to), 'a', S(NOW))
+  feed_moved = true
+end
+
+-- Ready jobs sort by priority (the score), then available_at and id (the member, fixed
+-- width so that lexical order is numeric order).
+local function ready_member(avail, id) return string.format('%017d:%019d', avail, id) end
+
+local function make_available(id, queue, prio, avail)
+  if avail <= NOW then
+    redis.call('ZADD', P .. 'qr:' .. queue, prio, ready_member(avail, id))
+  else
+    redis.call('ZADD', P .. 'qs:' .. queue, avail, S(id))
+  end
+  wake(queue)
+end
+
+local function unready(id, queue, avail)
+  redis.call('ZREM', P .. 'qr:' .. queue, ready_member(avail, id))
+  redis.call('ZREM', P .. 'qs:' .. queue, S(id))
+end
+
+local function unlease(id, queue)
+  redis.call('ZREM', P .. 'leased', S(id))
+  redis.call('HINCRBY', P .. 'qrun', queue, -1)
+end
+
+-- An ended job's data expires after the retention; a revived one keeps it again.
+local function ended(id, run)
+  redis.call('SREM', P .. 'live:' .. run, S(id))
+  redis.call('EXPIRE', jk(id), KEEP)
+  redis.call('EXPIRE', ek(id), KEEP)
+end
+
+local function revived(id, run)
+  redis.call('SADD', P .. 'live:' .. run, S(id))
+  redis.call('PERSIST', jk(id))
+  redis.call('PERSIST', ek(id))
+end
+
+local function record_error(id, attempt, err)
+  redis.call('RPUSH', ek(id), S(attempt) .. '|' .. S(NOW) .. '|' .. err)
+end
+
+local RUN_KEYS = { 'r:', 'live:', 'fail:', 'cfail:', 'uq:', 'hook:' }
+
+local function keep_run(run, expire)
+  for _, k in ipairs(RUN_KEYS) do
+    if expire then
+      redis.call('EXPIRE', P .. k .. run, KEEP)
+    else
+      redis.call('PERSIST', P .. k .. run)
+    end
+  end
+end
+
+local function ensure_run(run)
+  local r = rk(run)
+  if redis.call('EXISTS', r) == 0 then
+    local id = redis.call('INCR', P .. 'seq:run')
+    redis.call('HSET', r, 'id', S(id), 'created', S(NOW), 'total', 0, 'pending', 0,
+      'available', 0, 'running', 0, 'succeeded', 0, 'failed', 0, 'cancelled', 0,
+      'finishes', 0)
+    redis.call('ZADD', P .. 'runs', id, run)
+  end
+  keep_run(run, false)
+end
+
+-- A spec is 8 arguments: kind, queue, args, max_attempts, priority, has unique key
+-- ('1'/'0'), unique key, not_before ('' for none). Returns the new job's id.
+local function insert(run, spec, state, id, next_id, group)
+  local kind, queue, args, max, prio, has_uk, uk, nb =
+    spec[1], spec[2], spec[3], spec[4], tonumber(spec[5]), spec[6], spec[7], spec[8]
+  local avail = NOW
+  if nb ~= '' and tonumber(nb) > NOW then avail = tonumber(nb) end
+  local fields = { 'run', run, 'kind', kind, 'q', queue, 'st', S(state), 'pr', S(prio),
+    'att', 0, 'max', max, 'av', S(avail), 'cr', S(NOW), 'args', args }
+  if next_id then fields[#fields + 1] = 'nx'; fields[#fields + 1] = S(next_id) end
+  if group then fields[#fields + 1] = 'gr'; fields[#fields + 1] = S(group) end
+  if has_uk == '1' then
+    fields[#fields + 1] = 'uk'; fields[#fields + 1] = uk
+    redis.call('HSETNX', P .. 'uq:' .. run, uk, S(id))
+  end
+  redis.call('HSET', jk(id), unpack(fields))
+  redis.call('SADD', P .. 'live:' .. run, S(id))
+  redis.call('SADD', P .. 'queues', queue)
+  moved(id, run, nil, state)
+  if state == AVAILABLE then make_available(id, queue, prio, avail) end
+end
+
+-- Make a pending job runnable with `input`; a no-op unless it is pending.
+local function release_pending(id, input)
+  local v = redis.call('HMGET', jk(id), 'st', 'run', 'q', 'pr', 'av')
+  if tonumber(v[1]) ~= PENDING then return end
+  local avail = math.max(tonumber(v[5]), NOW)
+  redis.call('HSET', jk(id), 'st', S(AVAILABLE), 'in', input, 'av', S(avail))
+  moved(id, v[2], PENDING, AVAILABLE)
+  make_available(id, v[3], tonumber(v[4]), avail)
+end
+
+-- The members' outcomes as JSON, in member order. Results are JSON text already:
+-- embedded as they are when they parse, left out otherwise.
+local function group_outcomes(group)
+  local members = redis.call('LRANGE', P .. 'gm:' .. group, 0, -1)
+  local parts = {}
+  for i, m in ipairs(members) do
+    local v = redis.call('HMGET', jk(m), 'st', 'res', 'err')
+    local st = COUNTER[tonumber(v[1]) or FAILED]
+    local s = '{"job":' .. m .. ',"state":"' .. st .. '"'
+    if v[2] and pcall(cjson.decode, v[2]) then s = s .. ',"result":' .. v[2] end
+    if v[3] then s = s .. ',"error":' .. cjson.encode(v[3]) end
+    parts[i] = s .. '}'
+  end
+  return '[' .. table.concat(parts, ',') .. ']'
+end
+
+-- The group's own keys are read again only by a run retry, within the retention.
+local function release_callback(group)
+  local cb = redis.call('HGET', P .. 'g:' .. group, 'cb')
+  release_pending(cb, group_outcomes(group))
+  redis.call('EXPIRE', P .. 'g:' .. group, KEEP)
+  redis.call('EXPIRE', P .. 'gm:' .. group, KEEP)
+end
+
+local function member_ended(group)
+  local left = redis.call('HINCRBY', P .. 'g:' .. group, 'left', -1)
+  if left == 0 then release_callback(group) end
+end
+
+-- End a job that has not ended yet (state `from`) as cancelled.
+local function cancel_one(id, v_run, from, queue, avail, why, upstream_failed)
+  if from == AVAILABLE then unready(id, queue, avail) end
+  if from == RUNNING then unlease(id, queue) end
+  redis.call('HSET', jk(id), 'st', S(CANCELLED), 'err', why, 'fi', S(NOW),
+    'uf', upstream_failed and '1' or '0')
+  redis.call('HDEL', jk(id), 'lu')
+  moved(id, v_run, from, CANCELLED)
+  if upstream_failed then redis.call('SADD', P .. 'cfail:' .. v_run, S(id)) end
+  ended(id, v_run)
+end
+
+-- Cancel the chain steps from `next_id` on that have not ended.
+local function cancel_successors(next_id, why, upstream_failed)
+  local cursor = next_id
+  while cursor do
+    local v = redis.call('HMGET', jk(cursor), 'st', 'run', 'nx', 'gr', 'q', 'av')
+    if not v[1] then break end
+    local st = tonumber(v[1])
+    if st < SUCCEEDED then
+      cancel_one(cursor, v[2], st, v[5], tonumber(v[6]), why, upstream_failed)
+      if v[4] then member_ended(v[4]) end
+    end
+    cursor = v[3]
+  end
+end
+
+-- A job ended without success: cancel the rest of its chain and count it for its
+-- group. `failed` marks the cancelled successors as revivable by a run retry.
+local function job_ended(id, next_id, group, failed)
+  if next_id then
+    local why
+    if failed then
+      why = 'upstream job ' .. id .. ' failed'
+    else
+      why = 'upstream job ' .. id .. ' was cancelled'
+    end
+    cancel_successors(next_id, why, failed)
+  end
+  if group then member_ended(group) end
+end
+
+-- Apply one attempt's result if the attempt still holds the job; false if stale.
+-- kind: s(ucceeded) payload=result, r(etry) payload=error at, z (snooze) at,
+-- c(ancelled) payload=reason, f(ailed) payload=error.
+local function apply_resolution(id, attempt, kind, payload, at)
+  local k = jk(id)
+  local v = redis.call('HMGET', k, 'st', 'att', 'max', 'run', 'q', 'pr', 'nx', 'gr')
+  if tonumber(v[1]) ~= RUNNING or tonumber(v[2]) ~= tonumber(attempt) then return false end
+  local att, max, run, queue, prio, nx, gr =
+    tonumber(v[2]), tonumber(v[3]), v[4], v[5], tonumber(v[6]), v[7], v[8]
+  unlease(id, queue)
+  redis.call('HDEL', k, 'lu')
+  if kind == 's' then
+    redis.call('HSET', k, 'st', S(SUCCEEDED), 'res', payload, 'fi', S(NOW))
+    redis.call('HDEL', k, 'err')
+    moved(id, run, RUNNING, SUCCEEDED)
+    ended(id, run)
+    if nx then release_pending(nx, payload) end
+    if gr then member_ended(gr) end
+  elseif kind == 'r' then
+    local avail = math.max(tonumber(at), NOW)
+    record_error(id, att, payload)
+    if att >= max then
+      redis.call('HSET', k, 'st', S(FAILED), 'fi', S(NOW), 'av', S(avail), 'err', payload)
+      moved(id, run, RUNNING, FAILED)
+      redis.call('ZADD', P .. 'fail:' .. run, id, S(id))
+      ended(id, run)
+      job_ended(id, nx, gr, true)
+    else
+      redis.call('HSET', k, 'st', S(AVAILABLE), 'av', S(avail), 'err', payload)
+      moved(id, run, RUNNING, AVAILABLE)
+      make_available(id, queue, prio, avail)
+    end
+  elseif kind == 'z' then
+    local avail = math.max(tonumber(at), NOW)
+    redis.call('HSET', k, 'st', S(AVAILABLE), 'att', S(att - 1), 'av', S(avail))
+    moved(id, run, RUNNING, AVAILABLE)
+    make_available(id, queue, prio, avail)
+  elseif kind == 'c' then
+    redis.call('HSET', k, 'st', S(CANCELLED), 'err', payload, 'fi', S(NOW))
+    moved(id, run, RUNNING, CANCELLED)
+    ended(id, run)
+    job_ended(id, nx, gr, false)
+  else
+    record_error(id, att, payload)
+    redis.call('HSET', k, 'st', S(FAILED), 'err', payload, 'fi', S(NOW))
+    moved(id, run, RUNNING, FAILED)
+    redis.call('ZADD', P .. 'fail:' .. run, id, S(id))
+    ended(id, run)
+    job_ended(id, nx, gr, true)
+  end
+  return true
+end
+
+local SPEC_ARGS = 8
+local function spec_at(i)
+  return { ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+    ARGV[i + 6], ARGV[i + 7] }
+end
+
+-- Mark runs that just finished (enqueueing their on-done job) or were reopened; then
+-- wake waiting reserves and feed readers. Called once at the end of every script.
+local function finish()
+  local i = 1
+  while i <= #touched_list do
+    local run = touched_list[i]
+    local r = rk(run)
+    local v = redis.call('HMGET', r, 'total', 'succeeded', 'failed', 'cancelled', 'fin', 'od')
+    local total = tonumber(v[1]) or 0
+    local done = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
+    if total > 0 and done == total and not v[5] then
+      redis.call('HSET', r, 'fin', S(NOW))
+      redis.call('HINCRBY', r, 'finishes', 1)
+      if v[6] then
+        local od = redis.call('HMGET', r, 'od_kind', 'od_q', 'od_args', 'od_max', 'od_pr',
+          'od_hasuk', 'od_uk', 'od_nb')
+        local hook_run = run .. '/done'
+        ensure_run(hook_run)
+        local existing = false
+        if od[6] == '1' then existing = redis.call('HGET', P .. 'uq:' .. hook_run, od[7]) end
+        if not existing then
+          insert(hook_run, od, AVAILABLE, redis.call('INCR', P .. 'seq:job'), nil, nil)
+        end
+      end
+      keep_run(run, true)
+    elseif done < total and v[5] then
+      redis.call('HDEL', r, 'fin')
+      keep_run(run, false)
+    end
+    i = i + 1
+  end
+  for _, q in ipairs(woken_list) do
+    redis.call('PUBLISH', P .. 'wake', 'q:' .. q)
+  end
+  if feed_moved then redis.call('PUBLISH', P .. 'wake', 'f') end
+end

@@ -1,0 +1,17 @@
+-- Extend leases to ARGV[A]. ARGV from A + 1, 2 per lease: job, attempt. Returns the
+-- indexes (1-based) of the leases no longer held.
+local until_at = tonumber(ARGV[A])
+local lost = {}
+local i, n = A + 1, 1
+while i <= #ARGV do
+  local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
+  local v = redis.call('HMGET', jk(id), 'st', 'att')
+  if tonumber(v[1]) == RUNNING and tonumber(v[2]) == attempt then
+    redis.call('HSET', jk(id), 'lu', S(until_at))
+    redis.call('ZADD', P .. 'leased', until_at, id)
+  else
+    lost[#lost + 1] = S(n)
+  end
+  i, n = i + 2, n + 1
+end
+return lost

@@ -1,0 +1,54 @@
+-- Lease up to `max` ready jobs of a queue, after recovering expired leases (of every
+-- queue) and promoting the queue's scheduled jobs that are due. ARGV from A: queue,
+-- max, lease_until. Returns 8 values per job (id, run, kind, args, input, attempt,
+-- max_attempts, available_at), or, when none was ready, one value: the time the next
+-- scheduled job of the queue is due ('' when there is none).
+local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2])
+-- Bounded per call so one reserve never blocks the server for long; the rest are
+-- recovered by the next reserves.
+local BOUND = 1000
+
+local expired = redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', '(' .. S(NOW), 'LIMIT', 0, BOUND)
+for _, id in ipairs(expired) do
+  local att = redis.call('HGET', jk(id), 'att')
+  if att then
+    apply_resolution(id, att, 'r',
+      'lease expired: the worker running attempt ' .. att .. ' stopped heartbeating', S(NOW))
+  else
+    redis.call('ZREM', P .. 'leased', id)
+  end
+end
+
+local qr, qs = P .. 'qr:' .. queue, P .. 'qs:' .. queue
+local due = redis.call('ZRANGEBYSCORE', qs, '-inf', S(NOW), 'LIMIT', 0, BOUND)
+for _, id in ipairs(due) do
+  redis.call('ZREM', qs, id)
+  local v = redis.call('HMGET', jk(id), 'pr', 'av', 'st')
+  if tonumber(v[3]) == AVAILABLE then
+    redis.call('ZADD', qr, tonumber(v[1]), ready_member(tonumber(v[2]), tonumber(id)))
+  end
+end
+
+local out = {}
+local popped = redis.call('ZPOPMIN', qr, max)
+for p = 1, #popped, 2 do
+  local id = S(tonumber(string.sub(popped[p], 19)))
+  local k = jk(id)
+  local v = redis.call('HMGET', k, 'st', 'run', 'kind', 'args', 'in', 'att', 'max', 'av')
+  if tonumber(v[1]) == AVAILABLE then
+    local att = tonumber(v[6]) + 1
+    redis.call('HSET', k, 'st', S(RUNNING), 'att', S(att), 'lu', S(lease_until), 'sa', S(NOW))
+    redis.call('ZADD', P .. 'leased', lease_until, id)
+    redis.call('HINCRBY', P .. 'qrun', queue, 1)
+    moved(id, v[2], AVAILABLE, RUNNING)
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, v[2], v[3], v[4]
+    out[n + 5], out[n + 6], out[n + 7], out[n + 8] = v[5], S(att), v[7], v[8]
+  end
+end
+if #out == 0 then
+  local next_at = redis.call('ZRANGE', qs, 0, 0, 'WITHSCORES')
+  if next_at[2] then out[1] = S(tonumber(next_at[2])) else out[1] = '' end
+end
+finish()
+return out

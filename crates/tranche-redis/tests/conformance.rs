@@ -1,0 +1,97 @@
+//! The shared conformance suite, run against a real redis-server (one per test process,
+//! a fresh key prefix per backend).
+
+mod server;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tranche_backend_tests as suite;
+use tranche_core::Backend;
+use tranche_redis::{RedisBackend, RedisOptions};
+use tranche_types::Clock;
+
+/// The server shared by this process's tests; None when redis-server is missing.
+fn shared() -> Option<&'static str> {
+    static SERVER: OnceLock<Option<(tempfile::TempDir, server::Server, String)>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            if !server::available() {
+                return None;
+            }
+            let dir = tempfile::tempdir().expect("temp dir");
+            let s = server::Server::start(dir.path(), false);
+            let url = s.url();
+            Some((dir, s, url))
+        })
+        .as_ref()
+        .map(|(_, _, url)| url.as_str())
+}
+
+async fn open(url: &str, prefix: String, clock: Arc<dyn Clock>) -> Arc<dyn Backend> {
+    let options = RedisOptions {
+        url: url.to_string(),
+        prefix,
+        clock,
+        poll_interval: Duration::from_millis(100),
+        ..RedisOptions::default()
+    };
+    Arc::new(
+        RedisBackend::connect(options)
+            .await
+            .expect("connect redis backend"),
+    )
+}
+
+async fn make(clock: Arc<dyn Clock>) -> Arc<dyn Backend> {
+    let url = shared().expect("checked by the test");
+    open(url, server::fresh_prefix(), clock).await
+}
+
+macro_rules! area {
+    ($($name:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            if shared().is_none() {
+                return;
+            }
+            suite::$name::all(&make).await;
+        }
+    )*};
+}
+
+area!(
+    enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, feed, worker
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_kill_and_resume() {
+    let Some(url) = shared() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = server::fresh_prefix();
+    let backend = open(url, prefix.clone(), Arc::new(tranche_types::SystemClock)).await;
+    suite::crash::kill_and_resume(backend, dir.path(), 2000, |log| {
+        suite::crash::spawn_self(
+            log,
+            &[
+                ("TRANCHE_CRASH_REDIS_URL", url.to_string()),
+                ("TRANCHE_CRASH_PREFIX", prefix.clone()),
+            ],
+        )
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of crash_kill_and_resume"]
+async fn crash_child() {
+    let (Ok(log), Ok(url), Ok(prefix)) = (
+        std::env::var(suite::crash::CHILD_ENV),
+        std::env::var("TRANCHE_CRASH_REDIS_URL"),
+        std::env::var("TRANCHE_CRASH_PREFIX"),
+    ) else {
+        return;
+    };
+    let backend = open(&url, prefix, Arc::new(tranche_types::SystemClock)).await;
+    suite::crash::child(backend, log.into()).await;
+}

@@ -1,0 +1,158 @@
+//! What only the Redis backend has: prefix checks, on-done names checked up front, and
+//! the retention of ended data.
+
+mod server;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tranche_core::Backend;
+use tranche_redis::{RedisBackend, RedisOptions};
+use tranche_types::{
+    BackendError, Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution,
+    RunName,
+};
+
+fn shared() -> Option<&'static str> {
+    static SERVER: OnceLock<Option<(tempfile::TempDir, server::Server, String)>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            if !server::available() {
+                return None;
+            }
+            let dir = tempfile::tempdir().expect("temp dir");
+            let s = server::Server::start(dir.path(), false);
+            let url = s.url();
+            Some((dir, s, url))
+        })
+        .as_ref()
+        .map(|(_, _, url)| url.as_str())
+}
+
+fn options(url: &str, prefix: &str) -> RedisOptions {
+    RedisOptions {
+        url: url.to_string(),
+        prefix: prefix.to_string(),
+        retention: Duration::from_secs(60),
+        ..RedisOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn prefix_needs_one_hash_tag() {
+    let Some(url) = shared() else { return };
+    for bad in ["tranche:", "{a}{b}:"] {
+        let err = RedisBackend::connect(options(url, bad))
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                BackendError::Invalid {
+                    field: "prefix",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn on_done_run_name_is_checked_up_front() {
+    let Some(url) = shared() else { return };
+    let b = RedisBackend::connect(options(url, &server::fresh_prefix()))
+        .await
+        .unwrap();
+    let long = RunName::new("r".repeat(198)).unwrap();
+    let err = b
+        .enqueue(EnqueueRequest {
+            run: long.clone(),
+            items: vec![EnqueueItem::Job(JobSpec::new("x", "1"))],
+            on_done: Some(JobSpec::new("hook", "{}")),
+        })
+        .await
+        .expect_err("the on-done run name would be too long");
+    assert!(
+        matches!(
+            err,
+            BackendError::Invalid {
+                field: "on_done",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(b.run_progress(&long).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn ended_jobs_and_finished_runs_expire() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let b = Arc::new(RedisBackend::connect(options(url, &prefix)).await.unwrap());
+    let run = RunName::new("ttl/a").unwrap();
+    let out = b
+        .enqueue(EnqueueRequest {
+            run: run.clone(),
+            items: vec![
+                EnqueueItem::Job(JobSpec::new("x", "1")),
+                EnqueueItem::Job(JobSpec::new("x", "2")),
+            ],
+            on_done: None,
+        })
+        .await
+        .unwrap();
+    let conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let ttl = |key: String| {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("TTL")
+                .arg(key)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    let (a, c) = (out[0].ids[0].0, out[1].ids[0].0);
+    assert_eq!(
+        ttl(format!("{prefix}j:{a}")).await,
+        -1,
+        "a live job is kept"
+    );
+    let jobs = b
+        .reserve(ReserveRequest {
+            queue: "default".into(),
+            max: 1,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    b.complete(vec![Completion {
+        lease: jobs[0].lease(),
+        resolution: Resolution::Succeeded {
+            result: "null".into(),
+        },
+    }])
+    .await
+    .unwrap();
+    let t = ttl(format!("{prefix}j:{}", jobs[0].id.0)).await;
+    assert!((1..=60).contains(&t), "an ended job expires: ttl {t}");
+    assert_eq!(
+        ttl(format!("{prefix}r:ttl/a")).await,
+        -1,
+        "an open run is kept"
+    );
+    b.cancel(tranche_types::CancelTarget::Run(run.clone()), "done")
+        .await
+        .unwrap();
+    let t = ttl(format!("{prefix}r:ttl/a")).await;
+    assert!((1..=60).contains(&t), "a finished run expires: ttl {t}");
+    let t = ttl(format!("{prefix}j:{c}")).await;
+    assert!((1..=60).contains(&t), "a cancelled job expires: ttl {t}");
+}

@@ -1,0 +1,125 @@
+//! The Redis server crashes (SIGKILL) in the middle of a run and comes back with its
+//! append-only file: the worker rides through the outage, and every job ends succeeded
+//! exactly once (fencing refuses any duplicate completion).
+
+mod server;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tranche_core::{
+    wait_finished, Backend, Engine, JobContext, Registry, TaskOptions, WorkerConfig,
+};
+use tranche_redis::{RedisBackend, RedisOptions};
+use tranche_types::{EnqueueItem, JobState, RunName, SystemClock};
+
+const JOBS: u64 = 400;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_survives_a_server_restart() {
+    if !server::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let redis = server::Server::start(dir.path(), true);
+    let backend: Arc<dyn Backend> = Arc::new(
+        RedisBackend::connect(RedisOptions {
+            url: redis.url(),
+            prefix: server::fresh_prefix(),
+            clock: Arc::new(SystemClock),
+            poll_interval: Duration::from_millis(100),
+            ..RedisOptions::default()
+        })
+        .await
+        .expect("connect"),
+    );
+    let mut reg = Registry::new();
+    reg.register(
+        "restart.job",
+        TaskOptions::default(),
+        |_ctx: JobContext, i: u64| async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok::<_, String>(i)
+        },
+    );
+    let engine = Engine::new(backend.clone(), reg);
+    let run = RunName::new("restart/night").unwrap();
+    let items = (0..JOBS)
+        .map(|i| EnqueueItem::Job(engine.job("restart.job", &i).unwrap()))
+        .collect();
+    engine.enqueue(&run, items).await.expect("enqueue");
+
+    let config = WorkerConfig {
+        reserve_wait: Duration::from_millis(200),
+        grace: Duration::from_secs(10),
+        ..WorkerConfig::default()
+    }
+    .queues(["default"], 16)
+    .lease(Duration::from_secs(5));
+    let worker = engine.worker(config).expect("worker");
+    let stats = worker.stats();
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    let handle = tokio::spawn(async move { worker.run(s).await });
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = backend.run_progress(&run).await.unwrap().unwrap();
+        if p.succeeded >= JOBS / 4 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no progress before the crash: {p:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    redis.kill();
+    let down = backend.run_progress(&run).await;
+    assert!(down.is_err(), "the server is down: {down:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis.launch();
+    let restarted = Instant::now();
+
+    let p = wait_finished(
+        &*backend,
+        &run,
+        Duration::from_millis(20),
+        Some(Duration::from_secs(120)),
+        |_| {},
+    )
+    .await
+    .expect("the run finishes after the restart");
+    eprintln!(
+        "restart test: {} of {JOBS} jobs had succeeded at the crash, the rest took {:?} after the restart",
+        JOBS / 4,
+        restarted.elapsed()
+    );
+    stop.cancel();
+    handle.await.expect("worker task").expect("worker");
+    assert_eq!((p.total, p.succeeded), (JOBS, JOBS), "{p:?}");
+    assert_eq!(
+        stats.succeeded.load(Ordering::Relaxed),
+        JOBS,
+        "each job's success was applied exactly once"
+    );
+    let events = backend
+        .events(0, 1_000_000, Duration::ZERO)
+        .await
+        .expect("read the feed");
+    let mut successes: HashMap<i64, u32> = HashMap::new();
+    for e in &events {
+        if e.state == JobState::Succeeded {
+            *successes.entry(e.job.0).or_default() += 1;
+        }
+    }
+    assert_eq!(successes.len() as u64, JOBS, "every job succeeded");
+    assert!(
+        successes.values().all(|&n| n == 1),
+        "no job succeeded twice"
+    );
+    redis.kill();
+}
