@@ -64,8 +64,10 @@ use scripts::Scripts;
 /// How to reach Redis and lay out keys.
 #[derive(Clone)]
 pub struct RedisOptions {
-    /// e.g. `redis://127.0.0.1:6379/0`.
+    /// e.g. `redis://127.0.0.1:6379/0`. Without a password: it appears in errors.
     pub url: String,
+    /// The server's password (AUTH), kept out of the URL so it is never printed.
+    pub password: Option<String>,
     /// Every key starts with it; must contain exactly one `{hash tag}`.
     pub prefix: String,
     pub clock: Arc<dyn Clock>,
@@ -85,6 +87,7 @@ impl Default for RedisOptions {
     fn default() -> Self {
         RedisOptions {
             url: "redis://127.0.0.1:6379".into(),
+            password: None,
             prefix: "{tranche}:".into(),
             clock: Arc::new(SystemClock),
             retention: Duration::from_secs(7 * 24 * 3600),
@@ -137,12 +140,18 @@ impl RedisBackend {
                 got: format!("{:?}", options.prefix),
             });
         }
-        let client =
-            redis::Client::open(options.url.as_str()).map_err(|e| BackendError::Invalid {
-                field: "redis url",
-                expected: "redis://host:port[/db]".into(),
-                got: format!("{:?}: {e}", options.url),
-            })?;
+        let bad_url = |why: String| BackendError::Invalid {
+            field: "redis url",
+            expected: "redis://host:port[/db] without a password".into(),
+            got: format!("{:?}: {why}", options.url),
+        };
+        let mut info = redis::IntoConnectionInfo::into_connection_info(options.url.as_str())
+            .map_err(|e| bad_url(e.to_string()))?;
+        if info.redis.password.is_some() {
+            return Err(bad_url("it holds a password".into()));
+        }
+        info.redis.password = options.password.clone();
+        let client = redis::Client::open(info).map_err(|e| bad_url(e.to_string()))?;
         // Few reconnect attempts per call: during an outage a call fails within about a
         // second and the engine retries it with its own backoff, instead of every call
         // hanging for the manager's whole retry schedule.

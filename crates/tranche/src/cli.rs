@@ -24,6 +24,19 @@ pub struct DataArgs {
         default_value = "./tranche-data"
     )]
     pub data: PathBuf,
+    /// Keep job state in this Redis server instead (a fleet: every machine runs the
+    /// same binary against it), e.g. redis://10.0.0.5:6379/0. No password in the URL:
+    /// it comes from TRANCHE_REDIS_PASSWORD or TRANCHE_REDIS_PASSWORD_FILE.
+    #[arg(long, global = true, env = "TRANCHE_BROKER", value_name = "URL")]
+    pub broker: Option<String>,
+    /// Prefix of every Redis key, with one {hash tag} (one cluster slot per prefix).
+    #[arg(
+        long,
+        global = true,
+        env = "TRANCHE_REDIS_PREFIX",
+        default_value = "{tranche}:"
+    )]
+    pub prefix: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -144,7 +157,7 @@ pub enum Notes {
         #[arg(long)]
         clients: PathBuf,
         #[arg(long)]
-        broker: PathBuf,
+        broker_file: PathBuf,
         /// The trade date, YYYY-MM-DD.
         #[arg(long)]
         date: chrono::NaiveDate,
@@ -164,7 +177,7 @@ pub struct NotesRun {
     pub clients: PathBuf,
     /// The broker's details and dated charge rates (TOML).
     #[arg(long)]
-    pub broker: PathBuf,
+    pub broker_file: PathBuf,
     /// The trade date, YYYY-MM-DD.
     #[arg(long)]
     pub date: chrono::NaiveDate,

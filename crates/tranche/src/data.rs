@@ -1,14 +1,46 @@
+//! Where job state lives: the embedded SQLite file in `--data DIR` (the default), or a
+//! Redis server given by `--broker redis://…` (a fleet sharing it).
+
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use tranche_core::Backend;
+use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::RunName;
 
-/// Open the embedded state in `dir`, creating it.
-pub fn open(dir: &Path) -> Result<Arc<dyn Backend>> {
-    open_with(dir, SqliteOptions::default())
+use crate::cli::DataArgs;
+use crate::secrets;
+
+/// The Redis password comes from here (or the file named by `…_FILE`), never the URL.
+pub const REDIS_PASSWORD_VAR: &str = "TRANCHE_REDIS_PASSWORD";
+
+impl DataArgs {
+    /// Where the state is, for messages: the directory, or the broker without secrets.
+    pub fn describe(&self) -> String {
+        match &self.broker {
+            Some(url) => format!("Redis at {} (prefix {})", redis_target(url), self.prefix),
+            None => self.data.display().to_string(),
+        }
+    }
+
+    /// The `--data DIR` or `--broker URL` arguments that name this state, for commands
+    /// printed for the user to run next.
+    pub fn as_args(&self) -> String {
+        match &self.broker {
+            Some(url) => format!("--broker {url}"),
+            None => format!("--data {}", self.data.display()),
+        }
+    }
+}
+
+/// Open the state, creating it (an embedded database, or nothing to create in Redis).
+pub async fn open(at: &DataArgs) -> Result<Arc<dyn Backend>> {
+    match &at.broker {
+        Some(url) => open_redis(url, &at.prefix).await,
+        None => open_with(&at.data, SqliteOptions::default()),
+    }
 }
 
 pub fn open_with(dir: &Path, options: SqliteOptions) -> Result<Arc<dyn Backend>> {
@@ -17,18 +49,46 @@ pub fn open_with(dir: &Path, options: SqliteOptions) -> Result<Arc<dyn Backend>>
     Ok(Arc::new(backend))
 }
 
+pub async fn open_redis(url: &str, prefix: &str) -> Result<Arc<dyn Backend>> {
+    let options = RedisOptions {
+        url: url.to_string(),
+        password: secrets::from_env(REDIS_PASSWORD_VAR)?,
+        prefix: prefix.to_string(),
+        ..RedisOptions::default()
+    };
+    let backend = RedisBackend::connect(options)
+        .await
+        .with_context(|| format!("could not use the broker {}", redis_target(url)))?;
+    Ok(Arc::new(backend))
+}
+
 /// Open state that must already exist: commands that only inspect or steer must not
 /// create an empty database by mistake (a typo in --data).
-pub fn open_existing(dir: &Path) -> Result<Arc<dyn Backend>> {
-    let file = dir.join(SqliteBackend::FILE_NAME);
-    if !file.exists() {
-        bail!(
-            "no Tranche data in {} (expected {}): pass --data DIR or set TRANCHE_DATA to where your runs are",
-            dir.display(),
-            file.display()
-        );
+pub async fn open_existing(at: &DataArgs) -> Result<Arc<dyn Backend>> {
+    if at.broker.is_none() {
+        let file = at.data.join(SqliteBackend::FILE_NAME);
+        if !file.exists() {
+            bail!(
+                "no Tranche data in {} (expected {}): pass --data DIR (or --broker redis://…) to where your runs are",
+                at.data.display(),
+                file.display()
+            );
+        }
     }
-    open(dir)
+    open(at).await
+}
+
+/// A Redis URL as host:port only: no user names or passwords in output.
+fn redis_target(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => format!(
+            "{}://{}:{}",
+            u.scheme(),
+            u.host_str().unwrap_or("?"),
+            u.port().unwrap_or(6379)
+        ),
+        Err(_) => "(an unparsable URL)".to_string(),
+    }
 }
 
 pub fn run_name(name: &str) -> Result<RunName> {

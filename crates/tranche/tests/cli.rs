@@ -292,7 +292,7 @@ fn notes_generate_then_check_reports_bad_rows_by_line() {
         let files = [
             ("--trades", day.join("trades.csv")),
             ("--clients", day.join("clients.csv")),
-            ("--broker", day.join("broker.toml")),
+            ("--broker-file", day.join("broker.toml")),
         ];
         let owned: Vec<String> = files
             .iter()

@@ -147,7 +147,7 @@ fn run_args(input: &Path, out: &Path) -> Vec<String> {
         p("trades.csv"),
         "--clients".into(),
         p("clients.csv"),
-        "--broker".into(),
+        "--broker-file".into(),
         p("broker.toml"),
         "--date".into(),
         DATE.into(),

@@ -1,6 +1,5 @@
 //! `tranche bench engine`: the engine's own figures on the embedded backend.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,7 +10,8 @@ use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConf
 use tranche_types::{EnqueueItem, RunProgress};
 
 use crate::cli::BenchEngine;
-use crate::data::{open_with, run_name};
+use crate::cli::DataArgs;
+use crate::data::{open_redis, open_with, run_name};
 use crate::output::duration;
 
 #[derive(Default)]
@@ -85,12 +85,12 @@ fn progress_line(what: &str, done: u64, total: u64, started: Instant) {
     eprintln!("  {what}: {done}/{total} ({rate:.0}/s)");
 }
 
-pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
+pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     let chain_length = args.chain_length.max(1);
     let total_jobs = args.jobs * u64::from(chain_length);
     let temp;
     let dir = if args.keep {
-        data.to_path_buf()
+        at.data.clone()
     } else {
         temp = tempfile::Builder::new()
             .prefix("tranche-bench-")
@@ -102,11 +102,18 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
         full_sync: args.full_sync,
         ..Default::default()
     };
-    let backend = open_with(&dir, options)?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
+    let (backend, location) = match &at.broker {
+        // A fresh prefix per bench: nothing of an earlier run is in the way.
+        Some(url) => (
+            open_redis(url, &format!("{{bench-{stamp}}}:")).await?,
+            at.describe(),
+        ),
+        None => (open_with(&dir, options)?, dir.display().to_string()),
+    };
     let run = run_name(&format!("bench/engine-{stamp}"))?;
     let mut registry = Registry::new();
     registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async {
@@ -114,10 +121,10 @@ pub async fn engine(data: &Path, args: BenchEngine) -> Result<ExitCode> {
     });
     let engine = Engine::new(backend.clone(), registry);
     eprintln!(
-        "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, data in {}",
+        "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, state in {}",
         args.jobs,
         if chain_length == 1 { "jobs" } else { "chains" },
-        dir.display()
+        location
     );
 
     let spec = engine.job("noop", &())?;

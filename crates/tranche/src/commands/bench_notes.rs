@@ -17,7 +17,7 @@ use tranche_sign::Cipher;
 use super::bench::{peak_rss_bytes, percentile_of};
 use super::notes_run::{read_day, work_night, RunOptions};
 use crate::cli::BenchNotes;
-use crate::data::open;
+use crate::data::open_with;
 
 #[derive(Serialize)]
 struct StepFigures {
@@ -112,7 +112,7 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
         Some(_) => format!("SMTP, {} connections", args.smtp_connections),
         None => "outbox (.eml files)".to_string(),
     };
-    let backend = open(&dir.join("state"))?;
+    let backend = open_with(&dir.join("state"), Default::default())?;
     let result = work_night(backend.clone(), day, &options, false).await?;
     ensure!(!result.interrupted, "interrupted");
     let s = &result.summary;

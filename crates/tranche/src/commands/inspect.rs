@@ -1,18 +1,18 @@
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 
+use crate::cli::DataArgs;
 use crate::data::{open_existing, run_name};
 use crate::output::{run_line, when};
 
-pub async fn runs(data: &Path, limit: usize, json: bool) -> Result<ExitCode> {
-    let backend = open_existing(data)?;
+pub async fn runs(at: &DataArgs, limit: usize, json: bool) -> Result<ExitCode> {
+    let backend = open_existing(at).await?;
     let runs = backend.list_runs(limit).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
     } else if runs.is_empty() {
-        println!("no runs yet in {}", data.display());
+        println!("no runs yet in {}", at.describe());
     } else {
         for p in &runs {
             println!("{}", run_line(p));
@@ -21,13 +21,13 @@ pub async fn runs(data: &Path, limit: usize, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn status(data: &Path, run: &str, failures: usize, json: bool) -> Result<ExitCode> {
-    let backend = open_existing(data)?;
+pub async fn status(at: &DataArgs, run: &str, failures: usize, json: bool) -> Result<ExitCode> {
+    let backend = open_existing(at).await?;
     let name = run_name(run)?;
     let Some(p) = backend.run_progress(&name).await? else {
         bail!(
             "run {run} not found in {} (see `tranche runs`)",
-            data.display()
+            at.describe()
         );
     };
     let failed = backend.run_failures(&name, None, failures).await?;

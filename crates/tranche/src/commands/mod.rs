@@ -15,30 +15,31 @@ use anyhow::Result;
 use crate::cli::{Bench, Cli, Command, Notes};
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let at = &cli.data;
     let data = &cli.data.data;
     match cli.command {
-        Command::Runs { limit, json } => inspect::runs(data, limit, json).await,
+        Command::Runs { limit, json } => inspect::runs(at, limit, json).await,
         Command::Status {
             run,
             failures,
             json,
-        } => inspect::status(data, &run, failures, json).await,
-        Command::Retry { run } => steer::retry(data, &run).await,
+        } => inspect::status(at, &run, failures, json).await,
+        Command::Retry { run } => steer::retry(at, &run).await,
         Command::Cancel {
             run,
             job,
             chain,
             reason,
-        } => steer::cancel(data, run, job, chain, &reason).await,
+        } => steer::cancel(at, run, job, chain, &reason).await,
         Command::Wait {
             run,
             on_done,
             timeout,
-        } => wait::wait(data, &run, on_done, timeout).await,
-        Command::Bench(Bench::Engine(args)) => bench::engine(data, args).await,
+        } => wait::wait(at, &run, on_done, timeout).await,
+        Command::Bench(Bench::Engine(args)) => bench::engine(at, args).await,
         Command::Bench(Bench::Notes(args)) => bench_notes::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench_server::server(data, args).await,
-        Command::Server(args) => server::server(data, args).await,
+        Command::Server(args) => server::server(at, args).await,
         Command::Notes(Notes::Generate {
             clients,
             date,
@@ -46,14 +47,14 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             heavy_trades,
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
-        Command::Notes(Notes::Run(args)) => notes_run::run(data, args).await,
+        Command::Notes(Notes::Run(args)) => notes_run::run(at, args).await,
         Command::Notes(Notes::Demo(args)) => notes_run::demo(args).await,
         Command::Notes(Notes::Check {
             trades,
             clients,
-            broker,
+            broker_file,
             date,
             show,
-        }) => notes::check(&trades, &clients, &broker, date, show),
+        }) => notes::check(&trades, &clients, &broker_file, date, show),
     }
 }

@@ -22,7 +22,7 @@ use tranche_notes::render::Renderer;
 use tranche_sign::{Cipher, Pkcs12Signer, SignatureInfo, Signer};
 use tranche_storage::LocalStore;
 
-use crate::cli::{CipherArg, NotesDemo, NotesRun};
+use crate::cli::{CipherArg, DataArgs, NotesDemo, NotesRun};
 use crate::data::open;
 use crate::progress::RunDisplay;
 use crate::secrets;
@@ -317,7 +317,7 @@ pub async fn work_night(
     })
 }
 
-fn print_outcome(run: &str, data: &Path, out: &Path, r: &NightResult) -> ExitCode {
+fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitCode {
     let s = &r.summary;
     println!(
         "{run}: {} mailed, {} failed, {} cancelled, {} not finished  ({:.1} s)",
@@ -329,7 +329,7 @@ fn print_outcome(run: &str, data: &Path, out: &Path, r: &NightResult) -> ExitCod
     );
     println!("  report   {}", out.join("report.csv").display());
     println!("  notes    {}", out.join("store").display());
-    let data_arg = format!(" --data {}", data.display());
+    let data_arg = format!(" {}", at.as_args());
     if r.interrupted {
         println!("interrupted: run the same command again to resume (nothing done is redone)");
         return ExitCode::from(130);
@@ -359,14 +359,14 @@ fn print_outcome(run: &str, data: &Path, out: &Path, r: &NightResult) -> ExitCod
     ExitCode::SUCCESS
 }
 
-pub async fn run(data: &Path, args: NotesRun) -> Result<ExitCode> {
+pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
     let options = RunOptions::from(&args);
-    let day = read_day(&args.trades, &args.clients, &args.broker, args.date)?;
-    let backend = open(data)?;
+    let day = read_day(&args.trades, &args.clients, &args.broker_file, args.date)?;
+    let backend = open(at).await?;
     let result = work_night(backend, day, &options, false).await?;
     Ok(print_outcome(
         run_name(args.date).as_str(),
-        data,
+        at,
         &options.out,
         &result,
     ))
@@ -414,7 +414,11 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
         g.trades,
         input.display()
     );
-    let data = dir.join("state");
+    let at = DataArgs {
+        data: dir.join("state"),
+        broker: None,
+        prefix: String::new(),
+    };
     let options = RunOptions {
         out: dir.clone(),
         smtp: args.smtp.clone(),
@@ -431,10 +435,10 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
         &input.join("broker.toml"),
         date,
     )?;
-    let backend = open(&data)?;
+    let backend = open(&at).await?;
     let run = run_name(date);
     let result = work_night(backend, day, &options, false).await?;
-    let code = print_outcome(run.as_str(), &data, dir, &result);
+    let code = print_outcome(run.as_str(), &at, dir, &result);
     let mailed = result.rows.iter().find(|r| r.message_id.is_some());
     println!("where to look:");
     println!("  inputs        {}", input.display());
@@ -449,10 +453,7 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
         "  verify        pdfsig -upw PAN FILE  (the demo certificate: {})",
         dir.join("demo-signer/demo-signer.pem").display()
     );
-    println!(
-        "  progress      tranche --data {} status {run}",
-        data.display()
-    );
+    println!("  progress      tranche {} status {run}", at.as_args());
     if let Some(row) = mailed {
         println!(
             "  e.g. client {}: {} page(s), net {} (negative: payable by the client)",

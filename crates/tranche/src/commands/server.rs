@@ -1,16 +1,16 @@
 //! `tranche server`: the HTTP API over the embedded state.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use tranche_server::{QueueLimits, ServerConfig, Tokens};
 
+use crate::cli::DataArgs;
 use crate::cli::ServerArgs;
 use crate::data::open;
 
-pub async fn server(data: &Path, args: ServerArgs) -> Result<ExitCode> {
+pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
     let mut tokens = Tokens::default();
     if let Some(file) = &args.tokens {
         tokens.extend(Tokens::from_file(file)?);
@@ -29,15 +29,15 @@ pub async fn server(data: &Path, args: ServerArgs) -> Result<ExitCode> {
         ..ServerConfig::default()
     };
     config.validate()?;
-    let backend = open(data)?;
+    let backend = open(at).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("could not listen on {}", args.listen))?;
     config.listen = listener.local_addr()?;
     println!(
-        "tranche server listening on http://{} (data in {}, {} token(s))",
+        "tranche server listening on http://{} (state in {}, {} token(s))",
         config.listen,
-        data.display(),
+        at.describe(),
         config.tokens.len()
     );
     std::io::stdout().flush()?;

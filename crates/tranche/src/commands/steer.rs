@@ -1,18 +1,18 @@
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use tranche_types::{CancelTarget, JobId};
 
+use crate::cli::DataArgs;
 use crate::data::{open_existing, run_name};
 
-pub async fn retry(data: &Path, run: &str) -> Result<ExitCode> {
-    let backend = open_existing(data)?;
+pub async fn retry(at: &DataArgs, run: &str) -> Result<ExitCode> {
+    let backend = open_existing(at).await?;
     let name = run_name(run)?;
     if backend.run_progress(&name).await?.is_none() {
         bail!(
             "run {run} not found in {} (see `tranche runs`)",
-            data.display()
+            at.describe()
         );
     }
     let n = backend.retry_run(&name).await?;
@@ -21,20 +21,20 @@ pub async fn retry(data: &Path, run: &str) -> Result<ExitCode> {
 }
 
 pub async fn cancel(
-    data: &Path,
+    at: &DataArgs,
     run: Option<String>,
     job: Option<i64>,
     chain: Option<i64>,
     reason: &str,
 ) -> Result<ExitCode> {
-    let backend = open_existing(data)?;
+    let backend = open_existing(at).await?;
     let target = match (run, job, chain) {
         (Some(run), _, _) => {
             let name = run_name(&run)?;
             if backend.run_progress(&name).await?.is_none() {
                 bail!(
                     "run {run} not found in {} (see `tranche runs`)",
-                    data.display()
+                    at.describe()
                 );
             }
             CancelTarget::Run(name)
@@ -45,7 +45,7 @@ pub async fn cancel(
     };
     if let CancelTarget::Job(id) | CancelTarget::Chain(id) = &target {
         if backend.job(*id).await?.is_none() {
-            bail!("job {id} not found in {}", data.display());
+            bail!("job {id} not found in {}", at.describe());
         }
     }
     let n = backend.cancel(target, reason).await?;

@@ -1,19 +1,19 @@
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::cli::DataArgs;
 use crate::data::{open_existing, run_name};
 use crate::output::run_line;
 
 pub async fn wait(
-    data: &Path,
+    at: &DataArgs,
     run: &str,
     on_done: Option<String>,
     timeout: Option<u64>,
 ) -> Result<ExitCode> {
-    let backend = open_existing(data)?;
+    let backend = open_existing(at).await?;
     let name = run_name(run)?;
     let mut last = std::time::Instant::now();
     let p = tranche_core::wait_finished(
