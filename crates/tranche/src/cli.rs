@@ -98,8 +98,23 @@ pub enum Command {
     #[command(subcommand)]
     Notes(Notes),
     /// Serve the HTTP API (submit, runs, remote workers, change feed, /metrics) over
-    /// the state in --data.
+    /// the state in --data (or --broker).
     Server(ServerArgs),
+    /// Work the contract-note steps of every night submitted to --broker, from the
+    /// queues given (a machine role), until stopped (SIGTERM: finish or hand back).
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The queues this process serves: process, render, sign, mail.
+    #[arg(long, value_delimiter = ',', default_value = "process,render,sign,mail")]
+    pub queues: Vec<String>,
+    /// Where this worker keeps its outbox/, demo-signer/ and owner-password.
+    #[arg(long, default_value = "./tranche-worker")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub steps: StepOptions,
 }
 
 #[derive(Debug, Args)]
@@ -181,9 +196,24 @@ pub struct NotesRun {
     /// The trade date, YYYY-MM-DD.
     #[arg(long)]
     pub date: chrono::NaiveDate,
-    /// Output directory: store/ (note data, signed PDFs), outbox/, report.csv.
+    /// Output directory: report.csv, and by default store/, outbox/, demo-signer/.
     #[arg(long)]
     pub out: PathBuf,
+    /// Only submit the night and watch it (a control node): workers elsewhere
+    /// (`tranche worker`, sharing --broker and --store) do the steps.
+    #[arg(long)]
+    pub no_work: bool,
+    #[command(flatten)]
+    pub steps: StepOptions,
+}
+
+/// How this process does the steps (for `notes run` and `worker`).
+#[derive(Debug, Args)]
+pub struct StepOptions {
+    /// Where artifacts go: a directory, or s3://bucket[/prefix] (endpoint and
+    /// credentials from AWS_* variables). Default: OUT/store.
+    #[arg(long, env = "TRANCHE_STORE", value_name = "DIR|URL")]
+    pub store: Option<String>,
     /// SMTP server, e.g. smtp://relay:25, smtp://relay:587?tls=starttls or
     /// smtps://user@relay:465. Without it, e-mails are written to OUT/outbox/.
     #[arg(long, env = "TRANCHE_SMTP")]

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tranche_core::{Backend, Finished, Observer, Registry, Worker, WorkerConfig, WorkerError};
 use tranche_types::{BackendError, Resolution, RunName, RunProgress};
 
-use super::{register, Night, STEPS};
+use super::{register, NightSource, STEPS};
 
 /// Per step: attempts that succeeded in this process, and how long each took from its
 /// handler's start to its result being durable (microseconds).
@@ -105,15 +105,15 @@ impl Default for Workers {
 }
 
 impl Workers {
-    /// The worker for `night`'s steps, reporting to `counts`.
+    /// A worker for the steps of any night `source` can load, reporting to `counts`.
     pub fn worker(
         &self,
         backend: Arc<dyn Backend>,
-        night: Arc<Night>,
+        source: Arc<NightSource>,
         counts: Arc<StepCounts>,
     ) -> Result<Worker, WorkerError> {
         let mut registry = Registry::new();
-        register(&mut registry, night, self.cpu, self.mail);
+        register(&mut registry, source, self.cpu, self.mail);
         let queues = STEPS
             .iter()
             .filter(|s| self.queues.is_empty() || self.queues.iter().any(|q| q == s.queue))
@@ -156,12 +156,12 @@ pub enum DriveError {
     Stopped(String),
 }
 
-/// Serve `night`'s queues until `run` has finished (returns its progress) or `stop`
-/// is cancelled (returns `None` once the worker has finished or handed back what it
-/// held). `tick` sees the run's progress about every `every`.
+/// Serve the worker's queues (if given one; else only watch) until `run` has finished
+/// (returns its progress) or `stop` is cancelled (returns `None` once the worker has
+/// finished or handed back what it held). `tick` sees the progress about every `every`.
 pub async fn work_until_finished(
     backend: Arc<dyn Backend>,
-    worker: Worker,
+    worker: Option<Worker>,
     run: &RunName,
     stop: CancellationToken,
     every: Duration,
@@ -169,7 +169,15 @@ pub async fn work_until_finished(
 ) -> Result<Option<RunProgress>, DriveError> {
     let worker_stop = stop.child_token();
     let s = worker_stop.clone();
-    let mut handle = tokio::spawn(async move { worker.run(s).await });
+    let mut handle = tokio::spawn(async move {
+        match worker {
+            Some(w) => w.run(s).await,
+            None => {
+                s.cancelled().await;
+                Ok(())
+            }
+        }
+    });
     let outcome = loop {
         let p = backend
             .run_progress(run)

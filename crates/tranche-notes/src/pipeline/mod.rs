@@ -14,6 +14,7 @@ mod drive;
 mod password;
 mod plan;
 mod report;
+mod source;
 mod steps;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use plan::{
     enqueue_night, plan_night, ChainIds, Day, EnqueueError, PlannedChain, ProcessArgs, StepArgs,
 };
 pub use report::{collect_report, write_report, ReportRow, ReportStatus, ReportSummary};
+pub use source::{broker_key, publish_broker, NightSource};
 pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
 
 /// A step of the chain: its task kind, its queue (a machine role) and how many attempts
@@ -91,12 +93,13 @@ pub fn artifact_key(kind: &str, date: NaiveDate, client: &str) -> Result<StoreKe
     StoreKey::partitioned(kind, &date.to_string(), client, ext).map_err(|e| e.to_string())
 }
 
-/// What the steps of one worker process share: loaded once, used by every job.
+/// One night as its steps see it: the date and broker (from the store, see
+/// [`NightSource`]) and what the worker process shares across nights.
 pub struct Night {
     pub date: NaiveDate,
     pub broker: Broker,
     pub store: Arc<dyn Storage>,
-    pub renderer: Renderer,
+    pub renderer: Arc<Renderer>,
     pub signer: Arc<dyn Signer>,
     pub mailer: Arc<dyn Mailer>,
     pub password_rule: PasswordRule,

@@ -28,6 +28,7 @@ pub struct Day {
 /// client's note cannot be made.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProcessArgs {
+    pub date: NaiveDate,
     pub client_code: String,
     /// The note's number within the day (clients in code order).
     pub sequence: u32,
@@ -95,6 +96,7 @@ pub fn plan_night(day: Day) -> (Vec<PlannedChain>, Vec<String>) {
             PlannedChain {
                 client_code: code.clone(),
                 process: ProcessArgs {
+                    date,
                     client_code: code,
                     sequence: i as u32 + 1,
                     client,
@@ -117,6 +119,8 @@ pub struct ChainIds {
 /// The later steps only name their client: what they work on comes from the store.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepArgs {
+    /// Which night: a worker serves any.
+    pub date: NaiveDate,
     pub client_code: String,
 }
 
@@ -128,6 +132,7 @@ fn spec(step: Step, args: String) -> JobSpec {
 
 fn chain_specs(c: &PlannedChain) -> Result<Vec<JobSpec>, serde_json::Error> {
     let later = serde_json::to_string(&StepArgs {
+        date: c.process.date,
         client_code: c.client_code.clone(),
     })?;
     Ok(vec![

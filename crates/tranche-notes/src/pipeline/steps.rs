@@ -15,7 +15,7 @@ use tranche_types::Outcome;
 
 use super::plan::{ProcessArgs, StepArgs};
 use super::{
-    artifact_key, Night, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN, SIGNED_PDF_KIND,
+    artifact_key, Night, NightSource, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN, SIGNED_PDF_KIND,
     TMP_PDF_KIND,
 };
 use crate::note::{build, ClientBlock, NoteData};
@@ -81,28 +81,48 @@ fn options(step: Step, concurrency: usize) -> TaskOptions {
         })
 }
 
-/// Register the four steps, sharing `night`. `cpu` bounds the CPU-bound steps in this
-/// process (render, sign); `mail_connections` the mails in flight.
-pub fn register(registry: &mut Registry, night: Arc<Night>, cpu: usize, mail_connections: usize) {
-    let n = night.clone();
-    registry.register_blocking(PROCESS.kind, options(PROCESS, cpu), move |ctx, args| {
-        process(&n, &ctx, args)
+/// Register the four steps, serving any night `source` can load. `cpu` bounds the
+/// CPU-bound steps in this process (process, render, sign); `mail_connections` the
+/// mails in flight.
+pub fn register(
+    registry: &mut Registry,
+    source: Arc<NightSource>,
+    cpu: usize,
+    mail_connections: usize,
+) {
+    let s = source.clone();
+    registry.register_blocking(PROCESS.kind, options(PROCESS, cpu), move |ctx, args: ProcessArgs| {
+        match ctx.block_on(s.night(args.date)) {
+            Ok(night) => process(&night, &ctx, args),
+            Err(o) => reoutcome(o),
+        }
     });
-    let n = night.clone();
-    registry.register_blocking(RENDER.kind, options(RENDER, cpu), move |ctx, args| {
-        render(&n, &ctx, args)
+    let s = source.clone();
+    registry.register_blocking(RENDER.kind, options(RENDER, cpu), move |ctx, args: StepArgs| {
+        match ctx.block_on(s.night(args.date)) {
+            Ok(night) => render(&night, &ctx, args),
+            Err(o) => reoutcome(o),
+        }
     });
-    let n = night.clone();
-    registry.register_blocking(SIGN.kind, options(SIGN, cpu), move |ctx, args| {
-        sign(&n, &ctx, args)
+    let s = source.clone();
+    registry.register_blocking(SIGN.kind, options(SIGN, cpu), move |ctx, args: StepArgs| {
+        match ctx.block_on(s.night(args.date)) {
+            Ok(night) => sign(&night, &ctx, args),
+            Err(o) => reoutcome(o),
+        }
     });
-    let n = night;
+    let s = source;
     registry.register(
         MAIL.kind,
         options(MAIL, mail_connections).timeout(Duration::from_secs(300)),
-        move |ctx, args| {
-            let n = n.clone();
-            async move { mail(&n, &ctx, args).await }
+        move |ctx, args: StepArgs| {
+            let s = s.clone();
+            async move {
+                match s.night(args.date).await {
+                    Ok(night) => mail(&night, &ctx, args).await,
+                    Err(o) => reoutcome(o),
+                }
+            }
         },
     );
 }

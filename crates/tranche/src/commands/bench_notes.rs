@@ -15,7 +15,8 @@ use tranche_notes::render::typst_sources;
 use tranche_sign::Cipher;
 
 use super::bench::{peak_rss_bytes, percentile_of};
-use super::notes_run::{read_day, work_night, RunOptions};
+use super::notes_run::{read_day, work_night};
+use super::notes_setup::RunOptions;
 use crate::cli::BenchNotes;
 use crate::data::open_with;
 
@@ -94,26 +95,20 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
     } else {
         Cipher::Aes256
     };
-    let options = RunOptions {
-        out: dir.join("out"),
-        smtp: args.smtp.clone(),
-        smtp_connections: args.smtp_connections,
-        sign_p12: None,
-        template: None,
-        password_rule: "{pan}".to_string(),
-        cipher,
-        workers: Workers {
-            cpu: cores,
-            mail: args.smtp_connections as usize * 2,
-            queues: Vec::new(),
-        },
+    let mut options = RunOptions::local(&dir.join("out"), args.smtp.clone());
+    options.smtp_connections = args.smtp_connections;
+    options.cipher = cipher;
+    options.workers = Workers {
+        cpu: cores,
+        mail: args.smtp_connections as usize * 2,
+        queues: Vec::new(),
     };
     let mail = match &args.smtp {
         Some(_) => format!("SMTP, {} connections", args.smtp_connections),
         None => "outbox (.eml files)".to_string(),
     };
     let backend = open_with(&dir.join("state"), Default::default())?;
-    let result = work_night(backend.clone(), day, &options, false).await?;
+    let result = work_night(backend.clone(), day, &options, true, false).await?;
     ensure!(!result.interrupted, "interrupted");
     let s = &result.summary;
 

@@ -4,9 +4,11 @@ mod bench_server;
 mod inspect;
 mod notes;
 mod notes_run;
+mod notes_setup;
 mod server;
 mod steer;
 mod wait;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -40,6 +42,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(Bench::Notes(args)) => bench_notes::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench_server::server(data, args).await,
         Command::Server(args) => server::server(at, args).await,
+        Command::Worker(args) => worker::worker(at, args).await,
         Command::Notes(Notes::Generate {
             clients,
             date,

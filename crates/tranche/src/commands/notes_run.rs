@@ -3,7 +3,7 @@
 //! second run of the same night adds nothing and resumes), this process works the four
 //! step queues until the run finishes, and `OUT/report.csv` is written.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,89 +11,17 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 use tranche_core::Backend;
-use tranche_mail::{Mailer, OutboxMailer, SmtpConfig, SmtpMailer};
 use tranche_notes::generate::{generate as write_day, GenerateOptions};
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::pipeline::{
-    collect_report, enqueue_night, plan_night, run_name, work_until_finished, write_report,
-    ChainIds, Day, Night, PasswordRule, ReportRow, ReportSummary, StepCounts, Workers,
+    collect_report, enqueue_night, plan_night, publish_broker, run_name, work_until_finished,
+    write_report, ChainIds, Day, ReportRow, ReportSummary, StepCounts,
 };
-use tranche_notes::render::Renderer;
-use tranche_sign::{Cipher, Pkcs12Signer, SignatureInfo, Signer};
-use tranche_storage::LocalStore;
 
-use crate::cli::{CipherArg, DataArgs, NotesDemo, NotesRun};
+use super::notes_setup::{open_store, setup, RunOptions};
+use crate::cli::{DataArgs, NotesDemo, NotesRun};
 use crate::data::open;
 use crate::progress::RunDisplay;
-use crate::secrets;
-
-/// The variables the signing key store's password and the PDFs' owner password come
-/// from (or `…_FILE`, naming a file that holds it).
-pub const P12_PASSWORD_VAR: &str = "TRANCHE_SIGN_P12_PASSWORD";
-pub const OWNER_PASSWORD_VAR: &str = "TRANCHE_OWNER_PASSWORD";
-
-/// Everything a night needs, checked before anything runs.
-pub struct NightSetup {
-    pub night: Arc<Night>,
-    pub mailer: NightMailer,
-    pub mail_to: String,
-    pub signer_note: String,
-}
-
-/// The mailer, kept typed so an SMTP pool can be closed at the end.
-pub enum NightMailer {
-    Smtp(Arc<SmtpMailer>),
-    Outbox(Arc<OutboxMailer>),
-}
-
-impl NightMailer {
-    fn shared(&self) -> Arc<dyn Mailer> {
-        match self {
-            NightMailer::Smtp(m) => m.clone(),
-            NightMailer::Outbox(m) => m.clone(),
-        }
-    }
-
-    pub async fn close(&self) {
-        if let NightMailer::Smtp(m) = self {
-            m.close().await;
-        }
-    }
-}
-
-/// What `notes run` needs besides the input files.
-pub struct RunOptions {
-    pub out: PathBuf,
-    pub smtp: Option<String>,
-    pub smtp_connections: u32,
-    pub sign_p12: Option<PathBuf>,
-    pub template: Option<PathBuf>,
-    pub password_rule: String,
-    pub cipher: Cipher,
-    pub workers: Workers,
-}
-
-impl From<&NotesRun> for RunOptions {
-    fn from(a: &NotesRun) -> Self {
-        RunOptions {
-            out: a.out.clone(),
-            smtp: a.smtp.clone(),
-            smtp_connections: a.smtp_connections,
-            sign_p12: a.sign_p12.clone(),
-            template: a.template.clone(),
-            password_rule: a.password_rule.clone(),
-            cipher: match a.cipher {
-                CipherArg::Aes256 => Cipher::Aes256,
-                CipherArg::Aes128 => Cipher::Aes128,
-            },
-            workers: Workers {
-                cpu: a.concurrency.unwrap_or(Workers::default().cpu),
-                mail: (a.smtp_connections as usize * 2).max(1),
-                queues: Vec::new(),
-            },
-        }
-    }
-}
 
 /// Read the day's files. A broken broker file or an unreadable trades/clients file
 /// stops the night (nothing could be right); a bad row only fails its client.
@@ -115,131 +43,6 @@ pub fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -
     })
 }
 
-/// The owner password: from the environment, else the one this output directory was
-/// given before, else a fresh random one kept in `OUT/owner-password` (owner-only).
-fn owner_password(out: &Path) -> Result<String> {
-    if let Some(p) = secrets::from_env(OWNER_PASSWORD_VAR)? {
-        return Ok(p);
-    }
-    let path = out.join("owner-password");
-    match std::fs::read_to_string(&path) {
-        Ok(p) if !p.trim().is_empty() => return Ok(p.trim().to_string()),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-    let password: String = (0..24).map(|_| fastrand::alphanumeric()).collect();
-    secrets::write_private(&path, &password)?;
-    Ok(password)
-}
-
-fn signer(options: &RunOptions, broker_name: &str) -> Result<(Arc<dyn Signer>, String)> {
-    let info = SignatureInfo {
-        reason: "Contract note cum tax invoice".to_string(),
-        location: broker_name.to_string(),
-        contact: None,
-    };
-    match &options.sign_p12 {
-        Some(path) => {
-            let password = secrets::from_env(P12_PASSWORD_VAR)?.unwrap_or_default();
-            let der = std::fs::read(path)
-                .with_context(|| format!("cannot read the signing key {}", path.display()))?;
-            let signer = Pkcs12Signer::from_pkcs12(&der, &password, info).with_context(|| {
-                format!(
-                    "{}: cannot use it as a signing key (password from {P12_PASSWORD_VAR} or {P12_PASSWORD_VAR}_FILE)",
-                    path.display()
-                )
-            })?;
-            Ok((Arc::new(signer), format!("signed with {}", path.display())))
-        }
-        None => {
-            let dir = options.out.join("demo-signer");
-            // The demo key store's password only guards a throwaway key.
-            let signer = Pkcs12Signer::demo_in(&dir, "demo", info).with_context(|| {
-                format!("cannot make the demo signing key in {}", dir.display())
-            })?;
-            Ok((
-                Arc::new(signer),
-                format!(
-                    "signed with a SELF-SIGNED DEMO certificate ({}; pass --sign-p12 for a real key)",
-                    dir.join("demo-signer.pem").display()
-                ),
-            ))
-        }
-    }
-}
-
-/// Validate the options and load what every job shares (template, key, mailer).
-pub fn setup(
-    day_date: NaiveDate,
-    broker: &tranche_notes::input::Broker,
-    options: &RunOptions,
-) -> Result<NightSetup> {
-    let password_rule = PasswordRule::parse(&options.password_rule)
-        .map_err(|e| anyhow::anyhow!("--password-rule: {e}"))?;
-    std::fs::create_dir_all(&options.out)
-        .with_context(|| format!("cannot create {}", options.out.display()))?;
-    let renderer = match &options.template {
-        Some(path) => Renderer::from_file(path)?,
-        None => Renderer::new(),
-    };
-    let (signer, signer_note) = signer(options, &broker.name)?;
-    let (mailer, mail_to) = match &options.smtp {
-        Some(url) => {
-            let mut config = SmtpConfig::from_env(url.clone())?;
-            config.pool_size = options.smtp_connections.max(1);
-            let mailer = SmtpMailer::new(config).with_context(|| "--smtp")?;
-            let shown = mailer_target(url);
-            (
-                NightMailer::Smtp(Arc::new(mailer)),
-                format!("mail via {shown}"),
-            )
-        }
-        None => {
-            let dir = options.out.join("outbox");
-            let mailer = OutboxMailer::new(&dir)
-                .with_context(|| format!("cannot create the outbox {}", dir.display()))?;
-            (
-                NightMailer::Outbox(Arc::new(mailer)),
-                format!(
-                    "mail written as .eml files to {} (no --smtp)",
-                    dir.display()
-                ),
-            )
-        }
-    };
-    let night = Night {
-        date: day_date,
-        broker: broker.clone(),
-        store: Arc::new(LocalStore::new(options.out.join("store"))),
-        renderer,
-        signer,
-        mailer: mailer.shared(),
-        password_rule,
-        owner_password: owner_password(&options.out)?,
-        cipher: options.cipher,
-    };
-    Ok(NightSetup {
-        night: Arc::new(night),
-        mailer,
-        mail_to,
-        signer_note,
-    })
-}
-
-/// The SMTP URL without anything after the host (no user names in output).
-fn mailer_target(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => format!(
-            "{}://{}:{}",
-            u.scheme(),
-            u.host_str().unwrap_or("?"),
-            u.port_or_known_default().unwrap_or(0)
-        ),
-        Err(_) => "the SMTP server".to_string(),
-    }
-}
-
 /// The result of working a night in this process.
 pub struct NightResult {
     pub rows: Vec<ReportRow>,
@@ -251,26 +54,34 @@ pub struct NightResult {
     pub work_time: Duration,
 }
 
-/// Enqueue the night (idempotently), work it to the end, write the report.
+/// Enqueue the night (idempotently), work it to the end (or, with `work` false, watch
+/// workers elsewhere do it), write the report.
 pub async fn work_night(
     backend: Arc<dyn Backend>,
     day: Day,
     options: &RunOptions,
+    work: bool,
     quiet: bool,
 ) -> Result<NightResult> {
     let date = day.date;
     let run = run_name(date);
     let trades = day.trades.count();
-    let broker = day.broker.clone();
-    let setup = setup(date, &broker, options)?;
+    let store = open_store(options)?;
+    let steps = if work {
+        Some(setup(options, store.clone())?)
+    } else {
+        None
+    };
+    publish_broker(&*store, date, &day.broker)
+        .await
+        .context("cannot publish the night's broker details to the store")?;
     let (chains, unattributed) = plan_night(day);
     if !quiet {
-        eprintln!(
-            "{run}: {} clients, {trades} trades; {}; {}",
-            chains.len(),
-            setup.signer_note,
-            setup.mail_to
-        );
+        let how = match &steps {
+            Some(s) => format!("{}; {}", s.signer_note, s.mail_to),
+            None => "submitted for workers elsewhere (--no-work)".to_string(),
+        };
+        eprintln!("{run}: {} clients, {trades} trades; {how}", chains.len());
     }
     let started = Instant::now();
     let ids = enqueue_night(&*backend, date, &chains, 2_000, |_| {}).await?;
@@ -278,9 +89,14 @@ pub async fn work_night(
     drop(chains);
 
     let counts = Arc::new(StepCounts::default());
-    let worker = options
-        .workers
-        .worker(backend.clone(), setup.night.clone(), counts.clone())?;
+    let worker = match &steps {
+        Some(s) => Some(
+            options
+                .workers
+                .worker(backend.clone(), s.source.clone(), counts.clone())?,
+        ),
+        None => None,
+    };
     let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));
     let stop = tranche_core::on_terminate();
     let work_started = Instant::now();
@@ -293,7 +109,8 @@ pub async fn work_night(
         Duration::from_millis(200),
         |p| {
             if let Some(d) = display.as_mut() {
-                d.update(p, &c.summary());
+                let detail = if work { c.summary() } else { String::new() };
+                d.update(p, &detail);
             }
         },
     )
@@ -302,9 +119,13 @@ pub async fn work_night(
     if let Some(d) = &display {
         d.finish();
     }
-    setup.mailer.close().await;
+    if let Some(s) = &steps {
+        s.mailer.close().await;
+    }
     let rows = collect_report(&*backend, &ids, &unattributed).await?;
     let report = options.out.join("report.csv");
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("cannot create {}", options.out.display()))?;
     write_report(&report, &rows).with_context(|| format!("cannot write {}", report.display()))?;
     Ok(NightResult {
         summary: ReportSummary::of(&rows),
@@ -328,7 +149,7 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         (r.enqueue_time + r.work_time).as_secs_f64()
     );
     println!("  report   {}", out.join("report.csv").display());
-    println!("  notes    {}", out.join("store").display());
+    println!("  artifacts under the store's signed-pdf/ and contract-notes-data/ prefixes");
     let data_arg = format!(" {}", at.as_args());
     if r.interrupted {
         println!("interrupted: run the same command again to resume (nothing done is redone)");
@@ -360,10 +181,10 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
 }
 
 pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
-    let options = RunOptions::from(&args);
+    let options = RunOptions::new(&args.out, &args.steps, Vec::new());
     let day = read_day(&args.trades, &args.clients, &args.broker_file, args.date)?;
     let backend = open(at).await?;
-    let result = work_night(backend, day, &options, false).await?;
+    let result = work_night(backend, day, &options, !args.no_work, false).await?;
     Ok(print_outcome(
         run_name(args.date).as_str(),
         at,
@@ -419,16 +240,7 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
         broker: None,
         prefix: String::new(),
     };
-    let options = RunOptions {
-        out: dir.clone(),
-        smtp: args.smtp.clone(),
-        smtp_connections: 4,
-        sign_p12: None,
-        template: None,
-        password_rule: "{pan}".to_string(),
-        cipher: Cipher::Aes256,
-        workers: Workers::default(),
-    };
+    let options = RunOptions::local(dir, args.smtp.clone());
     let day = read_day(
         &input.join("trades.csv"),
         &input.join("clients.csv"),
@@ -437,7 +249,7 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
     )?;
     let backend = open(&at).await?;
     let run = run_name(date);
-    let result = work_night(backend, day, &options, false).await?;
+    let result = work_night(backend, day, &options, true, false).await?;
     let code = print_outcome(run.as_str(), &at, dir, &result);
     let mailed = result.rows.iter().find(|r| r.message_id.is_some());
     println!("where to look:");

@@ -1,0 +1,116 @@
+//! A worker serves any night: what differs per night (the date and the broker's
+//! details and rates) is published to the store by whoever submits the night, and
+//! loaded once per date by each worker process; what is the worker's own (store, key,
+//! template, mailer, passwords) is given when it starts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use chrono::NaiveDate;
+use tranche_mail::Mailer;
+use tranche_sign::{Cipher, Signer};
+use tranche_storage::{Storage, StorageError, StoreKey};
+use tranche_types::Outcome;
+
+use super::{Night, PasswordRule};
+use crate::input::Broker;
+use crate::render::Renderer;
+
+/// The store key of a night's broker details.
+pub fn broker_key(date: NaiveDate) -> StoreKey {
+    StoreKey::partitioned("night", &date.to_string(), "broker", "json")
+        .expect("a date and a fixed name make a valid key")
+}
+
+/// Publish a night's broker details, before its chains are enqueued.
+pub async fn publish_broker(
+    store: &dyn Storage,
+    date: NaiveDate,
+    broker: &Broker,
+) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec(broker).expect("a broker serialises");
+    store.put(&broker_key(date), bytes).await
+}
+
+/// What a worker process is given at start; [`NightSource::night`] adds a date's
+/// broker to it.
+pub struct NightSource {
+    pub store: Arc<dyn Storage>,
+    pub renderer: Arc<Renderer>,
+    pub signer: Arc<dyn Signer>,
+    pub mailer: Arc<dyn Mailer>,
+    pub password_rule: PasswordRule,
+    pub owner_password: String,
+    pub cipher: Cipher,
+    nights: Mutex<HashMap<NaiveDate, Arc<Night>>>,
+}
+
+impl std::fmt::Debug for NightSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the passwords.
+        f.debug_struct("NightSource")
+            .field("cipher", &self.cipher)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NightSource {
+    pub fn new(
+        store: Arc<dyn Storage>,
+        renderer: Renderer,
+        signer: Arc<dyn Signer>,
+        mailer: Arc<dyn Mailer>,
+        password_rule: PasswordRule,
+        owner_password: String,
+        cipher: Cipher,
+    ) -> Self {
+        NightSource {
+            store,
+            renderer: Arc::new(renderer),
+            signer,
+            mailer,
+            password_rule,
+            owner_password,
+            cipher,
+            nights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The night of `date`, its broker read from the store on first use. A store that
+    /// fails is worth a retry; a night nobody published is not.
+    pub async fn night(&self, date: NaiveDate) -> Result<Arc<Night>, Outcome<()>> {
+        if let Some(n) = self.nights.lock().expect("nights").get(&date) {
+            return Ok(n.clone());
+        }
+        let key = broker_key(date);
+        let bytes = match self.store.get(&key).await {
+            Ok(b) => b,
+            Err(StorageError::NotFound { .. }) => {
+                return Err(Outcome::discard(format!(
+                    "the broker details of {date} are not in the store ({}): submit the night with `tranche notes run`",
+                    self.store.locate(&key)
+                )))
+            }
+            Err(e) => return Err(Outcome::retry(format!("reading the night of {date}: {e}"))),
+        };
+        let broker: Broker = serde_json::from_slice(&bytes).map_err(|e| {
+            Outcome::discard(format!("the broker details of {date} in the store: {e}"))
+        })?;
+        let night = Arc::new(Night {
+            date,
+            broker,
+            store: self.store.clone(),
+            renderer: self.renderer.clone(),
+            signer: self.signer.clone(),
+            mailer: self.mailer.clone(),
+            password_rule: self.password_rule.clone(),
+            owner_password: self.owner_password.clone(),
+            cipher: self.cipher,
+        });
+        self.nights
+            .lock()
+            .expect("nights")
+            .insert(date, night.clone());
+        Ok(night)
+    }
+}

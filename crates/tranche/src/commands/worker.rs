@@ -1,0 +1,45 @@
+//! `tranche worker`: one machine of a fleet. Serves the contract-note queues it is
+//! given for every night submitted to the shared broker, until SIGINT/SIGTERM, when it
+//! finishes what it holds within the grace period and hands the rest back.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use tranche_notes::pipeline::{StepCounts, STEPS};
+
+use super::notes_setup::{open_store, setup, RunOptions};
+use crate::cli::{DataArgs, WorkerArgs};
+use crate::data::open;
+
+pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
+    for q in &args.queues {
+        if !STEPS.iter().any(|s| s.queue == q) {
+            let known: Vec<&str> = STEPS.iter().map(|s| s.queue).collect();
+            bail!(
+                "--queues: unknown queue {q:?}; expected some of {}",
+                known.join(", ")
+            );
+        }
+    }
+    let options = RunOptions::new(&args.out, &args.steps, args.queues.clone());
+    let store = open_store(&options)?;
+    let steps = setup(&options, store)?;
+    let backend = open(at).await?;
+    let counts = Arc::new(StepCounts::default());
+    let worker = options
+        .workers
+        .worker(backend, steps.source.clone(), counts.clone())?;
+    eprintln!(
+        "tranche worker: queues {} on {}; {}; {}",
+        args.queues.join(","),
+        at.describe(),
+        steps.signer_note,
+        steps.mail_to
+    );
+    let stop = tranche_core::on_terminate();
+    worker.run(stop).await?;
+    steps.mailer.close().await;
+    eprintln!("tranche worker stopped: {}", counts.summary());
+    Ok(ExitCode::SUCCESS)
+}
