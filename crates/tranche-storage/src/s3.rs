@@ -192,7 +192,8 @@ impl S3Store {
 }
 
 /// A 404 is a missing object, unless the bucket is what is missing: that is a broken
-/// configuration, which must not pass for a missing artifact.
+/// configuration, which must not pass for a missing artifact. (A HEAD's 404 has no body
+/// to tell: `exists` in a missing bucket is `false`, and the next put or get says why.)
 fn s3_error(op: &'static str, key: &StoreKey, e: object_store::Error) -> StorageError {
     let message = e.to_string();
     match e {

@@ -65,7 +65,12 @@ fn s3s_fs() -> Option<S3sFs> {
                 if std::env::var_os("CI").is_some() {
                     panic!("s3s-fs is not installed (.ci/run installs it)");
                 }
-                eprintln!("SKIPPED: s3s-fs is not installed (cargo install s3s-fs --version 0.14.1 --features binary --locked)");
+                // Straight to stderr: libtest would capture eprintln! of a passing test.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: s3s-fs is not installed \
+                     (cargo install s3s-fs --version 0.14.1 --features binary --locked)"
+                );
                 return None;
             }
             Err(e) => panic!("starting s3s-fs: {e}"),
