@@ -1,17 +1,26 @@
-//! Where a night's artifacts live: one [`Storage`] trait, implemented by a local
-//! directory ([`LocalStore`], the default) and, for fleets, an S3-compatible store.
+//! Where a night's artifacts live (note data, PDFs, files): one [`Storage`] trait,
+//! implemented by a local directory ([`LocalStore`], the default) and, for fleets whose
+//! workers share no disk, an S3 bucket ([`S3Store`], AWS or any S3-compatible server).
+//! [`open_store`] picks one from `s3://bucket[/prefix]` or a directory.
 //!
 //! Keys are partitioned: `{d}-{kind}/{date}/{entity}.{ext}` where `d` is a stable hash
 //! digit of the entity, so an object store spreads a night's writes over ten prefixes
-//! instead of one hot one. [`conformance::exercise`] is the suite every implementation
-//! passes.
+//! (S3 scales request rates per prefix) instead of one hot one. Throttling (503
+//! SlowDown), 5xx and timeouts are retried with jittered exponential backoff (numbers in
+//! [`s3`]); a missing key is [`StorageError::NotFound`] in every store.
+//! [`conformance::exercise`] is the suite every implementation passes, against a real
+//! store.
 
 pub mod conformance;
 mod key;
 mod local;
+pub mod s3;
 
 pub use key::{InvalidKey, StoreKey};
 pub use local::LocalStore;
+pub use s3::S3Store;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -25,6 +34,30 @@ pub enum StorageError {
         key: String,
         message: String,
     },
+    /// A store that cannot be opened: a bad location or configuration.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// The store at `location`: `s3://bucket[/prefix]` is an [`S3Store`] configured from the
+/// `AWS_*` environment, anything else without a `scheme://` a [`LocalStore`] of that
+/// directory.
+pub fn open_store(location: &str) -> Result<Arc<dyn Storage>, StorageError> {
+    open_store_with_vars(location, std::env::vars())
+}
+
+/// As [`open_store`], with the environment given as name/value pairs.
+pub fn open_store_with_vars(
+    location: &str,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Arc<dyn Storage>, StorageError> {
+    if location.starts_with("s3://") {
+        return Ok(Arc::new(S3Store::from_vars(location, vars)?));
+    }
+    if location.trim().is_empty() || location.contains("://") {
+        return Err(s3::bad_location(location));
+    }
+    Ok(Arc::new(LocalStore::new(location)))
 }
 
 #[async_trait]
