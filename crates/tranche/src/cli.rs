@@ -108,7 +108,11 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// The queues this process serves: process, render, sign, mail.
-    #[arg(long, value_delimiter = ',', default_value = "process,render,sign,mail")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "process,render,sign,mail"
+    )]
     pub queues: Vec<String>,
     /// Where this worker keeps its outbox/, demo-signer/ and owner-password.
     #[arg(long, default_value = "./tranche-worker")]

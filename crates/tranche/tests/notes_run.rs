@@ -3,233 +3,13 @@
 //! qpdf) on what was mailed; then a retry that re-runs only the failed clients, and a
 //! night killed with SIGKILL half way that resumes without mailing anyone twice.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mail_parser::{MessageParser, MimeHeaders};
-
-const DATE: &str = "2026-11-20";
-const RUN: &str = "contract-notes/2026-11-20";
-
-fn tranche() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tranche"));
-    c.env_remove("TRANCHE_DATA")
-        .env_remove("TRANCHE_SMTP")
-        .env_remove("TRANCHE_OWNER_PASSWORD")
-        .env_remove("TRANCHE_OWNER_PASSWORD_FILE");
-    c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Whether a tool is here; missing is a failure under CI, a skip otherwise.
-fn have(program: &str, probe: &[&str]) -> bool {
-    let ok = Command::new(program)
-        .args(probe)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is required in CI (.ci/run installs it)"
-        );
-        eprintln!("SKIPPED: {program} is not installed");
-    }
-    ok
-}
-
-/// The SMTP server the notes are mailed to: aiosmtpd with `tests/smtp_sink.py`, which
-/// refuses (550) the addresses in `reject.txt` and keeps each message in `new/`.
-struct Sink {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Sink {
-    fn start(dir: &Path) -> Sink {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp_sink.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the SMTP sink");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "the SMTP sink did not start");
-        Sink {
-            child,
-            port,
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("smtp://127.0.0.1:{}", self.port)
-    }
-
-    fn reject(&self, addresses: &[&str]) {
-        std::fs::write(self.dir.join("reject.txt"), addresses.join("\n")).unwrap();
-    }
-
-    /// Every message received so far: recipient → (message id, subject, attachment).
-    fn messages(&self) -> Vec<(String, String, String, Vec<u8>)> {
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(self.dir.join("new")).unwrap() {
-            let raw = std::fs::read(entry.unwrap().path()).unwrap();
-            let m = MessageParser::default()
-                .parse(&raw)
-                .expect("a parsable mail");
-            let to = m.header_raw("X-RcptTo").unwrap().trim().to_string();
-            let id = m.message_id().unwrap().to_string();
-            let subject = m.subject().unwrap_or("").to_string();
-            let pdf = m
-                .attachments()
-                .find(|a| a.content_type().is_some_and(|c| c.subtype() == Some("pdf")))
-                .map(|a| a.contents().to_vec())
-                .unwrap_or_default();
-            out.push((to, id, subject, pdf));
-        }
-        out
-    }
-
-    fn count(&self) -> usize {
-        std::fs::read_dir(self.dir.join("new"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn generate(dir: &Path, clients: usize) {
-    let out = tranche()
-        .args(["notes", "generate", "--clients", &clients.to_string()])
-        .args(["--date", DATE, "--seed", "7", "--out"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-}
-
-fn run_args(input: &Path, out: &Path) -> Vec<String> {
-    let p = |f: &str| input.join(f).display().to_string();
-    vec![
-        "notes".into(),
-        "run".into(),
-        "--trades".into(),
-        p("trades.csv"),
-        "--clients".into(),
-        p("clients.csv"),
-        "--broker-file".into(),
-        p("broker.toml"),
-        "--date".into(),
-        DATE.into(),
-        "--out".into(),
-        out.display().to_string(),
-    ]
-}
-
-/// report.csv as client → (status, pages, net_amount, bytes, message_id, error).
-fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
-    let mut r = csv::Reader::from_path(out.join("report.csv")).unwrap();
-    assert_eq!(
-        r.headers().unwrap().iter().collect::<Vec<_>>(),
-        [
-            "client_code",
-            "status",
-            "pages",
-            "net_amount",
-            "bytes",
-            "message_id",
-            "error"
-        ]
-    );
-    r.records()
-        .map(|rec| {
-            let rec = rec.unwrap();
-            let v: Vec<String> = rec.iter().map(str::to_string).collect();
-            (v[0].clone(), v[1..].to_vec())
-        })
-        .collect()
-}
-
-/// client code → (pan, email) from the generated client master.
-fn clients(input: &Path) -> BTreeMap<String, (String, String)> {
-    let mut r = csv::Reader::from_path(input.join("clients.csv")).unwrap();
-    r.records()
-        .map(|rec| {
-            let rec = rec.unwrap();
-            (rec[0].to_string(), (rec[2].to_string(), rec[3].to_string()))
-        })
-        .collect()
-}
-
-/// The codes of clients who traded, in file order of their first trade.
-fn traders(input: &Path) -> Vec<String> {
-    let mut r = csv::Reader::from_path(input.join("trades.csv")).unwrap();
-    let col = r
-        .headers()
-        .unwrap()
-        .iter()
-        .position(|h| h == "client_code")
-        .unwrap();
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for rec in r.records() {
-        let code = rec.unwrap()[col].to_string();
-        if seen.insert(code.clone()) {
-            out.push(code);
-        }
-    }
-    out
-}
-
-/// The signed PDF of `client` in the store.
-fn stored_pdf(out: &Path, client: &str) -> Vec<u8> {
-    let store = out.join("store");
-    for entry in std::fs::read_dir(&store).unwrap() {
-        let dir = entry.unwrap().path();
-        if dir
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .ends_with("-signed-pdf")
-        {
-            let f = dir.join(DATE).join(format!("{client}.pdf"));
-            if f.exists() {
-                return std::fs::read(f).unwrap();
-            }
-        }
-    }
-    panic!("no signed PDF of {client} in {}", store.display());
-}
+use support::*;
 
 #[test]
 fn a_night_by_smtp_with_a_bad_row_and_a_refused_recipient_then_retry() {
@@ -327,7 +107,7 @@ fn a_night_by_smtp_with_a_bad_row_and_a_refused_recipient_then_retry() {
         assert!(subject.contains(DATE), "{subject}");
         assert_eq!(
             pdf,
-            &stored_pdf(&out, code),
+            &stored_pdf(&out.join("store"), code),
             "{code}: attachment = stored PDF"
         );
         assert_eq!(row[3], pdf.len().to_string());
@@ -341,7 +121,7 @@ fn a_night_by_smtp_with_a_bad_row_and_a_refused_recipient_then_retry() {
     let code = mailed[0];
     let (pan, _) = &clients[code];
     let signed = tmp.path().join("signed.pdf");
-    std::fs::write(&signed, stored_pdf(&out, code)).unwrap();
+    std::fs::write(&signed, stored_pdf(&out.join("store"), code)).unwrap();
     if have("qpdf", &["--version"]) {
         let o = Command::new("qpdf")
             .arg("--check")
@@ -420,21 +200,6 @@ fn a_night_by_smtp_with_a_bad_row_and_a_refused_recipient_then_retry() {
         "only the refused client again"
     );
     assert_eq!(messages.iter().filter(|m| m.0 == refused_email).count(), 1);
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[test]

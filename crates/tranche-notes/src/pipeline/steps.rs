@@ -15,8 +15,8 @@ use tranche_types::Outcome;
 
 use super::plan::{ProcessArgs, StepArgs};
 use super::{
-    artifact_key, Night, NightSource, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN, SIGNED_PDF_KIND,
-    TMP_PDF_KIND,
+    artifact_key, Night, NightSource, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN,
+    SIGNED_PDF_KIND, TMP_PDF_KIND,
 };
 use crate::note::{build, ClientBlock, NoteData};
 use crate::render::evict_cache;
@@ -91,26 +91,32 @@ pub fn register(
     mail_connections: usize,
 ) {
     let s = source.clone();
-    registry.register_blocking(PROCESS.kind, options(PROCESS, cpu), move |ctx, args: ProcessArgs| {
-        match ctx.block_on(s.night(args.date)) {
+    registry.register_blocking(
+        PROCESS.kind,
+        options(PROCESS, cpu),
+        move |ctx, args: ProcessArgs| match ctx.block_on(s.night(args.date)) {
             Ok(night) => process(&night, &ctx, args),
             Err(o) => reoutcome(o),
-        }
-    });
+        },
+    );
     let s = source.clone();
-    registry.register_blocking(RENDER.kind, options(RENDER, cpu), move |ctx, args: StepArgs| {
-        match ctx.block_on(s.night(args.date)) {
+    registry.register_blocking(
+        RENDER.kind,
+        options(RENDER, cpu),
+        move |ctx, args: StepArgs| match ctx.block_on(s.night(args.date)) {
             Ok(night) => render(&night, &ctx, args),
             Err(o) => reoutcome(o),
-        }
-    });
+        },
+    );
     let s = source.clone();
-    registry.register_blocking(SIGN.kind, options(SIGN, cpu), move |ctx, args: StepArgs| {
-        match ctx.block_on(s.night(args.date)) {
+    registry.register_blocking(
+        SIGN.kind,
+        options(SIGN, cpu),
+        move |ctx, args: StepArgs| match ctx.block_on(s.night(args.date)) {
             Ok(night) => sign(&night, &ctx, args),
             Err(o) => reoutcome(o),
-        }
-    });
+        },
+    );
     let s = source;
     registry.register(
         MAIL.kind,

@@ -90,11 +90,11 @@ pub async fn work_night(
 
     let counts = Arc::new(StepCounts::default());
     let worker = match &steps {
-        Some(s) => Some(
-            options
-                .workers
-                .worker(backend.clone(), s.source.clone(), counts.clone())?,
-        ),
+        Some(s) => Some(options.workers.worker(
+            backend.clone(),
+            s.source.clone(),
+            counts.clone(),
+        )?),
         None => None,
     };
     let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));

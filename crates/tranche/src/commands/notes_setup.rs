@@ -104,11 +104,10 @@ pub struct StepSetup {
 
 /// The artifact store: `--store` (a directory or s3://…), else OUT/store.
 pub fn open_store(options: &RunOptions) -> Result<Arc<dyn Storage>> {
-    let dir = match &options.store {
-        Some(s) => PathBuf::from(s),
-        None => options.out.join("store"),
-    };
-    Ok(Arc::new(LocalStore::new(dir)))
+    match &options.store {
+        Some(s) => tranche_storage::open_store(s).context("--store"),
+        None => Ok(Arc::new(LocalStore::new(options.out.join("store")))),
+    }
 }
 
 /// The owner password: from the environment, else the one this output directory was
@@ -182,7 +181,10 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
             config.pool_size = options.smtp_connections.max(1);
             let mailer = SmtpMailer::new(config).with_context(|| "--smtp")?;
             let shown = mailer_target(url);
-            (NightMailer::Smtp(Arc::new(mailer)), format!("mail via {shown}"))
+            (
+                NightMailer::Smtp(Arc::new(mailer)),
+                format!("mail via {shown}"),
+            )
         }
         None => {
             let dir = options.out.join("outbox");

@@ -30,13 +30,18 @@ pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     let worker = options
         .workers
         .worker(backend, steps.source.clone(), counts.clone())?;
-    eprintln!(
-        "tranche worker: queues {} on {}; {}; {}",
+    let mut notes = vec![format!(
+        "tranche worker: queues {} on {}",
         args.queues.join(","),
-        at.describe(),
-        steps.signer_note,
-        steps.mail_to
-    );
+        at.describe()
+    )];
+    if args.queues.iter().any(|q| q == "sign") {
+        notes.push(steps.signer_note.clone());
+    }
+    if args.queues.iter().any(|q| q == "mail") {
+        notes.push(steps.mail_to.clone());
+    }
+    eprintln!("{}", notes.join("; "));
     let stop = tranche_core::on_terminate();
     worker.run(stop).await?;
     steps.mailer.close().await;

@@ -1,0 +1,311 @@
+//! What the `tranche` binary's tests share: running it, a real SMTP server (aiosmtpd
+//! with `tests/smtp_sink.py`), Redis and S3 servers on free loopback ports, and
+//! readers of what a night wrote.
+
+#![allow(dead_code)] // each test file uses a part
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use mail_parser::{MessageParser, MimeHeaders};
+
+pub const DATE: &str = "2026-11-20";
+pub const RUN: &str = "contract-notes/2026-11-20";
+
+pub fn tranche() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tranche"));
+    c.env_remove("TRANCHE_DATA")
+        .env_remove("TRANCHE_SMTP")
+        .env_remove("TRANCHE_BROKER")
+        .env_remove("TRANCHE_STORE")
+        .env_remove("TRANCHE_REDIS_PREFIX")
+        .env_remove("TRANCHE_OWNER_PASSWORD")
+        .env_remove("TRANCHE_OWNER_PASSWORD_FILE");
+    c
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Whether a tool is here; missing is a failure under CI, a skip otherwise.
+pub fn have(program: &str, probe: &[&str]) -> bool {
+    let ok = Command::new(program)
+        .args(probe)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is required in CI (.ci/run installs it)"
+        );
+        eprintln!("SKIPPED: {program} is not installed");
+    }
+    ok
+}
+
+/// The SMTP server the notes are mailed to: aiosmtpd with `tests/smtp_sink.py`, which
+/// refuses (550) the addresses in `reject.txt` and keeps each message in `new/`.
+pub struct Sink {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Sink {
+    pub fn start(dir: &Path) -> Sink {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp_sink.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the SMTP sink");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the SMTP sink did not start");
+        Sink {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("smtp://127.0.0.1:{}", self.port)
+    }
+
+    pub fn reject(&self, addresses: &[&str]) {
+        std::fs::write(self.dir.join("reject.txt"), addresses.join("\n")).unwrap();
+    }
+
+    /// Every message received so far: recipient → (message id, subject, attachment).
+    pub fn messages(&self) -> Vec<(String, String, String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.dir.join("new")).unwrap() {
+            let raw = std::fs::read(entry.unwrap().path()).unwrap();
+            let m = MessageParser::default()
+                .parse(&raw)
+                .expect("a parsable mail");
+            let to = m.header_raw("X-RcptTo").unwrap().trim().to_string();
+            let id = m.message_id().unwrap().to_string();
+            let subject = m.subject().unwrap_or("").to_string();
+            let pdf = m
+                .attachments()
+                .find(|a| a.content_type().is_some_and(|c| c.subtype() == Some("pdf")))
+                .map(|a| a.contents().to_vec())
+                .unwrap_or_default();
+            out.push((to, id, subject, pdf));
+        }
+        out
+    }
+
+    pub fn count(&self) -> usize {
+        std::fs::read_dir(self.dir.join("new"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn generate(dir: &Path, clients: usize) {
+    let out = tranche()
+        .args(["notes", "generate", "--clients", &clients.to_string()])
+        .args(["--date", DATE, "--seed", "7", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+pub fn run_args(input: &Path, out: &Path) -> Vec<String> {
+    let p = |f: &str| input.join(f).display().to_string();
+    vec![
+        "notes".into(),
+        "run".into(),
+        "--trades".into(),
+        p("trades.csv"),
+        "--clients".into(),
+        p("clients.csv"),
+        "--broker-file".into(),
+        p("broker.toml"),
+        "--date".into(),
+        DATE.into(),
+        "--out".into(),
+        out.display().to_string(),
+    ]
+}
+
+/// report.csv as client → (status, pages, net_amount, bytes, message_id, error).
+pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut r = csv::Reader::from_path(out.join("report.csv")).unwrap();
+    assert_eq!(
+        r.headers().unwrap().iter().collect::<Vec<_>>(),
+        [
+            "client_code",
+            "status",
+            "pages",
+            "net_amount",
+            "bytes",
+            "message_id",
+            "error"
+        ]
+    );
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            let v: Vec<String> = rec.iter().map(str::to_string).collect();
+            (v[0].clone(), v[1..].to_vec())
+        })
+        .collect()
+}
+
+/// client code → (pan, email) from the generated client master.
+pub fn clients(input: &Path) -> BTreeMap<String, (String, String)> {
+    let mut r = csv::Reader::from_path(input.join("clients.csv")).unwrap();
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            (rec[0].to_string(), (rec[2].to_string(), rec[3].to_string()))
+        })
+        .collect()
+}
+
+/// The codes of clients who traded, in file order of their first trade.
+pub fn traders(input: &Path) -> Vec<String> {
+    let mut r = csv::Reader::from_path(input.join("trades.csv")).unwrap();
+    let col = r
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "client_code")
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let code = rec.unwrap()[col].to_string();
+        if seen.insert(code.clone()) {
+            out.push(code);
+        }
+    }
+    out
+}
+
+/// The signed PDF of `client` in a store directory.
+pub fn stored_pdf(store: &Path, client: &str) -> Vec<u8> {
+    for entry in std::fs::read_dir(store).unwrap() {
+        let dir = entry.unwrap().path();
+        if dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with("-signed-pdf")
+        {
+            let f = dir.join(DATE).join(format!("{client}.pdf"));
+            if f.exists() {
+                return std::fs::read(f).unwrap();
+            }
+        }
+    }
+    panic!("no signed PDF of {client} in {}", store.display());
+}
+
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Wait until something accepts TCP connections on `port`.
+pub fn wait_listening(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not start listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A child process killed (SIGKILL) when dropped.
+pub struct Server(pub Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A redis-server in the foreground on a free port, data in `dir`.
+pub fn redis(dir: &Path) -> (Server, u16) {
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--dir")
+        .arg(dir)
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    wait_listening(port, "redis-server");
+    (Server(child), port)
+}
+
+pub const S3_KEY: &str = "tranche-test-key";
+pub const S3_SECRET: &str = "tranche-test-secret";
+
+/// An s3s-fs server (a real S3 API over a directory) on a free port, objects under
+/// `dir/<bucket>/`.
+pub fn s3s_fs(dir: &Path) -> (Server, u16) {
+    let port = free_port();
+    let child = Command::new("s3s-fs")
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", S3_KEY, "--secret-key", S3_SECRET])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start s3s-fs");
+    wait_listening(port, "s3s-fs");
+    (Server(child), port)
+}
