@@ -1,9 +1,11 @@
-// Command check validates deploy/nomad offline: every *.nomad.hcl is decoded by Nomad's
+// Command check validates deploy/ offline: every *.nomad.hcl is decoded by Nomad's
 // own job-spec parser (github.com/hashicorp/nomad/jobspec2, strict: unknown blocks or
 // attributes are errors, HCL variables and functions evaluated), then checked against
-// what a Tranche deployment needs; other *.hcl files (ACL policies) are parsed as HCL.
+// what a Tranche deployment needs; other *.hcl files (ACL policies) are parsed as HCL;
+// a compose file is loaded by Docker Compose's own loader (compose-go: schema,
+// interpolation, merge keys, references between services, secrets and volumes).
 //
-//	go run . ../nomad/*.hcl
+//	go run . ../nomad/*.hcl ../compose.yaml
 //	go run . -v ../nomad/control.nomad.hcl   # also print the decoded args and templates
 //
 // It does not contact a Nomad server: server-side validation (e.g. resources against
@@ -11,6 +13,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/nomad/api"
 	"github.com/hashicorp/nomad/jobspec2"
@@ -50,6 +55,9 @@ func check(path string, verbose bool) (string, []string) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return "", []string{err.Error()}
+	}
+	if strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml") {
+		return checkCompose(path)
 	}
 	if !strings.HasSuffix(path, ".nomad.hcl") {
 		f, diags := hclparse.NewParser().ParseHCL(src, path)
@@ -195,4 +203,60 @@ func short(s string) string {
 		return s[:107] + "..."
 	}
 	return s
+}
+
+// checkCompose loads a compose file as `docker compose config` would (no engine needed)
+// and checks the Tranche services: graceful stop, secrets by file, Redis settings.
+func checkCompose(path string) (string, []string) {
+	opts, err := cli.NewProjectOptions([]string{path},
+		cli.WithWorkingDirectory(filepath.Dir(path)),
+		cli.WithConsistency(true),
+		cli.WithResolvedPaths(true),
+	)
+	if err != nil {
+		return "", []string{err.Error()}
+	}
+	project, err := opts.LoadProject(context.Background())
+	if err != nil {
+		return "", []string{err.Error()}
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var names []string
+	for name, svc := range project.Services {
+		names = append(names, name)
+		for k, v := range svc.Environment {
+			secretName := strings.Contains(k, "PASSWORD") || strings.HasPrefix(k, "AWS_SECRET") || strings.HasPrefix(k, "AWS_ACCESS_KEY")
+			if secretName && !strings.HasSuffix(k, "_FILE") && v != nil {
+				bad("service %s: %s given inline", name, k)
+			}
+			if strings.HasSuffix(k, "_FILE") && v != nil && strings.HasPrefix(*v, "/run/secrets/") {
+				secret := strings.TrimPrefix(*v, "/run/secrets/")
+				if !slices.ContainsFunc(svc.Secrets, func(s types.ServiceSecretConfig) bool { return s.Source == secret }) {
+					bad("service %s: %s names secret %q, which the service does not mount", name, k, secret)
+				}
+			}
+		}
+		cmd := strings.Join(svc.Command, " ")
+		if len(svc.Command) > 1 && svc.Command[0] == "tranche" && svc.Command[1] == "worker" {
+			if svc.StopSignal != "SIGTERM" {
+				bad("service %s: stop_signal %q, expected SIGTERM", name, svc.StopSignal)
+			}
+			if svc.StopGracePeriod == nil || time.Duration(*svc.StopGracePeriod) < 30*time.Second {
+				bad("service %s: stop_grace_period under the worker's 30 s grace period", name)
+			}
+			if !slices.Contains(svc.Command, "--queues") || !slices.Contains(svc.Command, "--store") {
+				bad("service %s: worker without --queues or --store", name)
+			}
+		}
+		if strings.HasPrefix(svc.Image, "redis:") {
+			for _, s := range []string{"--maxmemory-policy noeviction", "--appendonly yes"} {
+				if !strings.Contains(cmd, s) {
+					bad("service %s: redis without %s", name, s)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("compose project %s, services %s", project.Name, strings.Join(names, ", ")), problems
 }
