@@ -16,9 +16,7 @@ echo "== YAML syntax"
 if ! python3 -c 'import yaml' 2>/dev/null; then
     python3 -m pip install -q pyyaml
 fi
-for f in compose.yaml; do
-    python3 -c 'import yaml,sys; yaml.safe_load(open(sys.argv[1])); print("ok    " + sys.argv[1])' "$f"
-done
+python3 -c 'import yaml,sys; yaml.safe_load(open(sys.argv[1])); print("ok    " + sys.argv[1])' compose.yaml
 
 echo "== compose loader and Nomad job specs"
 (cd check && go build -o "${TMPDIR:-/tmp}/tranche-deploy-check" .)
