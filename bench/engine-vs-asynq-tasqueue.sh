@@ -45,7 +45,8 @@ cleanup() {
 trap cleanup EXIT
 
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
-log "machine: $machine"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+log "machine: $machine; load average $load_before"
 
 log "building tranche (release) and the peers"
 cargo build --release -q -p tranche
@@ -118,12 +119,13 @@ else
     log "two tranche worker processes: skipped (this tranche has no \`worker\` subcommand)"
 fi
 
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "$t_single"
 echo "$t_chain"
 echo "$asynq"
 echo "$tasqueue"
 
-python3 - "$machine" "$redis_version" "$t_single" "$t_chain" "$asynq" "$tasqueue" <<'PY'
+python3 - "$machine; load average (1, 5, 15 min) $load_before before, $load_after after" "$redis_version" "$t_single" "$t_chain" "$asynq" "$tasqueue" <<'PY'
 import json, sys
 machine, redis_version = sys.argv[1:3]
 t, tc, a, q = (json.loads(x) for x in sys.argv[3:7])
