@@ -102,7 +102,10 @@ pub fn register(
     let s = source.clone();
     registry.register_blocking(
         RENDER.kind,
-        options(RENDER, cpu),
+        // Typst memoises in one cache per process: a second render thread adds no
+        // throughput (measured: 33 notes/s with one, 34 with two; examples/render_many)
+        // and only takes a core from signing. More render throughput = more processes.
+        options(RENDER, 1),
         move |ctx, args: StepArgs| match ctx.block_on(s.night(args.date)) {
             Ok(night) => render(&night, &ctx, args),
             Err(o) => reoutcome(o),
