@@ -163,9 +163,7 @@ impl Renderer {
         parts[0].pages = Some(front.pages);
         number(&mut parts);
         let mut pdfs = vec![front];
-        for part in &parts[1..] {
-            pdfs.push(render(part)?);
-        }
+        pdfs.extend(render_all(&parts[1..], &render)?);
 
         // A part longer than planned (rows that wrapped) shifts the numbers of every
         // page: render them all again, now that every part's length is known.
@@ -345,6 +343,42 @@ pub fn typst_sources(note: &NoteData) -> Result<Option<TypstSources>, RenderErro
 /// process and would otherwise grow by megabytes per note.
 pub fn evict_cache() {
     comemo::evict(10);
+}
+
+/// Render parts on two threads (each part is independent once its page numbers are
+/// known), keeping their order. Typst lays out a part's pages in parallel already, but
+/// a part's start and end (evaluation, PDF writing) use one core.
+fn render_all<F>(parts: &[Part], render: &F) -> Result<Vec<Pdf>, RenderError>
+where
+    F: Fn(&Part) -> Result<Pdf, RenderError> + Sync,
+{
+    const THREADS: usize = 2;
+    let mut slots: Vec<Option<Result<Pdf, RenderError>>> = Vec::new();
+    slots.resize_with(parts.len(), || None);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|k| {
+                scope.spawn(move || {
+                    parts
+                        .iter()
+                        .enumerate()
+                        .skip(k)
+                        .step_by(THREADS)
+                        .map(|(i, part)| (i, render(part)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, pdf) in h.join().expect("a render thread panicked") {
+                slots[i] = Some(pdf);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|p| p.expect("every part rendered"))
+        .collect()
 }
 
 /// Number the parts' pages in order, all of them known.
