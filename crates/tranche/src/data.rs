@@ -11,6 +11,7 @@ use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::RunName;
 
 use crate::cli::DataArgs;
+use crate::output::server_address;
 use crate::secrets;
 
 /// The Redis password comes from here (or the file named by `…_FILE`), never the URL.
@@ -20,7 +21,11 @@ impl DataArgs {
     /// Where the state is, for messages: the directory, or the broker without secrets.
     pub fn describe(&self) -> String {
         match &self.broker {
-            Some(url) => format!("Redis at {} (prefix {})", redis_target(url), self.prefix),
+            Some(url) => format!(
+                "Redis at {} (prefix {})",
+                server_address(url, 6379),
+                self.prefix
+            ),
             None => self.data.display().to_string(),
         }
     }
@@ -58,7 +63,7 @@ pub async fn open_redis(url: &str, prefix: &str) -> Result<Arc<dyn Backend>> {
     };
     let backend = RedisBackend::connect(options)
         .await
-        .with_context(|| format!("could not use the broker {}", redis_target(url)))?;
+        .with_context(|| format!("could not use the broker {}", server_address(url, 6379)))?;
     Ok(Arc::new(backend))
 }
 
@@ -76,19 +81,6 @@ pub async fn open_existing(at: &DataArgs) -> Result<Arc<dyn Backend>> {
         }
     }
     open(at).await
-}
-
-/// A Redis URL as host:port only: no user names or passwords in output.
-fn redis_target(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => format!(
-            "{}://{}:{}",
-            u.scheme(),
-            u.host_str().unwrap_or("?"),
-            u.port().unwrap_or(6379)
-        ),
-        Err(_) => "(an unparsable URL)".to_string(),
-    }
 }
 
 pub fn run_name(name: &str) -> Result<RunName> {

@@ -52,6 +52,20 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// A server URL as scheme://host:port only: user names and passwords never reach
+/// output. `default_port` when the URL names none (and its scheme has none known).
+pub fn server_address(url: &str, default_port: u16) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => format!(
+            "{}://{}:{}",
+            u.scheme(),
+            u.host_str().unwrap_or("?"),
+            u.port_or_known_default().unwrap_or(default_port)
+        ),
+        Err(_) => "(an unparsable URL)".to_string(),
+    }
+}
+
 pub fn duration(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s < 1.0 {

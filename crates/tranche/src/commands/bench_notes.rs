@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
-use tranche_notes::generate::{generate as write_day, GenerateOptions};
+use tranche_notes::generate::GenerateOptions;
 use tranche_notes::note::build;
 use tranche_notes::pipeline::{Workers, STEPS};
 use tranche_notes::render::typst_sources;
 use tranche_sign::Cipher;
 
 use super::bench::{peak_rss_bytes, percentile_of};
-use super::notes_run::{read_day, work_night};
+use super::notes_run::{generated_day, work_night};
 use super::notes_setup::RunOptions;
 use crate::cli::BenchNotes;
 use crate::data::open_with;
@@ -64,7 +64,7 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
     };
     let input = dir.join("input");
     let date = args.date;
-    let g = write_day(
+    let (g, day) = generated_day(
         &input,
         &GenerateOptions {
             clients: args.clients,
@@ -72,20 +72,13 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
             seed: args.seed,
             heavy_trades: args.heavy_trades,
         },
-    )
-    .with_context(|| format!("cannot write the day to {}", input.display()))?;
+    )?;
     eprintln!(
         "bench notes: {} clients, {} trades on {date}, in {}",
         g.clients,
         g.trades,
         dir.display()
     );
-    let day = read_day(
-        &input.join("trades.csv"),
-        &input.join("clients.csv"),
-        &input.join("broker.toml"),
-        date,
-    )?;
     if let Some(out) = &args.export_typst {
         export_typst(&day, out)?;
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 use tranche_core::Backend;
-use tranche_notes::generate::{generate as write_day, GenerateOptions};
+use tranche_notes::generate::{generate as write_day, GenerateOptions, Generated};
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::pipeline::{
     collect_report, enqueue_night, plan_night, publish_broker, run_name, work_until_finished,
@@ -25,7 +25,7 @@ use crate::progress::RunDisplay;
 
 /// Read the day's files. A broken broker file or an unreadable trades/clients file
 /// stops the night (nothing could be right); a bad row only fails its client.
-pub fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -> Result<Day> {
+fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -> Result<Day> {
     let broker_file = broker;
     let broker = load_broker(broker_file)?;
     if broker.rates_on(date).is_none() {
@@ -41,6 +41,19 @@ pub fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -
         clients: read_clients(clients)?,
         trades: read_trades(trades)?,
     })
+}
+
+/// Write a synthetic day into `input` and read it back as a night's inputs.
+pub fn generated_day(input: &Path, options: &GenerateOptions) -> Result<(Generated, Day)> {
+    let g = write_day(input, options)
+        .with_context(|| format!("cannot write the day's files to {}", input.display()))?;
+    let day = read_day(
+        &input.join("trades.csv"),
+        &input.join("clients.csv"),
+        &input.join("broker.toml"),
+        options.date,
+    )?;
+    Ok((g, day))
 }
 
 /// The result of working a night in this process.
@@ -219,7 +232,7 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
     std::fs::write(dir.join(DEMO_MARKER), "made by tranche notes demo\n")
         .with_context(|| format!("cannot write in {}", dir.display()))?;
     let date = args.date;
-    let g = write_day(
+    let (g, day) = generated_day(
         &input,
         &GenerateOptions {
             clients: args.clients,
@@ -227,8 +240,7 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
             seed: args.seed,
             heavy_trades: None,
         },
-    )
-    .with_context(|| format!("cannot write the demo day to {}", input.display()))?;
+    )?;
     eprintln!(
         "generated {} clients, {} trades for {date} in {}",
         g.clients,
@@ -241,12 +253,6 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
         prefix: String::new(),
     };
     let options = RunOptions::local(dir, args.smtp.clone());
-    let day = read_day(
-        &input.join("trades.csv"),
-        &input.join("clients.csv"),
-        &input.join("broker.toml"),
-        date,
-    )?;
     let backend = open(&at).await?;
     let run = run_name(date);
     let result = work_night(backend, day, &options, true, false).await?;

@@ -13,6 +13,7 @@ use tranche_sign::{Cipher, Pkcs12Signer, SignatureInfo, Signer};
 use tranche_storage::{LocalStore, Storage};
 
 use crate::cli::{CipherArg, StepOptions};
+use crate::output::server_address;
 use crate::secrets;
 
 /// The variables the signing key store's password and the PDFs' owner password come
@@ -180,7 +181,8 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
             let mut config = SmtpConfig::from_env(url.clone())?;
             config.pool_size = options.smtp_connections.max(1);
             let mailer = SmtpMailer::new(config).with_context(|| "--smtp")?;
-            let shown = mailer_target(url);
+            let default_port = if url.starts_with("smtps:") { 465 } else { 25 };
+            let shown = server_address(url, default_port);
             (
                 NightMailer::Smtp(Arc::new(mailer)),
                 format!("mail via {shown}"),
@@ -214,17 +216,4 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
         mail_to,
         signer_note,
     })
-}
-
-/// The SMTP URL without anything after the host (no user names in output).
-fn mailer_target(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => format!(
-            "{}://{}:{}",
-            u.scheme(),
-            u.host_str().unwrap_or("?"),
-            u.port_or_known_default().unwrap_or(0)
-        ),
-        Err(_) => "the SMTP server".to_string(),
-    }
 }
