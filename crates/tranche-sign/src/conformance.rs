@@ -8,7 +8,7 @@
 //! revision and AES method, finds no error, and refuses to open it without a password;
 //! pdfsig finds a valid signature covering the whole document; pyHanko finds it intact
 //! and trusted against `trust_pem`. A byte flipped inside the signed range must be caught
-//! by all three. It also protects notes from several threads at once.
+//! by pdfsig and pyHanko (qpdf checks structure, which such a flip need not break). It also protects notes from several threads at once.
 //!
 //! A verifier that is not installed is skipped with a message, unless the environment
 //! variable `CI` or `TRANCHE_REQUIRE_TOOLS=1` is set: then its absence fails the suite.
@@ -268,13 +268,10 @@ fn run_one(check: &Check, tools: &Tools, trust: &Path) -> Vec<String> {
         }
         Check::Tampered { file, pyhanko: py } => {
             let f = file.display();
-            if tools.qpdf {
-                let out = run("qpdf", &["--check", &pw(USER_PASSWORD)], file);
-                expect(
-                    !out.ok,
-                    format!("{f}: qpdf --check missed the flipped byte: {}", out.text),
-                );
-            }
+            // qpdf is not asked: it checks structure, not signatures. A flipped ciphertext
+            // byte garbles one AES block of the stream, which qpdf notices only when the
+            // garbage happens to break the stream's filter or its tokens (CI saw it pass an
+            // uncompressed sample), so only the signature verifiers must catch it.
             if tools.pdfsig {
                 let out = run("pdfsig", &["-upw", USER_PASSWORD], file);
                 expect(
