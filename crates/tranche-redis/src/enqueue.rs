@@ -111,14 +111,12 @@ pub async fn enqueue(
     let mut it = out.iter();
     let mut result = Vec::with_capacity(req.items.len());
     let bad = || BackendError::store("enqueue", "unexpected reply from the enqueue script");
+    // Per item: existed, first id, count (its ids are consecutive).
     while let Some(existed) = it.next() {
-        let n: usize = it.next().and_then(|n| n.parse().ok()).ok_or_else(bad)?;
-        let ids = (0..n)
-            .map(|_| it.next().and_then(|id| id.parse().ok()).map(JobId))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(bad)?;
+        let first: i64 = it.next().and_then(|n| n.parse().ok()).ok_or_else(bad)?;
+        let count: i64 = it.next().and_then(|n| n.parse().ok()).ok_or_else(bad)?;
         result.push(Enqueued {
-            ids,
+            ids: (first..first + count).map(JobId).collect(),
             existed: existed == "1",
         });
     }

@@ -1,5 +1,7 @@
-//! The change feed: a stream whose entry ids are the seqs (`<seq>-0`), appended by the
-//! same script as each change, so entries appear in commit order and all at once.
+//! The change feed: a stream with one entry per script that changed jobs, appended by
+//! that script, so events appear in commit order and all at once. An entry's id is its
+//! last event's seq (`<seq>-0`) and it carries its events packed (see [`unpack`]), so
+//! a batch of a thousand changes costs Redis one XADD.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -36,49 +38,106 @@ pub async fn events(
     }
 }
 
+/// Entries fetched per XRANGE: each holds one script's events (up to a batch of
+/// thousands), so a few entries usually fill a page.
+const ENTRIES_PER_READ: usize = 16;
+
 async fn read(b: &RedisBackend, after: u64, limit: usize) -> Result<Vec<JobEvent>, BackendError> {
-    let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(b.keys.feed())
-        .arg(format!("({after}-0"))
-        .arg("+")
-        .arg("COUNT")
-        .arg(limit)
-        .query_async(&mut b.conn())
-        .await
-        .map_err(store("read events"))?;
+    let mut events = Vec::new();
+    let mut from = after;
+    loop {
+        let reply: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(b.keys.feed())
+            .arg(format!("({from}-0"))
+            .arg("+")
+            .arg("COUNT")
+            .arg(ENTRIES_PER_READ)
+            .query_async(&mut b.conn())
+            .await
+            .map_err(store("read events"))?;
+        let entries = reply.ids.len();
+        for entry in &reply.ids {
+            from = unpack(entry, after, &mut events)?;
+            if events.len() >= limit {
+                events.truncate(limit);
+                return Ok(events);
+            }
+        }
+        if entries < ENTRIES_PER_READ {
+            return Ok(events);
+        }
+    }
+}
+
+/// Appends an entry's events newer than `after`; returns the entry's last seq. An entry
+/// (written by `emit_events` in common.lua) has id `<last seq>-0` and fields `n` (event
+/// count), `a` (time), `r` (its runs, space-separated) and `e` (per event
+/// `job,state,run index`, space-separated, in seq order).
+fn unpack(
+    entry: &redis::streams::StreamId,
+    after: u64,
+    events: &mut Vec<JobEvent>,
+) -> Result<u64, BackendError> {
     let bad = |what: String| BackendError::store("read events", what);
-    reply
-        .ids
-        .into_iter()
-        .map(|entry| {
-            let seq = entry
-                .id
-                .split('-')
-                .next()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad(format!("unexpected entry id {}", entry.id)))?;
-            let map: &HashMap<String, redis::Value> = &entry.map;
-            let field = |k: &str| -> Result<String, BackendError> {
-                map.get(k)
-                    .and_then(|v| redis::from_redis_value::<String>(v).ok())
-                    .ok_or_else(|| bad(format!("event {seq} has no {k}")))
-            };
-            let int = |k: &str| -> Result<i64, BackendError> {
-                field(k)?
-                    .parse()
-                    .map_err(|_| bad(format!("event {seq}: {k} is not a number")))
-            };
-            let code = int("s")?;
-            Ok(JobEvent {
-                seq,
-                at: Timestamp(int("a")?),
-                job: JobId(int("j")?),
-                run: RunName::new(field("r")?).map_err(|e| bad(e.to_string()))?,
-                state: JobState::from_code(code)
-                    .ok_or_else(|| bad(format!("unknown job state code {code}")))?,
-            })
+    let last: u64 = entry
+        .id
+        .split('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(format!("unexpected entry id {}", entry.id)))?;
+    let map: &HashMap<String, redis::Value> = &entry.map;
+    let field = |k: &str| -> Result<String, BackendError> {
+        map.get(k)
+            .and_then(|v| redis::from_redis_value::<String>(v).ok())
+            .ok_or_else(|| bad(format!("feed entry {last} has no {k}")))
+    };
+    let number = |text: &str, what: &str| -> Result<i64, BackendError> {
+        text.parse().map_err(|_| {
+            bad(format!(
+                "feed entry {last}: {what} {text:?} is not a number"
+            ))
         })
-        .collect()
+    };
+    let n = number(&field("n")?, "n")? as u64;
+    let at = Timestamp(number(&field("a")?, "a")?);
+    let runs = field("r")?
+        .split(' ')
+        .map(|r| RunName::new(r).map_err(|e| bad(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = (last + 1).saturating_sub(n);
+    let packed = field("e")?;
+    let mut count = 0u64;
+    for (i, event) in packed.split(' ').enumerate() {
+        count += 1;
+        let seq = first + i as u64;
+        if seq <= after {
+            continue;
+        }
+        let mut parts = event.split(',');
+        let (Some(job), Some(state), Some(run), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad(format!("feed entry {last}: malformed event {event:?}")));
+        };
+        let code = number(state, "state")?;
+        let run = runs
+            .get((number(run, "run index")? as usize).wrapping_sub(1))
+            .ok_or_else(|| bad(format!("feed entry {last}: no run {run}")))?;
+        events.push(JobEvent {
+            seq,
+            at,
+            job: JobId(number(job, "job")?),
+            run: run.clone(),
+            state: JobState::from_code(code)
+                .ok_or_else(|| bad(format!("unknown job state code {code}")))?,
+        });
+    }
+    if count != n {
+        return Err(bad(format!(
+            "feed entry {last}: {count} events, expected {n}"
+        )));
+    }
+    Ok(last)
 }
 
 pub async fn last(b: &RedisBackend) -> Result<u64, BackendError> {

@@ -3,7 +3,9 @@
 //! Design: every state transition is one Lua script (`src/scripts/*.lua`, each with
 //! `common.lua` prepended) run with EVALSHA, so a batch of enqueues, reserves or
 //! completions, the chain successors and group callbacks they release, the run
-//! counters they move and their change-feed events commit atomically. Time comes from
+//! counters they move and their change-feed events commit atomically. Writes to shared
+//! keys (queues, leases, counters, the feed) are buffered per script and applied in a
+//! few calls: Redis's time per call, not per byte, bounds a fleet's throughput. Time comes from
 //! the backend's [`Clock`] as a script argument, never from Redis. Waiting reserves and
 //! feed reads sleep on a pub/sub wake-up (one channel per prefix) with a bounded
 //! fallback poll. Commands go through a [`ConnectionManager`], which reconnects with
@@ -16,10 +18,12 @@
 //!   `P qs:<queue>` scheduled ones (zset by available_at), `P leased` running jobs by
 //!   lease expiry, `P qrun` running count per queue, `P queues` queue names.
 //! - `P r:<run>` run counters (hash, O(1) progress), `P runs` runs by creation,
-//!   `P live:<run>` jobs not ended, `P fail:<run>` failed jobs (zset by id),
+//!   `P ids:<run>` the id ranges its enqueues took (a list, one entry per script;
+//!   a run cancel walks them), `P fail:<run>` failed jobs (zset by id),
 //!   `P cfail:<run>` steps cancelled by a failure, `P uq:<run>` unique keys,
 //!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups.
-//! - `P feed` the change feed (stream, entry id = seq), `P seq:*` counters,
+//! - `P feed` the change feed (stream, one entry per script holding its events,
+//!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
 //!
 //! Memory stays bounded: ended jobs, released groups and finished runs expire after

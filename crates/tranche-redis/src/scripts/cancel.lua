@@ -5,13 +5,22 @@
 -- were cancelled.
 local target, what, reason = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 if target == 'run' then
-  local live = redis.call('SMEMBERS', P .. 'live:' .. what)
-  table.sort(live, function(a, b) return tonumber(a) < tonumber(b) end)
-  for _, id in ipairs(live) do
-    local v = redis.call('HMGET', jk(id), 'st', 'q', 'av')
-    local st = tonumber(v[1])
-    if st and st < SUCCEEDED then
-      cancel_one(id, what, st, v[2], tonumber(v[3]), reason, false)
+  -- Every job the run ever had, by its id ranges in id order; ended ones (or expired)
+  -- are skipped.
+  local ranges = {}
+  for i, r in ipairs(redis.call('LRANGE', P .. 'ids:' .. what, 0, -1)) do
+    local first, last = string.match(r, '^(%d+)-(%d+)$')
+    ranges[i] = { tonumber(first), tonumber(last) }
+  end
+  table.sort(ranges, function(a, b) return a[1] < b[1] end)
+  for _, r in ipairs(ranges) do
+    for n = r[1], r[2] do
+      local id = S(n)
+      local v = redis.call('HMGET', jk(id), 'st', 'q', 'av')
+      local st = tonumber(v[1])
+      if st and st < SUCCEEDED then
+        cancel_one(id, what, st, v[2], tonumber(v[3]), reason, false)
+      end
     end
   end
 else

@@ -9,11 +9,10 @@ local KEEP = tonumber(ARGV[2])
 local FEED_MAX = ARGV[3]
 local A = 4 -- the first script-specific argument
 
--- Lua formats big numbers as 1.8e+15; job ids and micros must stay exact integers.
-local function S(n) return string.format('%d', n) end
-
 local PENDING, AVAILABLE, RUNNING, SUCCEEDED, FAILED, CANCELLED = 0, 1, 2, 3, 4, 5
 local COUNTER = { [0] = 'pending', 'available', 'running', 'succeeded', 'failed', 'cancelled' }
+-- States as the strings stored, so that hot paths never format a number.
+local ST = { [0] = '0', '1', '2', '3', '4', '5' }
 
 local function jk(id) return P .. 'j:' .. id end
 local function ek(id) return P .. 'e:' .. id end
@@ -21,8 +20,65 @@ local function rk(run) return P .. 'r:' .. run end
 
 local touched, touched_list = {}, {}
 local woken, woken_list = {}, {}
-local feed_moved = false
 local cancelled_count = 0
+
+-- Writes to shared keys are buffered and applied once per script by finish() (or a
+-- flush before a read of the same key): a batch of 1,000 jobs then costs a few ZADD,
+-- SADD and HINCRBY calls instead of thousands. Redis time per call, not per byte, is
+-- what bounds a fleet's throughput. Each buffer keeps the last write per member, so
+-- applying it later gives the same end state as writing in place.
+local counts = {}        -- run -> counter -> delta
+local running = {}       -- queue -> delta of P qrun
+local queues = {}        -- queue names seen (P queues)
+local leases = {}        -- job id -> lease expiry, or false: leave P leased
+local segments = {}      -- run -> new job ids as {first, last} ranges (P ids:<run>)
+local ready = {}         -- queue -> member -> priority, or false: leave P qr:<queue>
+local ev_id, ev_run, ev_state = {}, {}, {}
+
+local CHUNK = 4000 -- arguments per buffered call, well inside Lua's unpack limit
+
+local function call_chunked(cmd, key, items)
+  local i = 1
+  while i <= #items do
+    local j = math.min(i + CHUNK - 1, #items)
+    redis.call(cmd, key, unpack(items, i, j))
+    i = j + 1
+  end
+end
+
+local function S(n) return string.format('%d', n) end
+local NOW_S = ARGV[1]
+
+-- The buffer key of a job id, whether it came as an ARGV string or a number.
+local function K(id)
+  if type(id) == 'number' then return S(id) end
+  return id
+end
+
+local function touch(run)
+  if not touched[run] then
+    touched[run] = true
+    touched_list[#touched_list + 1] = run
+  end
+end
+
+local function count(run, field, d)
+  local c = counts[run]
+  if not c then
+    c = {}
+    counts[run] = c
+  end
+  c[field] = (c[field] or 0) + d
+end
+
+local function flush_counts(run)
+  local c = counts[run]
+  if not c then return end
+  counts[run] = nil
+  for field, d in pairs(c) do
+    if d ~= 0 then redis.call('HINCRBY', P .. 'r:' .. run, field, d) end
+  end
+end
 
 local function wake(queue)
   if not woken[queue] then
@@ -34,31 +90,129 @@ end
 -- A job moved from `from` (nil: just created) to `to`: the run's counters move and
 -- the feed gets its event, both inside this script, so they commit with the change.
 local function moved(id, run, from, to)
-  local r = rk(run)
   if from == nil then
-    redis.call('HINCRBY', r, 'total', 1)
+    count(run, 'total', 1)
   else
-    redis.call('HINCRBY', r, COUNTER[from], -1)
+    count(run, COUNTER[from], -1)
   end
-  redis.call('HINCRBY', r, COUNTER[to], 1)
+  count(run, COUNTER[to], 1)
   if to == CANCELLED then cancelled_count = cancelled_count + 1 end
-  if not touched[run] then
-    touched[run] = true
-    touched_list[#touched_list + 1] = run
+  touch(run)
+  local n = #ev_id + 1
+  ev_id[n], ev_run[n], ev_state[n] = K(id), run, ST[to]
+end
+
+local function lease(id, until_at) leases[K(id)] = until_at end
+
+-- A run's jobs are found (by a run cancel) from the id ranges its enqueues took: one
+-- list entry per script instead of a set member per job.
+local function note_job(run, id)
+  local l = segments[run]
+  if not l then
+    l = {}
+    segments[run] = l
   end
-  local seq = redis.call('INCR', P .. 'seq:ev')
-  redis.call('XADD', P .. 'feed', 'MAXLEN', '~', FEED_MAX, S(seq) .. '-0',
-    'j', S(id), 'r', run, 's', S(to), 'a', S(NOW))
-  feed_moved = true
+  local last = l[#l]
+  if last and last[2] + 1 == id then
+    last[2] = id
+  else
+    l[#l + 1] = { id, id }
+  end
+end
+
+local function flush_ready()
+  for queue, members in pairs(ready) do
+    local add, rem = {}, {}
+    for m, prio in pairs(members) do
+      if prio then
+        add[#add + 1] = prio
+        add[#add + 1] = m
+      else
+        rem[#rem + 1] = m
+      end
+    end
+    call_chunked('ZREM', P .. 'qr:' .. queue, rem)
+    call_chunked('ZADD', P .. 'qr:' .. queue, add)
+  end
+  ready = {}
+end
+
+-- Apply every buffered write except the counters (flushed per run by finish()).
+local function flush_writes()
+  flush_ready()
+  local add, rem = {}, {}
+  for id, at in pairs(leases) do
+    if at then
+      add[#add + 1] = at
+      add[#add + 1] = id
+    else
+      rem[#rem + 1] = id
+    end
+  end
+  leases = {}
+  call_chunked('ZREM', P .. 'leased', rem)
+  call_chunked('ZADD', P .. 'leased', add)
+  for run, l in pairs(segments) do
+    local ranges = {}
+    for i, r in ipairs(l) do ranges[i] = S(r[1]) .. '-' .. S(r[2]) end
+    call_chunked('RPUSH', P .. 'ids:' .. run, ranges)
+  end
+  segments = {}
+  for queue, d in pairs(running) do
+    if d ~= 0 then redis.call('HINCRBY', P .. 'qrun', queue, d) end
+  end
+  running = {}
+  local names = {}
+  for q in pairs(queues) do names[#names + 1] = q end
+  queues = {}
+  call_chunked('SADD', P .. 'queues', names)
+end
+
+-- One feed entry per script: its id is the last event's seq, and it holds them all
+-- (seqs last - n + 1 .. last, in order), so readers page by seq as before while a
+-- batch of 1,000 changes costs one XADD. Trimmed by seq: about FEED_MAX events kept.
+local function emit_events()
+  local n = #ev_id
+  if n == 0 then return end
+  local last = redis.call('INCRBY', P .. 'seq:ev', n)
+  local runs, index, parts = {}, {}, {}
+  for i = 1, n do
+    local r = ev_run[i]
+    local ri = index[r]
+    if not ri then
+      runs[#runs + 1] = r
+      ri = S(#runs)
+      index[r] = ri
+    end
+    parts[i] = ev_id[i] .. ',' .. ev_state[i] .. ',' .. ri
+  end
+  local fields = { 'n', S(n), 'a', NOW_S, 'r', table.concat(runs, ' '),
+    'e', table.concat(parts, ' ') }
+  local floor = last - tonumber(FEED_MAX)
+  if floor > 0 then
+    redis.call('XADD', P .. 'feed', 'MINID', '~', S(floor), S(last) .. '-0', unpack(fields))
+  else
+    redis.call('XADD', P .. 'feed', S(last) .. '-0', unpack(fields))
+  end
+  ev_id, ev_run, ev_state = {}, {}, {}
 end
 
 -- Ready jobs sort by priority (the score), then available_at and id (the member, fixed
 -- width so that lexical order is numeric order).
 local function ready_member(avail, id) return string.format('%017d:%019d', avail, id) end
 
+local function set_ready(queue, member, prio)
+  local r = ready[queue]
+  if not r then
+    r = {}
+    ready[queue] = r
+  end
+  r[member] = prio
+end
+
 local function make_available(id, queue, prio, avail)
   if avail <= NOW then
-    redis.call('ZADD', P .. 'qr:' .. queue, prio, ready_member(avail, id))
+    set_ready(queue, ready_member(avail, id), prio)
   else
     redis.call('ZADD', P .. 'qs:' .. queue, avail, S(id))
   end
@@ -66,33 +220,39 @@ local function make_available(id, queue, prio, avail)
 end
 
 local function unready(id, queue, avail)
-  redis.call('ZREM', P .. 'qr:' .. queue, ready_member(avail, id))
+  set_ready(queue, ready_member(avail, id), false)
   redis.call('ZREM', P .. 'qs:' .. queue, S(id))
 end
 
+local function take_lease(id, queue, until_at)
+  lease(id, until_at)
+  running[queue] = (running[queue] or 0) + 1
+end
+
 local function unlease(id, queue)
-  redis.call('ZREM', P .. 'leased', S(id))
-  redis.call('HINCRBY', P .. 'qrun', queue, -1)
+  lease(id, false)
+  running[queue] = (running[queue] or 0) - 1
 end
 
 -- An ended job's data expires after the retention; a revived one keeps it again.
-local function ended(id, run)
-  redis.call('SREM', P .. 'live:' .. run, S(id))
+-- `errors` false: the job never recorded an attempt error (field `ne` unset), so it
+-- has no error list to expire.
+local function ended(id, errors)
   redis.call('EXPIRE', jk(id), KEEP)
-  redis.call('EXPIRE', ek(id), KEEP)
+  if errors ~= false then redis.call('EXPIRE', ek(id), KEEP) end
 end
 
-local function revived(id, run)
-  redis.call('SADD', P .. 'live:' .. run, S(id))
+local function revived(id)
   redis.call('PERSIST', jk(id))
   redis.call('PERSIST', ek(id))
 end
 
 local function record_error(id, attempt, err)
-  redis.call('RPUSH', ek(id), S(attempt) .. '|' .. S(NOW) .. '|' .. err)
+  redis.call('RPUSH', ek(id), S(attempt) .. '|' .. NOW_S .. '|' .. err)
+  redis.call('HSET', jk(id), 'ne', '1')
 end
 
-local RUN_KEYS = { 'r:', 'live:', 'fail:', 'cfail:', 'uq:', 'hook:' }
+local RUN_KEYS = { 'r:', 'ids:', 'fail:', 'cfail:', 'uq:', 'hook:' }
 
 local function keep_run(run, expire)
   for _, k in ipairs(RUN_KEYS) do
@@ -108,7 +268,7 @@ local function ensure_run(run)
   local r = rk(run)
   if redis.call('EXISTS', r) == 0 then
     local id = redis.call('INCR', P .. 'seq:run')
-    redis.call('HSET', r, 'id', S(id), 'created', S(NOW), 'total', 0, 'pending', 0,
+    redis.call('HSET', r, 'id', S(id), 'created', NOW_S, 'total', 0, 'pending', 0,
       'available', 0, 'running', 0, 'succeeded', 0, 'failed', 0, 'cancelled', 0,
       'finishes', 0)
     redis.call('ZADD', P .. 'runs', id, run)
@@ -117,24 +277,25 @@ local function ensure_run(run)
 end
 
 -- A spec is 8 arguments: kind, queue, args, max_attempts, priority, has unique key
--- ('1'/'0'), unique key, not_before ('' for none). Returns the new job's id.
+-- ('1'/'0'), unique key, not_before ('' for none). `id` is a number.
 local function insert(run, spec, state, id, next_id, group)
   local kind, queue, args, max, prio, has_uk, uk, nb =
-    spec[1], spec[2], spec[3], spec[4], tonumber(spec[5]), spec[6], spec[7], spec[8]
-  local avail = NOW
-  if nb ~= '' and tonumber(nb) > NOW then avail = tonumber(nb) end
-  local fields = { 'run', run, 'kind', kind, 'q', queue, 'st', S(state), 'pr', S(prio),
-    'att', 0, 'max', max, 'av', S(avail), 'cr', S(NOW), 'args', args }
+    spec[1], spec[2], spec[3], spec[4], spec[5], spec[6], spec[7], spec[8]
+  local sid = S(id)
+  local avail, avail_s = NOW, NOW_S
+  if nb ~= '' and tonumber(nb) > NOW then avail, avail_s = tonumber(nb), nb end
+  local fields = { 'run', run, 'kind', kind, 'q', queue, 'st', ST[state], 'pr', prio,
+    'att', '0', 'max', max, 'av', avail_s, 'cr', NOW_S, 'args', args }
   if next_id then fields[#fields + 1] = 'nx'; fields[#fields + 1] = S(next_id) end
   if group then fields[#fields + 1] = 'gr'; fields[#fields + 1] = S(group) end
   if has_uk == '1' then
     fields[#fields + 1] = 'uk'; fields[#fields + 1] = uk
-    redis.call('HSETNX', P .. 'uq:' .. run, uk, S(id))
+    redis.call('HSETNX', P .. 'uq:' .. run, uk, sid)
   end
-  redis.call('HSET', jk(id), unpack(fields))
-  redis.call('SADD', P .. 'live:' .. run, S(id))
-  redis.call('SADD', P .. 'queues', queue)
-  moved(id, run, nil, state)
+  redis.call('HSET', jk(sid), unpack(fields))
+  note_job(run, id)
+  queues[queue] = true
+  moved(sid, run, nil, state)
   if state == AVAILABLE then make_available(id, queue, prio, avail) end
 end
 
@@ -143,7 +304,7 @@ local function release_pending(id, input)
   local v = redis.call('HMGET', jk(id), 'st', 'run', 'q', 'pr', 'av')
   if tonumber(v[1]) ~= PENDING then return end
   local avail = math.max(tonumber(v[5]), NOW)
-  redis.call('HSET', jk(id), 'st', S(AVAILABLE), 'in', input, 'av', S(avail))
+  redis.call('HSET', jk(id), 'st', ST[AVAILABLE], 'in', input, 'av', S(avail))
   moved(id, v[2], PENDING, AVAILABLE)
   make_available(id, v[3], tonumber(v[4]), avail)
 end
@@ -181,12 +342,11 @@ end
 local function cancel_one(id, v_run, from, queue, avail, why, upstream_failed)
   if from == AVAILABLE then unready(id, queue, avail) end
   if from == RUNNING then unlease(id, queue) end
-  redis.call('HSET', jk(id), 'st', S(CANCELLED), 'err', why, 'fi', S(NOW),
+  redis.call('HSET', jk(id), 'st', ST[CANCELLED], 'err', why, 'fi', NOW_S,
     'uf', upstream_failed and '1' or '0')
-  redis.call('HDEL', jk(id), 'lu')
   moved(id, v_run, from, CANCELLED)
   if upstream_failed then redis.call('SADD', P .. 'cfail:' .. v_run, S(id)) end
-  ended(id, v_run)
+  ended(id)
 end
 
 -- Cancel the chain steps from `next_id` on that have not ended.
@@ -224,49 +384,49 @@ end
 -- c(ancelled) payload=reason, f(ailed) payload=error.
 local function apply_resolution(id, attempt, kind, payload, at)
   local k = jk(id)
-  local v = redis.call('HMGET', k, 'st', 'att', 'max', 'run', 'q', 'pr', 'nx', 'gr')
+  local v = redis.call('HMGET', k, 'st', 'att', 'max', 'run', 'q', 'pr', 'nx', 'gr', 'ne')
   if tonumber(v[1]) ~= RUNNING or tonumber(v[2]) ~= tonumber(attempt) then return false end
   local att, max, run, queue, prio, nx, gr =
     tonumber(v[2]), tonumber(v[3]), v[4], v[5], tonumber(v[6]), v[7], v[8]
+  local errors = v[9] ~= false
   unlease(id, queue)
-  redis.call('HDEL', k, 'lu')
   if kind == 's' then
-    redis.call('HSET', k, 'st', S(SUCCEEDED), 'res', payload, 'fi', S(NOW))
-    redis.call('HDEL', k, 'err')
+    redis.call('HSET', k, 'st', ST[SUCCEEDED], 'res', payload, 'fi', NOW_S)
+    if errors then redis.call('HDEL', k, 'err') end
     moved(id, run, RUNNING, SUCCEEDED)
-    ended(id, run)
+    ended(id, errors)
     if nx then release_pending(nx, payload) end
     if gr then member_ended(gr) end
   elseif kind == 'r' then
     local avail = math.max(tonumber(at), NOW)
     record_error(id, att, payload)
     if att >= max then
-      redis.call('HSET', k, 'st', S(FAILED), 'fi', S(NOW), 'av', S(avail), 'err', payload)
+      redis.call('HSET', k, 'st', ST[FAILED], 'fi', NOW_S, 'av', S(avail), 'err', payload)
       moved(id, run, RUNNING, FAILED)
       redis.call('ZADD', P .. 'fail:' .. run, id, S(id))
-      ended(id, run)
+      ended(id, true)
       job_ended(id, nx, gr, true)
     else
-      redis.call('HSET', k, 'st', S(AVAILABLE), 'av', S(avail), 'err', payload)
+      redis.call('HSET', k, 'st', ST[AVAILABLE], 'av', S(avail), 'err', payload)
       moved(id, run, RUNNING, AVAILABLE)
       make_available(id, queue, prio, avail)
     end
   elseif kind == 'z' then
     local avail = math.max(tonumber(at), NOW)
-    redis.call('HSET', k, 'st', S(AVAILABLE), 'att', S(att - 1), 'av', S(avail))
+    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', S(att - 1), 'av', S(avail))
     moved(id, run, RUNNING, AVAILABLE)
     make_available(id, queue, prio, avail)
   elseif kind == 'c' then
-    redis.call('HSET', k, 'st', S(CANCELLED), 'err', payload, 'fi', S(NOW))
+    redis.call('HSET', k, 'st', ST[CANCELLED], 'err', payload, 'fi', NOW_S)
     moved(id, run, RUNNING, CANCELLED)
-    ended(id, run)
+    ended(id, errors)
     job_ended(id, nx, gr, false)
   else
     record_error(id, att, payload)
-    redis.call('HSET', k, 'st', S(FAILED), 'err', payload, 'fi', S(NOW))
+    redis.call('HSET', k, 'st', ST[FAILED], 'err', payload, 'fi', NOW_S)
     moved(id, run, RUNNING, FAILED)
     redis.call('ZADD', P .. 'fail:' .. run, id, S(id))
-    ended(id, run)
+    ended(id, true)
     job_ended(id, nx, gr, true)
   end
   return true
@@ -278,18 +438,21 @@ local function spec_at(i)
     ARGV[i + 6], ARGV[i + 7] }
 end
 
--- Mark runs that just finished (enqueueing their on-done job) or were reopened; then
--- wake waiting reserves and feed readers. Called once at the end of every script.
+-- Mark runs that just finished (enqueueing their on-done job) or were reopened; apply
+-- the buffered writes and the feed entry; then wake waiting reserves and feed readers.
+-- Called once at the end of every script that changes jobs.
 local function finish()
+  flush_writes()
   local i = 1
   while i <= #touched_list do
     local run = touched_list[i]
     local r = rk(run)
+    flush_counts(run)
     local v = redis.call('HMGET', r, 'total', 'succeeded', 'failed', 'cancelled', 'fin', 'od')
     local total = tonumber(v[1]) or 0
     local done = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
     if total > 0 and done == total and not v[5] then
-      redis.call('HSET', r, 'fin', S(NOW))
+      redis.call('HSET', r, 'fin', NOW_S)
       redis.call('HINCRBY', r, 'finishes', 1)
       if v[6] then
         local od = redis.call('HMGET', r, 'od_kind', 'od_q', 'od_args', 'od_max', 'od_pr',
@@ -302,6 +465,8 @@ local function finish()
           insert(hook_run, od, AVAILABLE, redis.call('INCR', P .. 'seq:job'), nil, nil)
         end
       end
+      -- The run's keys get their TTL after its last buffered write.
+      flush_writes()
       keep_run(run, true)
     elseif done < total and v[5] then
       redis.call('HDEL', r, 'fin')
@@ -309,6 +474,9 @@ local function finish()
     end
     i = i + 1
   end
+  flush_writes()
+  local feed_moved = #ev_id > 0
+  emit_events()
   for _, q in ipairs(woken_list) do
     redis.call('PUBLISH', P .. 'wake', 'q:' .. q)
   end

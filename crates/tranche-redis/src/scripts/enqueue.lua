@@ -1,7 +1,7 @@
 -- Enqueue items into one run, all or nothing: the caller validated every spec, so
 -- nothing below can fail half way. ARGV from A: run, has on_done ('1'/'0'), the
 -- on_done spec (8 args), then per item: type (j, c, g), step or member count, specs
--- (a group's callback last). Returns per item: existed ('1'/'0'), id count, ids.
+-- (a group's callback last). Returns per item: existed ('1'/'0'), first id, id count.
 local run = ARGV[A]
 ensure_run(run)
 if ARGV[A + 1] == '1' then
@@ -11,11 +11,23 @@ if ARGV[A + 1] == '1' then
 end
 local i = A + 2 + SPEC_ARGS
 local out = {}
-local function emit(existed, ids)
+-- An item's ids are consecutive in the order returned (a group's callback takes the
+-- id after its members), so each comes back as its first id and count.
+local function emit(existed, first, count)
   out[#out + 1] = existed
-  out[#out + 1] = S(#ids)
-  for _, id in ipairs(ids) do out[#out + 1] = S(id) end
+  out[#out + 1] = S(first)
+  out[#out + 1] = S(count)
 end
+-- One id block for the whole batch (an item found by its unique key leaves its ids
+-- unused): one INCRBY instead of one per item.
+local total, j = 0, i
+while j <= #ARGV do
+  local n = tonumber(ARGV[j + 1])
+  if ARGV[j] == 'g' then n = n + 1 end
+  total = total + n
+  j = j + 2 + n * SPEC_ARGS
+end
+local next_id = redis.call('INCRBY', P .. 'seq:job', total) - total + 1
 while i <= #ARGV do
   local kind, n = ARGV[i], tonumber(ARGV[i + 1])
   i = i + 2
@@ -34,35 +46,35 @@ while i <= #ARGV do
     existing = redis.call('HGET', P .. 'uq:' .. run, identity[7])
   end
   if existing then
-    emit('1', { tonumber(existing) })
+    emit('1', existing, 1)
   else
-    local last = redis.call('INCRBY', P .. 'seq:job', count)
-    local first = last - count + 1
-    local ids = {}
+    local first = next_id
+    local last = first + count - 1
+    next_id = last + 1
     if kind == 'g' then
       local cb = last
-      redis.call('HSET', P .. 'g:' .. S(cb), 'left', S(n), 'cb', S(cb))
+      local scb = S(cb)
+      redis.call('HSET', P .. 'g:' .. scb, 'left', S(n), 'cb', scb)
       insert(run, specs[count], PENDING, cb, nil, nil)
+      local members = {}
       for s = 1, n do
         local id = first + s - 1
-        redis.call('RPUSH', P .. 'gm:' .. S(cb), S(id))
+        members[s] = S(id)
         insert(run, specs[s], AVAILABLE, id, nil, cb)
-        ids[s] = id
       end
-      ids[n + 1] = cb
-      if n == 0 then release_callback(S(cb)) end
+      call_chunked('RPUSH', P .. 'gm:' .. scb, members)
+      if n == 0 then release_callback(scb) end
     else
       for s = 1, n do
         local id = first + s - 1
-        local next_id = nil
-        if s < n then next_id = id + 1 end
+        local nx = nil
+        if s < n then nx = id + 1 end
         local state = AVAILABLE
         if s > 1 then state = PENDING end
-        insert(run, specs[s], state, id, next_id, nil)
-        ids[s] = id
+        insert(run, specs[s], state, id, nx, nil)
       end
     end
-    emit('0', ids)
+    emit('0', first, count)
   end
 end
 finish()

@@ -7,11 +7,11 @@ while i <= #ARGV do
   local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
   local v = redis.call('HMGET', jk(id), 'st', 'att')
   if tonumber(v[1]) == RUNNING and tonumber(v[2]) == attempt then
-    redis.call('HSET', jk(id), 'lu', S(until_at))
-    redis.call('ZADD', P .. 'leased', until_at, id)
+    lease(id, until_at)
   else
     lost[#lost + 1] = S(n)
   end
   i, n = i + 2, n + 1
 end
+flush_writes()
 return lost

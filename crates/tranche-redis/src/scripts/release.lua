@@ -8,8 +8,7 @@ while i <= #ARGV do
   local v = redis.call('HMGET', k, 'st', 'att', 'run', 'q', 'pr')
   if tonumber(v[1]) == RUNNING and tonumber(v[2]) == attempt then
     unlease(id, v[4])
-    redis.call('HSET', k, 'st', S(AVAILABLE), 'att', S(attempt - 1), 'av', S(NOW))
-    redis.call('HDEL', k, 'lu')
+    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', S(attempt - 1), 'av', NOW_S)
     moved(id, v[3], RUNNING, AVAILABLE)
     make_available(id, v[4], tonumber(v[5]), NOW)
     released = released + 1

@@ -8,26 +8,28 @@ local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A 
 -- recovered by the next reserves.
 local BOUND = 1000
 
-local expired = redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', '(' .. S(NOW), 'LIMIT', 0, BOUND)
+local expired = redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', '(' .. NOW_S, 'LIMIT', 0, BOUND)
 for _, id in ipairs(expired) do
   local att = redis.call('HGET', jk(id), 'att')
   if att then
     apply_resolution(id, att, 'r',
-      'lease expired: the worker running attempt ' .. att .. ' stopped heartbeating', S(NOW))
+      'lease expired: the worker running attempt ' .. att .. ' stopped heartbeating', NOW_S)
   else
-    redis.call('ZREM', P .. 'leased', id)
+    lease(id, false)
   end
 end
 
 local qr, qs = P .. 'qr:' .. queue, P .. 'qs:' .. queue
-local due = redis.call('ZRANGEBYSCORE', qs, '-inf', S(NOW), 'LIMIT', 0, BOUND)
+local due = redis.call('ZRANGEBYSCORE', qs, '-inf', NOW_S, 'LIMIT', 0, BOUND)
+call_chunked('ZREM', qs, due)
 for _, id in ipairs(due) do
-  redis.call('ZREM', qs, id)
   local v = redis.call('HMGET', jk(id), 'pr', 'av', 'st')
   if tonumber(v[3]) == AVAILABLE then
-    redis.call('ZADD', qr, tonumber(v[1]), ready_member(tonumber(v[2]), tonumber(id)))
+    set_ready(queue, ready_member(tonumber(v[2]), tonumber(id)), tonumber(v[1]))
   end
 end
+-- Jobs made ready above (expired leases retried, scheduled ones due) are popped too.
+flush_ready()
 
 local out = {}
 local popped = redis.call('ZPOPMIN', qr, max)
@@ -37,9 +39,8 @@ for p = 1, #popped, 2 do
   local v = redis.call('HMGET', k, 'st', 'run', 'kind', 'args', 'in', 'att', 'max', 'av')
   if tonumber(v[1]) == AVAILABLE then
     local att = tonumber(v[6]) + 1
-    redis.call('HSET', k, 'st', S(RUNNING), 'att', S(att), 'lu', S(lease_until), 'sa', S(NOW))
-    redis.call('ZADD', P .. 'leased', lease_until, id)
-    redis.call('HINCRBY', P .. 'qrun', queue, 1)
+    redis.call('HSET', k, 'st', ST[RUNNING], 'att', S(att), 'sa', NOW_S)
+    take_lease(id, queue, lease_until)
     moved(id, v[2], AVAILABLE, RUNNING)
     local n = #out
     out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, v[2], v[3], v[4]

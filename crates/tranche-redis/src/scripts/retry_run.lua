@@ -9,9 +9,9 @@ for _, id in ipairs(failed) do
   local k = jk(id)
   local v = redis.call('HMGET', k, 'st', 'q', 'pr', 'gr')
   if tonumber(v[1]) == FAILED then
-    redis.call('HSET', k, 'st', S(AVAILABLE), 'att', 0, 'av', S(NOW))
-    redis.call('HDEL', k, 'fi', 'lu')
-    revived(id, run)
+    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', 0, 'av', NOW_S)
+    redis.call('HDEL', k, 'fi')
+    revived(id)
     moved(id, run, FAILED, AVAILABLE)
     make_available(id, v[2], tonumber(v[3]), NOW)
     n = n + 1
@@ -32,9 +32,9 @@ table.sort(steps, by_id)
 for _, id in ipairs(steps) do
   local k = jk(id)
   if tonumber(redis.call('HGET', k, 'st')) == CANCELLED then
-    redis.call('HSET', k, 'st', S(PENDING), 'uf', '0')
+    redis.call('HSET', k, 'st', ST[PENDING], 'uf', '0')
     redis.call('HDEL', k, 'err', 'fi')
-    revived(id, run)
+    revived(id)
     moved(id, run, CANCELLED, PENDING)
     n = n + 1
   end
