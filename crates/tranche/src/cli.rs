@@ -353,9 +353,21 @@ pub struct BenchEngine {
     /// Most jobs per reserve call.
     #[arg(long, default_value_t = 1024)]
     pub batch: usize,
-    /// Jobs per enqueue transaction.
-    #[arg(long, default_value_t = 100_000)]
-    pub enqueue_batch: usize,
+    /// Jobs per enqueue call [default: 100,000 on the embedded backend (one
+    /// transaction); 2,000 on Redis, where one script call holds the server]
+    #[arg(long)]
+    pub enqueue_batch: Option<usize>,
+    /// Enqueue calls in flight at once [default: 1 on the embedded backend (one
+    /// writer); 4 on Redis, so the next batch travels while Redis runs the last]
+    #[arg(long)]
+    pub enqueuers: Option<usize>,
+    /// Work the jobs in N worker processes (this binary, started N times against
+    /// --broker) instead of in this one; 0 works them here. Needs --broker.
+    #[arg(long, default_value_t = 0)]
+    pub processes: usize,
+    /// Internal: be one of those worker processes, for this run; exits when it is done.
+    #[arg(long, hide = true, value_name = "RUN")]
+    pub work_run: Option<String>,
     /// fsync every commit (durable against power loss, not only a killed process).
     #[arg(long)]
     pub full_sync: bool,

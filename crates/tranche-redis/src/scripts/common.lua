@@ -5,7 +5,7 @@
 -- clock: Redis TIME is never used), retention in seconds, feed max length.
 local P = KEYS[1]
 local NOW = tonumber(ARGV[1])
-local KEEP = tonumber(ARGV[2])
+local KEEP = ARGV[2] -- seconds, kept as the string Redis is sent
 local FEED_MAX = ARGV[3]
 local A = 4 -- the first script-specific argument
 
@@ -48,6 +48,17 @@ end
 
 local function S(n) return string.format('%d', n) end
 local NOW_S = ARGV[1]
+
+-- Attempt numbers as strings, formatted once per script.
+local small = {}
+local function N(n)
+  local s = small[n]
+  if not s then
+    s = S(n)
+    small[n] = s
+  end
+  return s
+end
 
 -- The buffer key of a job id, whether it came as an ARGV string or a number.
 local function K(id)
@@ -199,7 +210,17 @@ end
 
 -- Ready jobs sort by priority (the score), then available_at and id (the member, fixed
 -- width so that lexical order is numeric order).
-local function ready_member(avail, id) return string.format('%017d:%019d', avail, id) end
+-- The id is length-prefixed (a letter for its digit count, then the digits), which
+-- sorts numerically and is cut back out by reserve without any number formatting.
+local NOW_MEMBER = string.format('%017d:', NOW)
+local function ready_member(avail, id)
+  local sid = K(id)
+  local head = NOW_MEMBER
+  if avail ~= NOW then head = string.format('%017d:', avail) end
+  return head .. string.char(64 + #sid) .. sid
+end
+-- Where the id starts in a ready member.
+local MEMBER_ID = 20
 
 local function set_ready(queue, member, prio)
   local r = ready[queue]
@@ -214,7 +235,7 @@ local function make_available(id, queue, prio, avail)
   if avail <= NOW then
     set_ready(queue, ready_member(avail, id), prio)
   else
-    redis.call('ZADD', P .. 'qs:' .. queue, avail, S(id))
+    redis.call('ZADD', P .. 'qs:' .. queue, avail, K(id))
   end
   wake(queue)
 end
@@ -296,7 +317,7 @@ local function insert(run, spec, state, id, next_id, group)
   note_job(run, id)
   queues[queue] = true
   moved(sid, run, nil, state)
-  if state == AVAILABLE then make_available(id, queue, prio, avail) end
+  if state == AVAILABLE then make_available(sid, queue, prio, avail) end
 end
 
 -- Make a pending job runnable with `input`; a no-op unless it is pending.
@@ -384,11 +405,11 @@ end
 -- c(ancelled) payload=reason, f(ailed) payload=error.
 local function apply_resolution(id, attempt, kind, payload, at)
   local k = jk(id)
-  local v = redis.call('HMGET', k, 'st', 'att', 'max', 'run', 'q', 'pr', 'nx', 'gr', 'ne')
+  -- max and priority are read only on the paths that need them: most jobs succeed.
+  local v = redis.call('HMGET', k, 'st', 'att', 'run', 'q', 'nx', 'gr', 'ne')
   if tonumber(v[1]) ~= RUNNING or tonumber(v[2]) ~= tonumber(attempt) then return false end
-  local att, max, run, queue, prio, nx, gr =
-    tonumber(v[2]), tonumber(v[3]), v[4], v[5], tonumber(v[6]), v[7], v[8]
-  local errors = v[9] ~= false
+  local att, run, queue, nx, gr = tonumber(v[2]), v[3], v[4], v[5], v[6]
+  local errors = v[7] ~= false
   unlease(id, queue)
   if kind == 's' then
     redis.call('HSET', k, 'st', ST[SUCCEEDED], 'res', payload, 'fi', NOW_S)
@@ -398,6 +419,8 @@ local function apply_resolution(id, attempt, kind, payload, at)
     if nx then release_pending(nx, payload) end
     if gr then member_ended(gr) end
   elseif kind == 'r' then
+    local mp = redis.call('HMGET', k, 'max', 'pr')
+    local max, prio = tonumber(mp[1]), mp[2]
     local avail = math.max(tonumber(at), NOW)
     record_error(id, att, payload)
     if att >= max then
@@ -412,6 +435,7 @@ local function apply_resolution(id, attempt, kind, payload, at)
       make_available(id, queue, prio, avail)
     end
   elseif kind == 'z' then
+    local prio = redis.call('HGET', k, 'pr')
     local avail = math.max(tonumber(at), NOW)
     redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', S(att - 1), 'av', S(avail))
     moved(id, run, RUNNING, AVAILABLE)

@@ -1,6 +1,6 @@
 -- Extend leases to ARGV[A]. ARGV from A + 1, 2 per lease: job, attempt. Returns the
 -- indexes (1-based) of the leases no longer held.
-local until_at = tonumber(ARGV[A])
+local until_at = ARGV[A]
 local lost = {}
 local i, n = A + 1, 1
 while i <= #ARGV do

@@ -5,20 +5,46 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConfig};
 use tranche_types::{EnqueueItem, RunProgress};
 
+use super::bench_processes;
 use crate::cli::BenchEngine;
 use crate::cli::DataArgs;
 use crate::data::{open_redis, open_with, run_name};
 use crate::output::duration;
 
 #[derive(Default)]
-struct Latencies {
+pub(crate) struct Latencies {
     /// Microseconds from runnable to result committed, and from start to committed.
     queue_to_done: Mutex<Vec<u32>>,
     start_to_done: Mutex<Vec<u32>>,
+}
+
+/// Percentiles of the two latencies.
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
+pub(crate) struct LatencySummary {
+    pub queue_p50: Duration,
+    pub queue_p99: Duration,
+    pub run_p50: Duration,
+    pub run_p99: Duration,
+}
+
+impl Latencies {
+    pub(crate) fn summary(&self) -> LatencySummary {
+        let mut queue = std::mem::take(&mut *self.queue_to_done.lock().expect("lock"));
+        let mut run_times = std::mem::take(&mut *self.start_to_done.lock().expect("lock"));
+        queue.sort_unstable();
+        run_times.sort_unstable();
+        LatencySummary {
+            queue_p50: percentile(&queue, 0.50),
+            queue_p99: percentile(&queue, 0.99),
+            run_p50: percentile(&run_times, 0.50),
+            run_p99: percentile(&run_times, 0.99),
+        }
+    }
 }
 
 impl Observer for Latencies {
@@ -65,6 +91,8 @@ struct Report {
     process_seconds: f64,
     process_jobs_per_sec: f64,
     end_to_end_jobs_per_sec: f64,
+    /// 0: the jobs were worked in the bench's own process.
+    worker_processes: usize,
     latency_p50_ms: f64,
     latency_p99_ms: f64,
     run_time_p50_ms: f64,
@@ -80,12 +108,40 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The bench's one task: a no-op, so the figures are the engine's own cost.
+pub(crate) fn registry() -> Registry {
+    let mut registry = Registry::new();
+    registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async {
+        Ok::<_, std::convert::Infallible>(())
+    });
+    registry
+}
+
+/// The worker settings of the bench, in this process or in each worker process.
+pub(crate) fn worker_config(args: &BenchEngine, latencies: &Arc<Latencies>) -> WorkerConfig {
+    WorkerConfig {
+        batch: args.batch,
+        lease: Duration::from_secs(30),
+        heartbeat: Duration::from_secs(10),
+        observer: Some(latencies.clone()),
+        ..WorkerConfig::default()
+    }
+    .queues(["default"], args.concurrency)
+}
+
 fn progress_line(what: &str, done: u64, total: u64, started: Instant) {
     let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
     eprintln!("  {what}: {done}/{total} ({rate:.0}/s)");
 }
 
 pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
+    if let Some(run) = &args.work_run {
+        return bench_processes::work(at, &args, run).await;
+    }
+    anyhow::ensure!(
+        args.processes == 0 || at.broker.is_some(),
+        "--processes needs --broker: worker processes share nothing but Redis"
+    );
     let chain_length = args.chain_length.max(1);
     let total_jobs = args.jobs * u64::from(chain_length);
     let temp;
@@ -115,11 +171,7 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         None => (open_with(&dir, options)?, dir.display().to_string()),
     };
     let run = run_name(&format!("bench/engine-{stamp}"))?;
-    let mut registry = Registry::new();
-    registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async {
-        Ok::<_, std::convert::Infallible>(())
-    });
-    let engine = Engine::new(backend.clone(), registry);
+    let engine = Engine::new(backend.clone(), registry());
     eprintln!(
         "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, state in {}",
         args.jobs,
@@ -129,76 +181,118 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
 
     let spec = engine.job("noop", &())?;
     let started = Instant::now();
+    let redis = at.broker.is_some();
+    let per_call = args
+        .enqueue_batch
+        .unwrap_or(if redis { 2_000 } else { 100_000 });
+    let per_call = (per_call as u64 / u64::from(chain_length)).max(1);
+    let in_flight = args.enqueuers.unwrap_or(if redis { 4 } else { 1 }).max(1);
+    let calls = (0..args.jobs)
+        .step_by(per_call as usize)
+        .map(|start| per_call.min(args.jobs - start));
+    let mut enqueues = futures::stream::iter(calls)
+        .map(|n| {
+            let items: Vec<EnqueueItem> = (0..n)
+                .map(|_| {
+                    if chain_length == 1 {
+                        EnqueueItem::Job(spec.clone())
+                    } else {
+                        EnqueueItem::Chain(vec![spec.clone(); chain_length as usize])
+                    }
+                })
+                .collect();
+            let (engine, run) = (&engine, &run);
+            async move { engine.enqueue(run, items).await.map(|_| n) }
+        })
+        .buffer_unordered(in_flight);
     let mut enqueued = 0u64;
-    let per_txn = (args.enqueue_batch as u64 / u64::from(chain_length)).max(1);
-    while enqueued < args.jobs {
-        let n = per_txn.min(args.jobs - enqueued);
-        let items: Vec<EnqueueItem> = (0..n)
-            .map(|_| {
-                if chain_length == 1 {
-                    EnqueueItem::Job(spec.clone())
-                } else {
-                    EnqueueItem::Chain(vec![spec.clone(); chain_length as usize])
-                }
-            })
-            .collect();
-        engine.enqueue(&run, items).await?;
+    let mut last = Instant::now();
+    while let Some(n) = enqueues.try_next().await? {
         enqueued += n;
-        progress_line(
-            "enqueued",
-            enqueued * u64::from(chain_length),
-            total_jobs,
-            started,
-        );
+        // bench/engine-vs-asynq-tasqueue.sh reads Redis memory on the final line.
+        if enqueued == args.jobs || last.elapsed() >= Duration::from_secs(1) {
+            progress_line(
+                "enqueued",
+                enqueued * u64::from(chain_length),
+                total_jobs,
+                started,
+            );
+            last = Instant::now();
+        }
     }
+    drop(enqueues);
     let enqueue_time = started.elapsed();
 
-    let latencies = Arc::new(Latencies::default());
-    let config = WorkerConfig {
-        batch: args.batch,
-        lease: Duration::from_secs(30),
-        heartbeat: Duration::from_secs(10),
-        observer: Some(latencies.clone()),
-        ..WorkerConfig::default()
-    }
-    .queues(["default"], args.concurrency);
-    let worker = engine.worker(config)?;
     let stop = tranche_core::on_terminate();
-    let s = stop.clone();
     let process_started = Instant::now();
-    let handle = tokio::spawn(async move { worker.run(s).await });
-    let mut last = Instant::now();
-    let finished =
-        tranche_core::wait_finished(&*backend, &run, Duration::from_millis(50), None, |p| {
-            if last.elapsed() >= Duration::from_secs(1) {
-                progress_line("processed", p.ended(), total_jobs, process_started);
-                last = Instant::now();
-            }
-        });
-    let p: RunProgress = tokio::select! {
-        p = finished => p?,
-        _ = stop.cancelled() => {
-            // Graceful shutdown: the worker finishes or hands back what it holds.
-            handle.await??;
-            let p = backend.run_progress(&run).await?.unwrap_or_default();
-            eprintln!(
-                "interrupted: {} of {total_jobs} jobs done, {} running; state in {}",
-                p.ended(),
-                p.running,
-                dir.display()
-            );
-            return Ok(ExitCode::from(130));
+    let mut progress = |p: &RunProgress| {
+        if last.elapsed() >= Duration::from_secs(1) {
+            progress_line("processed", p.ended(), total_jobs, process_started);
+            last = Instant::now();
         }
     };
+    let latencies = Arc::new(Latencies::default());
+    let (p, children) = if args.processes > 0 {
+        let url = at.broker.as_deref().unwrap_or_default();
+        let prefix = format!("{{bench-{stamp}}}:");
+        let fleet = bench_processes::start(url, &prefix, &run, &args)?;
+        let finished = tranche_core::wait_finished(
+            &*backend,
+            &run,
+            Duration::from_millis(50),
+            None,
+            &mut progress,
+        );
+        let p = tokio::select! {
+            p = finished => p?,
+            _ = stop.cancelled() => {
+                // The worker processes got the same signal and hand back what they hold.
+                let _ = fleet.finish().await;
+                let p = backend.run_progress(&run).await?.unwrap_or_default();
+                eprintln!("interrupted: {} of {total_jobs} jobs done", p.ended());
+                return Ok(ExitCode::from(130));
+            }
+        };
+        (p, Some(fleet.finish().await?))
+    } else {
+        let worker = engine.worker(worker_config(&args, &latencies))?;
+        let s = stop.clone();
+        let handle = tokio::spawn(async move { worker.run(s).await });
+        let finished = tranche_core::wait_finished(
+            &*backend,
+            &run,
+            Duration::from_millis(50),
+            None,
+            &mut progress,
+        );
+        let p: RunProgress = tokio::select! {
+            p = finished => p?,
+            _ = stop.cancelled() => {
+                // Graceful shutdown: the worker finishes or hands back what it holds.
+                handle.await??;
+                let p = backend.run_progress(&run).await?.unwrap_or_default();
+                eprintln!(
+                    "interrupted: {} of {total_jobs} jobs done, {} running; state in {}",
+                    p.ended(),
+                    p.running,
+                    dir.display()
+                );
+                return Ok(ExitCode::from(130));
+            }
+        };
+        stop.cancel();
+        handle.await??;
+        (p, None)
+    };
     let process_time = process_started.elapsed();
-    stop.cancel();
-    handle.await??;
 
-    let mut queue = std::mem::take(&mut *latencies.queue_to_done.lock().expect("lock"));
-    let mut run_times = std::mem::take(&mut *latencies.start_to_done.lock().expect("lock"));
-    queue.sort_unstable();
-    run_times.sort_unstable();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    // Worker processes report their own percentiles; the highest of each is shown (an
+    // upper bound on the fleet's, since each saw an equal share).
+    let lat = match &children {
+        Some(reports) => bench_processes::worst(reports),
+        None => latencies.summary(),
+    };
     let report = Report {
         jobs: total_jobs,
         chains: if chain_length > 1 { args.jobs } else { 0 },
@@ -210,10 +304,11 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         process_seconds: process_time.as_secs_f64(),
         process_jobs_per_sec: total_jobs as f64 / process_time.as_secs_f64(),
         end_to_end_jobs_per_sec: total_jobs as f64 / (enqueue_time + process_time).as_secs_f64(),
-        latency_p50_ms: ms(percentile(&queue, 0.50)),
-        latency_p99_ms: ms(percentile(&queue, 0.99)),
-        run_time_p50_ms: ms(percentile(&run_times, 0.50)),
-        run_time_p99_ms: ms(percentile(&run_times, 0.99)),
+        worker_processes: args.processes,
+        latency_p50_ms: ms(lat.queue_p50),
+        latency_p99_ms: ms(lat.queue_p99),
+        run_time_p50_ms: ms(lat.run_p50),
+        run_time_p99_ms: ms(lat.run_p99),
         peak_rss_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
     };
     anyhow::ensure!(

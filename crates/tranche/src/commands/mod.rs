@@ -1,5 +1,6 @@
 mod bench;
 mod bench_notes;
+mod bench_processes;
 mod bench_server;
 mod inspect;
 mod notes;
