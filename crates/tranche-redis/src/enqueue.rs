@@ -4,6 +4,7 @@
 use redis::ScriptInvocation;
 use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobId, JobSpec, RunName};
 
+use crate::packed::{pack, SEPARATOR};
 use crate::{store, RedisBackend};
 
 fn invalid(field: &'static str, expected: &str, got: &str) -> BackendError {
@@ -18,6 +19,13 @@ fn check(spec: &JobSpec) -> Result<(), BackendError> {
     if spec.kind.is_empty() {
         return Err(invalid("job kind", "a non-empty task kind", "\"\""));
     }
+    if spec.kind.contains(SEPARATOR) {
+        return Err(invalid(
+            "job kind",
+            "a task kind without control characters",
+            &format!("{:?}", spec.kind),
+        ));
+    }
     if spec.queue.is_empty() {
         return Err(invalid("queue", "a non-empty queue name", "\"\""));
     }
@@ -27,12 +35,10 @@ fn check(spec: &JobSpec) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// The 8 arguments of a spec, as `common.lua`'s `insert` reads them.
+/// The 6 arguments of a spec, as `common.lua`'s `insert` reads them: what the scripts
+/// look at on their own, then the rest packed into one field.
 pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
-    inv.arg(&spec.kind)
-        .arg(&spec.queue)
-        .arg(&spec.args)
-        .arg(spec.max_attempts)
+    inv.arg(&spec.queue)
         .arg(spec.priority)
         .arg(if spec.unique_key.is_some() { "1" } else { "0" })
         .arg(spec.unique_key.as_deref().unwrap_or(""))
@@ -40,7 +46,8 @@ pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
             spec.not_before
                 .map(|t| t.micros().to_string())
                 .unwrap_or_default(),
-        );
+        )
+        .arg(pack(&spec.kind, spec.max_attempts, &spec.args));
 }
 
 pub async fn enqueue(

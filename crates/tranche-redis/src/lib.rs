@@ -43,6 +43,7 @@ mod enqueue;
 mod feed;
 mod keys;
 mod notify;
+mod packed;
 mod read;
 mod reserve;
 mod scripts;

@@ -8,6 +8,7 @@ use tranche_types::{
     RunName, RunProgress, Timestamp,
 };
 
+use crate::packed::unpack;
 use crate::{store, RedisBackend};
 
 type Fields = HashMap<String, String>;
@@ -104,7 +105,7 @@ pub async fn run_failures(
     for id in &ids {
         pipe.cmd("HMGET")
             .arg(b.keys.job(*id))
-            .arg(&["kind", "att", "err", "fi"]);
+            .arg(&["d", "att", "err", "fi"]);
     }
     let rows: Vec<Vec<Option<String>>> = pipe
         .query_async(&mut conn)
@@ -114,10 +115,10 @@ pub async fn run_failures(
         .into_iter()
         .zip(rows)
         .filter_map(|(id, row)| {
-            let [kind, att, err, fi] = <[Option<String>; 4]>::try_from(row).ok()?;
+            let [d, att, err, fi] = <[Option<String>; 4]>::try_from(row).ok()?;
             Some(JobFailure {
                 id: JobId(id),
-                kind: kind?,
+                kind: unpack(d.as_deref()?)?.0.to_string(),
                 attempt: att.and_then(|a| a.parse().ok()).unwrap_or(0),
                 error: err.unwrap_or_default(),
                 finished_at: fi.and_then(|f| f.parse().ok()).map(Timestamp),
@@ -141,6 +142,8 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         return Ok(None);
     }
     let text = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let packed = text("d");
+    let (kind, max_attempts, args) = unpack(&packed).unwrap_or_default();
     let run = RunName::new(text("run")).map_err(|e| BackendError::store("read job", e))?;
     let state = JobState::from_code(num(&f, "st")).unwrap_or(JobState::Failed);
     let errors = errors
@@ -157,12 +160,12 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
     Ok(Some(JobRecord {
         id,
         run,
-        kind: text("kind"),
+        kind: kind.to_string(),
         queue: text("q"),
         state,
         attempt: num(&f, "att").max(0) as u32,
-        max_attempts: num(&f, "max").max(0) as u32,
-        args: text("args"),
+        max_attempts,
+        args: args.to_string(),
         input: f.get("in").cloned(),
         result: f.get("res").cloned(),
         error: f.get("err").cloned(),

@@ -6,6 +6,7 @@ use tranche_types::{
     BackendError, JobId, LeaseRef, ReserveRequest, ReservedJob, RunName, Timestamp,
 };
 
+use crate::packed::unpack;
 use crate::{store, RedisBackend};
 
 enum Reserved {
@@ -66,11 +67,15 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
             format!("unexpected reply from the reserve script: {what}"),
         )
     };
-    let mut jobs = Vec::with_capacity(out.len() / 8);
-    for row in out.chunks(8) {
-        let [id, run, kind, args, input, attempt, max, avail] = row else {
+    let mut jobs = Vec::with_capacity(out.len() / 6);
+    for row in out.chunks(6) {
+        let [id, run, packed, input, attempt, avail] = row else {
             return Err(bad("a short row"));
         };
+        let (kind, max_attempts, args) = packed
+            .as_deref()
+            .and_then(unpack)
+            .ok_or_else(|| bad("a malformed job spec"))?;
         let text = |v: &Option<String>, what: &str| v.clone().ok_or_else(|| bad(what));
         let num = |v: &Option<String>, what: &str| -> Result<i64, BackendError> {
             v.as_deref()
@@ -80,12 +85,12 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
         jobs.push(ReservedJob {
             id: JobId(num(id, "id")?),
             run: RunName::new(text(run, "run")?).map_err(|e| BackendError::store("reserve", e))?,
-            kind: text(kind, "kind")?,
+            kind: kind.to_string(),
             queue: req.queue.clone(),
-            args: text(args, "args")?,
+            args: args.to_string(),
             input: input.clone(),
             attempt: num(attempt, "attempt")? as u32,
-            max_attempts: num(max, "max_attempts")? as u32,
+            max_attempts,
             lease_until,
             available_at: Timestamp(num(avail, "available_at")?),
         });

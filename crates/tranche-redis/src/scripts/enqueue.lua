@@ -6,8 +6,8 @@ local run = ARGV[A]
 ensure_run(run)
 if ARGV[A + 1] == '1' then
   local o = spec_at(A + 2)
-  redis.call('HSET', rk(run), 'od', '1', 'od_kind', o[1], 'od_q', o[2], 'od_args', o[3],
-    'od_max', o[4], 'od_pr', o[5], 'od_hasuk', o[6], 'od_uk', o[7], 'od_nb', o[8])
+  redis.call('HSET', rk(run), 'od', '1', 'od_q', o[1], 'od_pr', o[2], 'od_hasuk', o[3],
+    'od_uk', o[4], 'od_nb', o[5], 'od_d', o[6])
 end
 local i = A + 2 + SPEC_ARGS
 local out = {}
@@ -42,8 +42,8 @@ while i <= #ARGV do
   local identity = specs[count]
   if kind == 'c' then identity = specs[1] end
   local existing = false
-  if identity[6] == '1' then
-    existing = redis.call('HGET', P .. 'uq:' .. run, identity[7])
+  if identity[3] == '1' then
+    existing = redis.call('HGET', P .. 'uq:' .. run, identity[4])
   end
   if existing then
     emit('1', existing, 1)

@@ -10,7 +10,7 @@ while i <= #ARGV do
     unlease(id, v[4])
     redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', S(attempt - 1), 'av', NOW_S)
     moved(id, v[3], RUNNING, AVAILABLE)
-    make_available(id, v[4], tonumber(v[5]), NOW)
+    make_available(id, v[4], v[5] or '0', NOW)
     released = released + 1
   end
   i = i + 2

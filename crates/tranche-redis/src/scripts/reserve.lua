@@ -1,7 +1,7 @@
 -- Lease up to `max` ready jobs of a queue, after recovering expired leases (of every
 -- queue) and promoting the queue's scheduled jobs that are due. ARGV from A: queue,
--- max, lease_until. Returns 8 values per job (id, run, kind, args, input, attempt,
--- max_attempts, available_at), or, when none was ready, one value: the time the next
+-- max, lease_until. Returns 6 values per job (id, run, d (kind, max attempts and args,
+-- packed), input, attempt, available_at), or, when none was ready, one value: when the next
 -- scheduled job of the queue is due ('' when there is none).
 local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 2]
 -- Bounded per call so one reserve never blocks the server for long; the rest are
@@ -25,7 +25,7 @@ call_chunked('ZREM', qs, due)
 for _, id in ipairs(due) do
   local v = redis.call('HMGET', jk(id), 'pr', 'av', 'st')
   if tonumber(v[3]) == AVAILABLE then
-    set_ready(queue, ready_member(tonumber(v[2]), id), v[1])
+    set_ready(queue, ready_member(tonumber(v[2]), id), v[1] or '0')
   end
 end
 -- Jobs made ready above (expired leases retried, scheduled ones due) are popped too.
@@ -36,16 +36,16 @@ local popped = redis.call('ZPOPMIN', qr, max)
 for p = 1, #popped, 2 do
   local id = string.sub(popped[p], MEMBER_ID)
   local k = jk(id)
-  local v = redis.call('HMGET', k, 'st', 'run', 'kind', 'args', 'in', 'att', 'max', 'av')
+  local v = redis.call('HMGET', k, 'st', 'run', 'd', 'in', 'att', 'av')
   if tonumber(v[1]) == AVAILABLE then
-    local att = tonumber(v[6]) + 1
+    local att = (tonumber(v[5]) or 0) + 1
     local att_s = N(att)
     redis.call('HSET', k, 'st', ST[RUNNING], 'att', att_s, 'sa', NOW_S)
     take_lease(id, queue, lease_until)
     moved(id, v[2], AVAILABLE, RUNNING)
     local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, v[2], v[3], v[4]
-    out[n + 5], out[n + 6], out[n + 7], out[n + 8] = v[5], att_s, v[7], v[8]
+    out[n + 1], out[n + 2], out[n + 3] = id, v[2], v[3]
+    out[n + 4], out[n + 5], out[n + 6] = v[4], att_s, v[6]
   end
 end
 if #out == 0 then

@@ -9,11 +9,11 @@ for _, id in ipairs(failed) do
   local k = jk(id)
   local v = redis.call('HMGET', k, 'st', 'q', 'pr', 'gr')
   if tonumber(v[1]) == FAILED then
-    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', 0, 'av', NOW_S)
+    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', '0', 'av', NOW_S)
     redis.call('HDEL', k, 'fi')
     revived(id)
     moved(id, run, FAILED, AVAILABLE)
-    make_available(id, v[2], tonumber(v[3]), NOW)
+    make_available(id, v[2], v[3] or '0', NOW)
     n = n + 1
     -- A group whose callback has not been released yet waits for this member again;
     -- one whose callback already ran keeps its single firing.
