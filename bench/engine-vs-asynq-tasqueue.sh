@@ -9,22 +9,20 @@
 # WORKERS (default 10) and ENQUEUERS (default 4) set the peers' concurrency and
 # enqueueing goroutines (100 workers were no faster than 10 here, 50,000 jobs: asynq
 # fetches one task per Dequeue call from one loop, Tasqueue has one BLPOP consumer per
-# queue). Tranche runs with its bench defaults (one worker process,
-# 2,048 in flight, reserve batches of 1,024, enqueue transactions of 100,000 jobs).
+# queue). Tranche runs with its bench defaults on Redis (2,048 jobs in flight, reserve
+# batches of 1,024, enqueue calls of 2,000 jobs with 4 in flight).
 #
 # One fresh redis-server on a free 127.0.0.1 port (temp dir, no RDB, no AOF), FLUSHALL
 # before every run. Runs, in order:
 #   1. tranche bench engine --jobs N
 #   2. tranche bench engine --jobs N/4 --chain-length 4   (N jobs in chains of 4)
 #   3. asynq, N tasks        4. Tasqueue, N jobs
+#   5. tranche bench engine --jobs N --processes 2   (two worker processes)
 # Redis memory per job = (used_memory after the enqueue phase - before) / N. The peers
 # read INFO memory themselves between their phases. `tranche bench engine` has no flag
 # for it, so this script reads its progress on stderr and, on the line that reports the
 # last enqueue ("enqueued: N/N"), reads INFO memory at once (the worker starts a few
 # milliseconds later; its first reserves only move ids between keys).
-#
-# A variant with two tranche worker processes needs `tranche worker`; it is skipped
-# when the binary has no such subcommand.
 #
 # Prints each JSON result and a Markdown table (stdout); progress goes to stderr.
 set -euo pipefail
@@ -115,28 +113,28 @@ log "4/4 tasqueue"
 flush
 tasqueue=$("$tmp/tasqueue-bench" -redis "127.0.0.1:$port" -jobs "$jobs" -workers "$workers" -enqueuers "$enqueuers")
 
-if "$tranche" worker --help >/dev/null 2>&1; then
-    log "tranche has a worker subcommand, but this script does not drive it yet: two-process variant skipped"
-else
-    log "two tranche worker processes: skipped (this tranche has no \`worker\` subcommand)"
-fi
+log "5/5 tranche bench engine --jobs $jobs --processes 2 (two worker processes)"
+t_two=$(tranche_bench --jobs "$jobs" --processes 2)
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "$t_single"
 echo "$t_chain"
 echo "$asynq"
 echo "$tasqueue"
+echo "$t_two"
 
-python3 - "$machine; load average (1, 5, 15 min) $load_before before, $load_after after" "$redis_version" "$t_single" "$t_chain" "$asynq" "$tasqueue" <<'PY'
+python3 - "$machine; load average (1, 5, 15 min) $load_before before, $load_after after" "$redis_version" "$t_single" "$t_chain" "$asynq" "$tasqueue" "$t_two" <<'PY'
 import json, sys
 machine, redis_version = sys.argv[1:3]
-t, tc, a, q = (json.loads(x) for x in sys.argv[3:7])
+t, tc, a, q, t2 = (json.loads(x) for x in sys.argv[3:8])
 base = t["end_to_end_jobs_per_sec"]
 rows = [
     ("Tranche (Redis backend), single jobs", t["jobs"], t["enqueue_jobs_per_sec"], t["process_jobs_per_sec"],
      t["end_to_end_jobs_per_sec"], t["latency_p99_ms"], t["redis_bytes_per_job"]),
     (f"Tranche (Redis backend), {tc['chains']:,} chains of {tc['chain_length']}", tc["jobs"], tc["enqueue_jobs_per_sec"],
      tc["process_jobs_per_sec"], tc["end_to_end_jobs_per_sec"], tc["latency_p99_ms"], tc["redis_bytes_per_job"]),
+    ("Tranche (Redis backend), single jobs, 2 worker processes", t2["jobs"], t2["enqueue_jobs_per_sec"],
+     t2["process_jobs_per_sec"], t2["end_to_end_jobs_per_sec"], t2["latency_p99_ms"], t2["redis_bytes_per_job"]),
 ]
 for r in (a, q):
     name = {"asynq": "asynq", "tasqueue": "Tasqueue"}[r["peer"]]
@@ -148,5 +146,8 @@ print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for name, n, e, p, ee, p99, bpj in rows:
     bpj = f"{bpj:,.0f}" if bpj is not None else "n/a"
     print(f"| {name} | {n:,} | {e:,.0f} | {p:,.0f} | {ee:,.0f} | {p99:,.0f} | {bpj} | {ee / base:.2f}× |")
-print("\np99: Tranche runnable→done (result committed); peers enqueue→handler.")
+print("\np99: Tranche runnable→done (result committed; with worker processes, the highest of")
+print("their own p99s); peers enqueue→handler.")
+for r in (a, q):
+    print(f"Tranche single jobs / {r['peer']}: {base / r['end_to_end_per_sec']:.2f}× end to end")
 PY

@@ -486,13 +486,22 @@ fn resolve(shared: &Shared, entry: &TaskEntry, attempt: u32, outcome: RawOutcome
     }
 }
 
+/// Reports results in batches. Two report calls may be in flight at once: while the
+/// backend applies one batch the next is already on its way, so a remote backend
+/// (Redis) never waits for this process between calls.
 async fn complete_loop(
     shared: Arc<Shared>,
     mut rx: mpsc::UnboundedReceiver<Done>,
     stop: CancellationToken,
 ) {
     const MAX_BATCH: usize = 4096;
+    const IN_FLIGHT: usize = 2;
+    let mut calls = tokio::task::JoinSet::new();
     loop {
+        if calls.len() >= IN_FLIGHT {
+            let _ = calls.join_next().await;
+            continue;
+        }
         let first = tokio::select! {
             biased;
             m = rx.recv() => match m { Some(m) => m, None => break },
@@ -505,53 +514,58 @@ async fn complete_loop(
                 Err(_) => break,
             }
         }
-        let completions: Vec<Completion> = batch.iter().map(|d| d.completion.clone()).collect();
-        let mut tries = 0u32;
-        let acks = loop {
-            match shared.backend.complete(completions.clone()).await {
-                Ok(acks) => break Some(acks),
-                Err(e) => {
-                    tries += 1;
-                    if stop.is_cancelled() && tries > 5 {
-                        tracing::error!(error = %e, jobs = completions.len(), "giving up reporting results; leases will expire and the jobs run again");
-                        break None;
-                    }
-                    let pause = Duration::from_millis(50 * 2u64.pow(tries.min(7)));
-                    tracing::warn!(error = %e, retry_in = ?pause, "reporting results failed");
-                    tokio::time::sleep(pause).await;
+        calls.spawn(report(shared.clone(), batch, stop.clone()));
+    }
+    while calls.join_next().await.is_some() {}
+}
+
+async fn report(shared: Arc<Shared>, batch: Vec<Done>, stop: CancellationToken) {
+    let completions: Vec<Completion> = batch.iter().map(|d| d.completion.clone()).collect();
+    let mut tries = 0u32;
+    let acks = loop {
+        match shared.backend.complete(completions.clone()).await {
+            Ok(acks) => break Some(acks),
+            Err(e) => {
+                tries += 1;
+                if stop.is_cancelled() && tries > 5 {
+                    tracing::error!(error = %e, jobs = completions.len(), "giving up reporting results; leases will expire and the jobs run again");
+                    break None;
                 }
-            }
-        };
-        let now = shared.backend.clock().now();
-        let mut inflight = shared.inflight.lock().expect("inflight lock");
-        for (i, done) in batch.iter().enumerate() {
-            inflight.remove(&done.completion.lease);
-            let Some(acks) = &acks else { continue };
-            let counter = match (acks.get(i), &done.completion.resolution) {
-                (Some(CompletionAck::Stale), _) | (None, _) => &shared.stats.stale,
-                (_, Resolution::Succeeded { .. }) => &shared.stats.succeeded,
-                (_, Resolution::Retry { .. }) => &shared.stats.retried,
-                (_, Resolution::Snooze { .. }) => &shared.stats.snoozed,
-                (_, Resolution::Cancelled { .. }) => &shared.stats.cancelled,
-                (_, Resolution::Failed { .. }) => &shared.stats.failed,
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            if let (Some(observer), Some(CompletionAck::Applied)) =
-                (&shared.config.observer, acks.get(i))
-            {
-                observer.finished(&Finished {
-                    kind: &done.kind,
-                    resolution: &done.completion.resolution,
-                    available_at: done.available_at,
-                    started_at: done.started_at,
-                    finished_at: now,
-                });
+                let pause = Duration::from_millis(50 * 2u64.pow(tries.min(7)));
+                tracing::warn!(error = %e, retry_in = ?pause, "reporting results failed");
+                tokio::time::sleep(pause).await;
             }
         }
-        // Slots are freed (permits dropped) only now, after the results are durable.
-        drop(inflight);
-        drop(batch);
+    };
+    let now = shared.backend.clock().now();
+    let mut inflight = shared.inflight.lock().expect("inflight lock");
+    for (i, done) in batch.iter().enumerate() {
+        inflight.remove(&done.completion.lease);
+        let Some(acks) = &acks else { continue };
+        let counter = match (acks.get(i), &done.completion.resolution) {
+            (Some(CompletionAck::Stale), _) | (None, _) => &shared.stats.stale,
+            (_, Resolution::Succeeded { .. }) => &shared.stats.succeeded,
+            (_, Resolution::Retry { .. }) => &shared.stats.retried,
+            (_, Resolution::Snooze { .. }) => &shared.stats.snoozed,
+            (_, Resolution::Cancelled { .. }) => &shared.stats.cancelled,
+            (_, Resolution::Failed { .. }) => &shared.stats.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let (Some(observer), Some(CompletionAck::Applied)) =
+            (&shared.config.observer, acks.get(i))
+        {
+            observer.finished(&Finished {
+                kind: &done.kind,
+                resolution: &done.completion.resolution,
+                available_at: done.available_at,
+                started_at: done.started_at,
+                finished_at: now,
+            });
+        }
     }
+    // Slots are freed (permits dropped) only now, after the results are durable.
+    drop(inflight);
+    drop(batch);
 }
 
 async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {

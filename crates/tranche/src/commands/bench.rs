@@ -164,10 +164,14 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         .as_secs();
     let (backend, location) = match &at.broker {
         // A fresh prefix per bench: nothing of an earlier run is in the way.
-        Some(url) => (
-            open_redis(url, &format!("{{bench-{stamp}}}:")).await?,
-            at.describe(),
-        ),
+        Some(url) => {
+            let prefix = format!("{{bench-{stamp}}}:");
+            let location = format!(
+                "Redis at {} (prefix {prefix})",
+                crate::output::server_address(url, 6379)
+            );
+            (open_redis(url, &prefix).await?, location)
+        }
         None => (open_with(&dir, options)?, dir.display().to_string()),
     };
     let run = run_name(&format!("bench/engine-{stamp}"))?;
