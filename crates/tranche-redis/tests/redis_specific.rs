@@ -1,5 +1,5 @@
-//! What only the Redis backend has: prefix checks, on-done names checked up front, and
-//! the retention of ended data.
+//! What only the Redis backend has: prefix checks, on-done names and job kinds checked
+//! up front, and the retention of ended data.
 
 mod server;
 
@@ -84,6 +84,55 @@ async fn on_done_run_name_is_checked_up_front() {
         "{err}"
     );
     assert!(b.run_progress(&long).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn kinds_with_control_characters_are_refused() {
+    // A job's kind shares one packed field with its args (see packed.rs), split at a
+    // control character that a kind therefore may not hold.
+    let Some(url) = shared() else { return };
+    let b = RedisBackend::connect(options(url, &server::fresh_prefix()))
+        .await
+        .unwrap();
+    let run = RunName::new("kinds").unwrap();
+    let err = b
+        .enqueue(EnqueueRequest {
+            run: run.clone(),
+            items: vec![EnqueueItem::Job(JobSpec::new("a\u{1f}b", "1"))],
+            on_done: None,
+        })
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            BackendError::Invalid {
+                field: "job kind",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(b.run_progress(&run).await.unwrap().is_none());
+    // Args may hold it: they come last in the packed field.
+    let args = "\"a\u{1f}b\"";
+    b.enqueue(EnqueueRequest {
+        run: run.clone(),
+        items: vec![EnqueueItem::Job(JobSpec::new("k", args))],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    let got = b
+        .reserve(ReserveRequest {
+            queue: JobSpec::DEFAULT_QUEUE.into(),
+            max: 1,
+            lease: Duration::from_secs(30),
+            wait: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    assert_eq!((got[0].kind.as_str(), got[0].args.as_str()), ("k", args));
 }
 
 #[tokio::test]
