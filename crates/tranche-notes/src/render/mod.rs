@@ -12,6 +12,7 @@
 //! all but the first part are fixed in advance, so "Page X of Y" is right without a
 //! second layout (one is done, once, if a part ever comes out longer than planned).
 
+pub mod helper;
 mod join;
 mod plan;
 
