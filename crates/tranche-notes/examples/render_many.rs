@@ -2,7 +2,8 @@
 //! Renderer, and print notes/s: how render throughput scales with threads in one
 //! process (Typst's memoisation cache is global to it).
 //! `cargo run --release -p tranche-notes --example render_many -- [THREADS] [CLIENTS] [MOST_TRADES]`
-//! (notes of more than MOST_TRADES trades, default 40, are left out)
+//! (notes of more than MOST_TRADES trades, default 40, are left out; TEMPLATE=FILE.typ
+//! renders with that template instead of the built-in one, to time a change to it)
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,7 +38,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|(i, (c, t))| build(&broker, &cl.by_code[c], t, date, i as u32 + 1))
         .collect::<Result<_, _>>()?;
     let notes = Arc::new(notes);
-    let renderer = Arc::new(Renderer::new());
+    let renderer = Arc::new(match std::env::var_os("TEMPLATE") {
+        Some(p) => Renderer::from_file(std::path::Path::new(&p))?,
+        None => Renderer::new(),
+    });
     renderer.render(&notes[0])?; // warm: fonts parsed, template evaluated once
     let started = Instant::now();
     let handles: Vec<_> = (0..threads)
