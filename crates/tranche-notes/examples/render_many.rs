@@ -1,7 +1,9 @@
 //! Render the short notes of a synthetic day in-process, on T threads sharing one
 //! Renderer, and print notes/s: how render throughput scales with threads in one
 //! process (Typst's memoisation cache is global to it).
-//! `cargo run --release -p tranche-notes --example render_many -- [THREADS] [CLIENTS]`
+//! `cargo run --release -p tranche-notes --example render_many -- [THREADS] [CLIENTS] [MOST_TRADES]`
+//! (notes of more than MOST_TRADES trades, default 40, are left out; TEMPLATE=FILE.typ
+//! renders with that template instead of the built-in one, to time a change to it)
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let threads: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1);
     let clients: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
+    let most_trades: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(40);
     let dir = tempfile::tempdir()?;
     let date = "2026-11-20".parse()?;
     let o = GenerateOptions {
@@ -30,12 +33,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let notes: Vec<_> = trades
         .by_client
         .iter()
-        .filter(|(_, t)| t.len() <= 40)
+        .filter(|(_, t)| t.len() <= most_trades)
         .enumerate()
         .map(|(i, (c, t))| build(&broker, &cl.by_code[c], t, date, i as u32 + 1))
         .collect::<Result<_, _>>()?;
     let notes = Arc::new(notes);
-    let renderer = Arc::new(Renderer::new());
+    let renderer = Arc::new(match std::env::var_os("TEMPLATE") {
+        Some(p) => Renderer::from_file(std::path::Path::new(&p))?,
+        None => Renderer::new(),
+    });
     renderer.render(&notes[0])?; // warm: fonts parsed, template evaluated once
     let started = Instant::now();
     let handles: Vec<_> = (0..threads)

@@ -168,6 +168,13 @@ pub enum Notes {
     /// Generate 1,000 clients and run their night into ./tranche-demo (no server, no key,
     /// no SMTP needed), then print where to look.
     Demo(NotesDemo),
+    /// Serve render requests on stdin and stdout: the helper process a worker starts
+    /// for each of its --render-processes.
+    #[command(hide = true)]
+    RenderHelper {
+        #[arg(long, value_name = "FILE.typ")]
+        template: Option<PathBuf>,
+    },
     /// Read a day's files, compute every client's note and report what would fail and
     /// why (file, line, field), without running anything.
     Check {
@@ -241,6 +248,11 @@ pub struct StepOptions {
     /// Notes processed, rendered and signed at once (default: the cores).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Helper processes rendering notes, one note each at a time (Typst uses one core
+    /// per process, whatever its threads); 0 renders in this process, one note at a
+    /// time. Default: the cores.
+    #[arg(long, value_name = "N")]
+    pub render_processes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

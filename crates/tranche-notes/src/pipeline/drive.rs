@@ -113,6 +113,7 @@ impl Workers {
         counts: Arc<StepCounts>,
     ) -> Result<Worker, WorkerError> {
         let mut registry = Registry::new();
+        let helpers = source.helpers.as_ref().map_or(0, |h| h.size());
         register(&mut registry, source, self.cpu, self.mail);
         let queues = STEPS
             .iter()
@@ -136,7 +137,9 @@ impl Workers {
             lease: Duration::from_secs(30),
             heartbeat: Duration::from_secs(10),
             reserve_wait: Duration::from_millis(500),
-            cpu_threads: self.cpu.max(1),
+            // A render handler given helper processes only waits for one: it must not
+            // hold a thread the process and sign steps compute on.
+            cpu_threads: self.cpu.max(1) + helpers,
             observer: Some(counts),
             ..WorkerConfig::default()
         };

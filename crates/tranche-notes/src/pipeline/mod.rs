@@ -26,6 +26,7 @@ use tranche_storage::{Storage, StoreKey};
 use tranche_types::RunName;
 
 use crate::input::Broker;
+use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
 pub use drive::{work_until_finished, DriveError, StepCounts, Workers};
@@ -100,6 +101,8 @@ pub struct Night {
     pub broker: Broker,
     pub store: Arc<dyn Storage>,
     pub renderer: Arc<Renderer>,
+    /// Render in these helper processes instead of in this one, when given.
+    pub helpers: Option<Arc<RenderHelpers>>,
     pub signer: Arc<dyn Signer>,
     pub mailer: Arc<dyn Mailer>,
     pub password_rule: PasswordRule,

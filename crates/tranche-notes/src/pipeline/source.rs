@@ -14,6 +14,7 @@ use tranche_types::Outcome;
 
 use super::{Night, PasswordRule};
 use crate::input::Broker;
+use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
 /// The store key of a night's broker details.
@@ -37,6 +38,7 @@ pub async fn publish_broker(
 pub struct NightSource {
     pub store: Arc<dyn Storage>,
     pub renderer: Arc<Renderer>,
+    pub helpers: Option<Arc<RenderHelpers>>,
     pub signer: Arc<dyn Signer>,
     pub mailer: Arc<dyn Mailer>,
     pub password_rule: PasswordRule,
@@ -67,6 +69,7 @@ impl NightSource {
         NightSource {
             store,
             renderer: Arc::new(renderer),
+            helpers: None,
             signer,
             mailer,
             password_rule,
@@ -74,6 +77,13 @@ impl NightSource {
             cipher,
             nights: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Render notes in these helper processes (Typst scales with processes, not
+    /// threads) instead of in this one.
+    pub fn with_helpers(mut self, helpers: RenderHelpers) -> Self {
+        self.helpers = Some(Arc::new(helpers));
+        self
     }
 
     /// The night of `date`, its broker read from the store on first use. A store that
@@ -101,6 +111,7 @@ impl NightSource {
             broker,
             store: self.store.clone(),
             renderer: self.renderer.clone(),
+            helpers: self.helpers.clone(),
             signer: self.signer.clone(),
             mailer: self.mailer.clone(),
             password_rule: self.password_rule.clone(),

@@ -20,6 +20,7 @@ use super::{
 };
 use crate::note::{build, ClientBlock, NoteData};
 use crate::render::evict_cache;
+use crate::render::helper::HelperError;
 
 /// What `process` stores: the note's data and where it goes.
 #[derive(Serialize, Deserialize)]
@@ -100,12 +101,14 @@ pub fn register(
         },
     );
     let s = source.clone();
+    // Typst memoises in one cache per process: a second render thread adds no
+    // throughput (measured: 33 notes/s with one, 34 with two; examples/render_many)
+    // and only takes a core from signing. More render throughput = more processes:
+    // one note at a time per helper process.
+    let renders = source.helpers.as_ref().map_or(1, |h| h.size());
     registry.register_blocking(
         RENDER.kind,
-        // Typst memoises in one cache per process: a second render thread adds no
-        // throughput (measured: 33 notes/s with one, 34 with two; examples/render_many)
-        // and only takes a core from signing. More render throughput = more processes.
-        options(RENDER, 1),
+        options(RENDER, renders),
         move |ctx, args: StepArgs| match ctx.block_on(s.night(args.date)) {
             Ok(night) => render(&night, &ctx, args),
             Err(o) => reoutcome(o),
@@ -219,18 +222,33 @@ fn render(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Rendered> 
         Ok(d) => d,
         Err(e) => return store_outcome("render", code, e),
     };
-    let artifact: NoteArtifact = match serde_json::from_slice(&data) {
-        Ok(a) => a,
-        Err(e) => {
-            return Outcome::discard(format!("client {code}: render: the stored note data: {e}"))
+    let pdf = match &night.helpers {
+        Some(helpers) => match helpers.render(&data) {
+            Ok(p) => p,
+            Err(HelperError::Render(e)) => {
+                return Outcome::discard(format!("client {code}: render: {e}"))
+            }
+            Err(e @ HelperError::Lost(_)) => {
+                return Outcome::retry(format!("client {code}: render: {e}"))
+            }
+        },
+        None => {
+            let artifact: NoteArtifact = match serde_json::from_slice(&data) {
+                Ok(a) => a,
+                Err(e) => {
+                    return Outcome::discard(format!(
+                        "client {code}: render: the stored note data: {e}"
+                    ))
+                }
+            };
+            drop(data);
+            let pdf = night.renderer.render(&artifact.note);
+            evict_cache();
+            match pdf {
+                Ok(p) => p,
+                Err(e) => return Outcome::discard(format!("client {code}: render: {e}")),
+            }
         }
-    };
-    drop(data);
-    let pdf = night.renderer.render(&artifact.note);
-    evict_cache();
-    let pdf = match pdf {
-        Ok(p) => p,
-        Err(e) => return Outcome::discard(format!("client {code}: render: {e}")),
     };
     let pages = pdf.pages;
     match ctx.block_on(night.store.put(&pdf_key, pdf.bytes)) {

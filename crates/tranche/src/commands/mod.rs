@@ -53,6 +53,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
         Command::Notes(Notes::Run(args)) => notes_run::run(at, args).await,
         Command::Notes(Notes::Demo(args)) => notes_run::demo(args).await,
+        Command::Notes(Notes::RenderHelper { template }) => {
+            notes::render_helper(template.as_deref())
+        }
         Command::Notes(Notes::Check {
             trades,
             clients,

@@ -7,6 +7,7 @@ use rust_decimal::Decimal;
 use tranche_notes::generate::{generate as write_day, GenerateOptions};
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::note::build;
+use tranche_notes::render::{helper, Renderer};
 
 pub fn generate(
     clients: usize,
@@ -95,4 +96,16 @@ pub fn check(
     } else {
         ExitCode::from(2)
     })
+}
+
+/// Be a render helper of the worker that started this process (see
+/// `tranche_notes::render::helper`) until it closes our stdin.
+pub fn render_helper(template: Option<&Path>) -> Result<ExitCode> {
+    let renderer = match template {
+        Some(path) => Renderer::from_file(path)?,
+        None => Renderer::new(),
+    };
+    helper::serve(&renderer, std::io::stdin().lock(), std::io::stdout().lock())
+        .context("render helper: the pipe to the worker")?;
+    Ok(ExitCode::SUCCESS)
 }

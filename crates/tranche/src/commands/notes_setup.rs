@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tranche_mail::{Mailer, OutboxMailer, SmtpConfig, SmtpMailer};
 use tranche_notes::pipeline::{NightSource, PasswordRule, Workers};
+use tranche_notes::render::helper::RenderHelpers;
 use tranche_notes::render::Renderer;
 use tranche_sign::{Cipher, Pkcs12Signer, SignatureInfo, Signer};
 use tranche_storage::{LocalStore, Storage};
@@ -34,6 +35,8 @@ pub struct RunOptions {
     pub password_rule: String,
     pub cipher: Cipher,
     pub workers: Workers,
+    /// Helper processes rendering notes; 0: render in this process.
+    pub render_processes: usize,
 }
 
 impl RunOptions {
@@ -55,6 +58,7 @@ impl RunOptions {
                 mail: (a.smtp_connections as usize * 2).max(1),
                 queues,
             },
+            render_processes: a.render_processes.unwrap_or(Workers::default().cpu),
         }
     }
 
@@ -70,6 +74,7 @@ impl RunOptions {
             password_rule: "{pan}".to_string(),
             cipher: Cipher::Aes256,
             workers: Workers::default(),
+            render_processes: Workers::default().cpu,
         }
     }
 }
@@ -201,7 +206,7 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
             )
         }
     };
-    let source = NightSource::new(
+    let mut source = NightSource::new(
         store,
         renderer,
         signer,
@@ -210,10 +215,33 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
         owner_password(&options.out)?,
         options.cipher,
     );
+    if options.render_processes > 0 {
+        source = source.with_helpers(render_helpers(options)?);
+    }
     Ok(StepSetup {
         source: Arc::new(source),
         mailer,
         mail_to,
         signer_note,
     })
+}
+
+/// This binary started again as `notes render-helper`, as many times as asked.
+fn render_helpers(options: &RunOptions) -> Result<RenderHelpers> {
+    let exe = std::env::current_exe()
+        .context("cannot find this program to start render helpers (--render-processes 0 renders in this process)")?;
+    let template = options.template.clone();
+    Ok(RenderHelpers::new(options.render_processes, move || {
+        let mut command = std::process::Command::new(&exe);
+        command.args(["notes", "render-helper"]);
+        // Helpers already keep every core busy: Typst's own page-parallel layout only
+        // adds threads that wait on each other (35 -> 39 notes/s without it).
+        if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+            command.env("RAYON_NUM_THREADS", "1");
+        }
+        if let Some(t) = &template {
+            command.arg("--template").arg(t);
+        }
+        command
+    }))
 }
