@@ -234,11 +234,6 @@ fn render_helpers(options: &RunOptions) -> Result<RenderHelpers> {
     Ok(RenderHelpers::new(options.render_processes, move || {
         let mut command = std::process::Command::new(&exe);
         command.args(["notes", "render-helper"]);
-        // Helpers already keep every core busy: Typst's own page-parallel layout only
-        // adds threads that wait on each other (35 -> 39 notes/s without it).
-        if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-            command.env("RAYON_NUM_THREADS", "1");
-        }
         if let Some(t) = &template {
             command.arg("--template").arg(t);
         }
