@@ -30,6 +30,10 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     /// How long one reserve call waits when a queue is empty.
     pub reserve_wait: Duration,
+    /// Reserve calls in flight per queue. With a remote backend (Redis), 2 keep it busy
+    /// while this process takes in the last batch; an idle queue then costs that many
+    /// waiting calls.
+    pub fetchers_per_queue: usize,
     /// On shutdown, how long in-flight jobs may take to finish before their leases are
     /// handed back.
     pub grace: Duration,
@@ -54,6 +58,7 @@ impl Default for WorkerConfig {
             lease,
             heartbeat: lease / 3,
             reserve_wait: Duration::from_secs(1),
+            fetchers_per_queue: 1,
             grace: Duration::from_secs(30),
             cpu_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             observer: None,
@@ -102,6 +107,9 @@ impl WorkerConfig {
                 &format!("shorter than the lease ({:?})", self.lease),
                 format!("{:?}", self.heartbeat),
             );
+        }
+        if self.fetchers_per_queue == 0 {
+            return invalid("fetchers_per_queue", "at least 1", "0".into());
         }
         if self.batch == 0 {
             return invalid("batch", "at least 1", "0".into());
@@ -240,14 +248,19 @@ impl Worker {
         let tracker = TaskTracker::new();
         let mut fetchers = tokio::task::JoinSet::new();
         for (queue, concurrency) in &shared.config.queues {
-            fetchers.spawn(fetch_loop(
-                shared.clone(),
-                queue.clone(),
-                *concurrency,
-                done_tx.clone(),
-                tracker.clone(),
-                shutdown.clone(),
-            ));
+            // The queue's fetchers share its slots: together they hold at most
+            // `concurrency` jobs.
+            let slots = Arc::new(Semaphore::new(*concurrency));
+            for _ in 0..shared.config.fetchers_per_queue {
+                fetchers.spawn(fetch_loop(
+                    shared.clone(),
+                    queue.clone(),
+                    slots.clone(),
+                    done_tx.clone(),
+                    tracker.clone(),
+                    shutdown.clone(),
+                ));
+            }
         }
         drop(done_tx);
         while fetchers.join_next().await.is_some() {}
@@ -288,12 +301,11 @@ impl Worker {
 async fn fetch_loop(
     shared: Arc<Shared>,
     queue: String,
-    concurrency: usize,
+    slots: Arc<Semaphore>,
     done_tx: mpsc::UnboundedSender<Done>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(concurrency));
     let mut failures = 0u32;
     loop {
         let first = tokio::select! {

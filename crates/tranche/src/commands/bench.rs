@@ -117,12 +117,19 @@ pub(crate) fn registry() -> Registry {
     registry
 }
 
-/// The worker settings of the bench, in this process or in each worker process.
-pub(crate) fn worker_config(args: &BenchEngine, latencies: &Arc<Latencies>) -> WorkerConfig {
+/// The worker settings of the bench, in this process or in each worker process. On
+/// Redis (`remote`), two reserve calls are in flight, so that the server is never idle
+/// while this process takes in a batch.
+pub(crate) fn worker_config(
+    args: &BenchEngine,
+    latencies: &Arc<Latencies>,
+    remote: bool,
+) -> WorkerConfig {
     WorkerConfig {
         batch: args.batch,
         lease: Duration::from_secs(30),
         heartbeat: Duration::from_secs(10),
+        fetchers_per_queue: if remote { 2 } else { 1 },
         observer: Some(latencies.clone()),
         ..WorkerConfig::default()
     }
@@ -261,7 +268,7 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         let process_time = process_started.elapsed();
         (p, process_time, Some(fleet.finish().await?))
     } else {
-        let worker = engine.worker(worker_config(&args, &latencies))?;
+        let worker = engine.worker(worker_config(&args, &latencies, redis))?;
         let s = stop.clone();
         let handle = tokio::spawn(async move { worker.run(s).await });
         let finished = tranche_core::wait_finished(

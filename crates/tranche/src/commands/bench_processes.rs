@@ -84,7 +84,7 @@ pub(crate) async fn work(at: &DataArgs, args: &BenchEngine, run: &str) -> Result
     let run = run_name(run)?;
     let engine = Engine::new(backend.clone(), registry());
     let latencies = Arc::new(Latencies::default());
-    let worker = engine.worker(worker_config(args, &latencies))?;
+    let worker = engine.worker(worker_config(args, &latencies, true))?;
     let stop = tranche_core::on_terminate();
     let s = stop.clone();
     let handle = tokio::spawn(async move { worker.run(s).await });
