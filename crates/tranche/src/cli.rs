@@ -280,8 +280,10 @@ pub struct NotesDemo {
 
 #[derive(Debug, Subcommand)]
 pub enum Bench {
-    /// Enqueue N no-op jobs (or N chains of K steps) on the embedded backend, process
-    /// them with all cores, and print enqueue rate, jobs/s, latency and peak memory.
+    /// Enqueue N no-op jobs (or N chains of K steps) on the embedded backend (or on
+    /// Redis with --broker, under a fresh key prefix of its own), process them with all
+    /// cores (or in N worker processes), and print enqueue rate, jobs/s, latency and
+    /// peak memory.
     Engine(BenchEngine),
     /// Generate a night of contract notes and work it end to end in this process
     /// (process → render → sign → mail): notes/s, per-core rate, p50/p99 per step and
