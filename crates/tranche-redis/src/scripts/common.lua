@@ -131,38 +131,31 @@ local function note_job(run, id)
   end
 end
 
-local function flush_ready()
-  for queue, members in pairs(ready) do
-    local add, rem = {}, {}
-    for m, prio in pairs(members) do
-      if prio then
-        add[#add + 1] = prio
-        add[#add + 1] = m
-      else
-        rem[#rem + 1] = m
-      end
+-- Write a buffer of member -> score (add or move) or false (remove) to a sorted set.
+local function flush_zset(key, members)
+  local add, rem = {}, {}
+  for m, score in pairs(members) do
+    if score then
+      add[#add + 1] = score
+      add[#add + 1] = m
+    else
+      rem[#rem + 1] = m
     end
-    call_chunked('ZREM', P .. 'qr:' .. queue, rem)
-    call_chunked('ZADD', P .. 'qr:' .. queue, add)
   end
+  call_chunked('ZREM', key, rem)
+  call_chunked('ZADD', key, add)
+end
+
+local function flush_ready()
+  for queue, members in pairs(ready) do flush_zset(P .. 'qr:' .. queue, members) end
   ready = {}
 end
 
 -- Apply every buffered write except the counters (flushed per run by finish()).
 local function flush_writes()
   flush_ready()
-  local add, rem = {}, {}
-  for id, at in pairs(leases) do
-    if at then
-      add[#add + 1] = at
-      add[#add + 1] = id
-    else
-      rem[#rem + 1] = id
-    end
-  end
+  flush_zset(P .. 'leased', leases)
   leases = {}
-  call_chunked('ZREM', P .. 'leased', rem)
-  call_chunked('ZADD', P .. 'leased', add)
   for run, l in pairs(segments) do
     local ranges = {}
     for i, r in ipairs(l) do ranges[i] = S(r[1]) .. '-' .. S(r[2]) end

@@ -108,6 +108,30 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Who works the bench's jobs.
+enum Workers {
+    Here(tokio::task::JoinHandle<Result<(), tranche_types::BackendError>>),
+    Processes(bench_processes::Fleet),
+}
+
+impl Workers {
+    /// Stops the worker in this process, or waits for the worker processes (they stop
+    /// once the run is done) and returns their latency reports.
+    async fn stop(
+        self,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<Option<Vec<LatencySummary>>> {
+        match self {
+            Workers::Here(handle) => {
+                stop.cancel();
+                handle.await??;
+                Ok(None)
+            }
+            Workers::Processes(fleet) => Ok(Some(fleet.finish().await?)),
+        }
+    }
+}
+
 /// The bench's one task: a no-op, so the figures are the engine's own cost.
 pub(crate) fn registry() -> Registry {
     let mut registry = Registry::new();
@@ -243,63 +267,43 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         }
     };
     let latencies = Arc::new(Latencies::default());
-    let (p, process_time, children) = if args.processes > 0 {
+    let workers = if args.processes > 0 {
         let url = at.broker.as_deref().unwrap_or_default();
         let prefix = format!("{{bench-{stamp}}}:");
-        let fleet = bench_processes::start(url, &prefix, &run, &args)?;
-        let finished = tranche_core::wait_finished(
-            &*backend,
-            &run,
-            Duration::from_millis(50),
-            None,
-            &mut progress,
-        );
-        let p = tokio::select! {
-            p = finished => p?,
-            _ = stop.cancelled() => {
-                // The worker processes got the same signal and hand back what they hold.
-                let _ = fleet.finish().await;
-                let p = backend.run_progress(&run).await?.unwrap_or_default();
-                eprintln!("interrupted: {} of {total_jobs} jobs done", p.ended());
-                return Ok(ExitCode::from(130));
-            }
-        };
-        // Timed when the last result is durable, not when the workers have stopped.
-        let process_time = process_started.elapsed();
-        (p, process_time, Some(fleet.finish().await?))
+        Workers::Processes(bench_processes::start(url, &prefix, &run, &args)?)
     } else {
         let worker = engine.worker(worker_config(&args, &latencies, redis))?;
         let s = stop.clone();
-        let handle = tokio::spawn(async move { worker.run(s).await });
-        let finished = tranche_core::wait_finished(
-            &*backend,
-            &run,
-            Duration::from_millis(50),
-            None,
-            &mut progress,
-        );
-        let p: RunProgress = tokio::select! {
-            p = finished => p?,
-            _ = stop.cancelled() => {
-                // Graceful shutdown: the worker finishes or hands back what it holds.
-                handle.await??;
-                let p = backend.run_progress(&run).await?.unwrap_or_default();
-                eprintln!(
-                    "interrupted: {} of {total_jobs} jobs done, {} running; state in {}",
-                    p.ended(),
-                    p.running,
-                    dir.display()
-                );
-                return Ok(ExitCode::from(130));
-            }
-        };
-        // Timed when the last result is durable: stopping the worker waits out its
-        // idle reserve call, which is not part of the work.
-        let process_time = process_started.elapsed();
-        stop.cancel();
-        handle.await??;
-        (p, process_time, None)
+        Workers::Here(tokio::spawn(async move { worker.run(s).await }))
     };
+    let finished = tranche_core::wait_finished(
+        &*backend,
+        &run,
+        Duration::from_millis(50),
+        None,
+        &mut progress,
+    );
+    let p: RunProgress = tokio::select! {
+        p = finished => p?,
+        _ = stop.cancelled() => {
+            // Graceful shutdown: the workers (worker processes got the same signal)
+            // finish or hand back what they hold.
+            if let Err(e) = workers.stop(&stop).await {
+                eprintln!("warning: {e:#}");
+            }
+            let p = backend.run_progress(&run).await?.unwrap_or_default();
+            eprintln!(
+                "interrupted: {} of {total_jobs} jobs done, {} running; state in {location}",
+                p.ended(),
+                p.running,
+            );
+            return Ok(ExitCode::from(130));
+        }
+    };
+    // Timed when the last result is durable: stopping the workers waits out their idle
+    // reserve calls, which are not part of the work.
+    let process_time = process_started.elapsed();
+    let children = workers.stop(&stop).await?;
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     // Worker processes report their own percentiles; the highest of each is shown (an
