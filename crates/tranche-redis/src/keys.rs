@@ -6,9 +6,6 @@ pub struct Keys {
 }
 
 impl Keys {
-    pub fn job(&self, id: i64) -> String {
-        format!("{}j:{id}", self.prefix)
-    }
     pub fn errors(&self, id: i64) -> String {
         format!("{}e:{id}", self.prefix)
     }

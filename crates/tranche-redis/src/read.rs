@@ -101,51 +101,89 @@ pub async fn run_failures(
         .query_async(&mut conn)
         .await
         .map_err(store("list failures"))?;
-    let mut pipe = redis::pipe();
-    for id in &ids {
-        pipe.cmd("HMGET")
-            .arg(b.keys.job(*id))
-            .arg(&["d", "att", "err", "fi"]);
-    }
-    let rows: Vec<Vec<Option<String>>> = pipe
-        .query_async(&mut conn)
-        .await
-        .map_err(store("list failures"))?;
+    let rows = read_jobs(b, &ids).await.map_err(store("list failures"))?;
     Ok(ids
         .into_iter()
         .zip(rows)
         .filter_map(|(id, row)| {
-            let [d, att, err, fi] = <[Option<String>; 4]>::try_from(row).ok()?;
             Some(JobFailure {
                 id: JobId(id),
-                kind: unpack(d.as_deref()?)?.0.to_string(),
-                attempt: att.and_then(|a| a.parse().ok()).unwrap_or(0),
-                error: err.unwrap_or_default(),
-                finished_at: fi.and_then(|f| f.parse().ok()).map(Timestamp),
+                kind: unpack(row.text(D)?)?.0.to_string(),
+                attempt: row.num(ATT).unwrap_or(0).max(0) as u32,
+                error: row.text(ERR).unwrap_or_default().to_string(),
+                finished_at: row.num(FI).map(Timestamp),
             })
         })
         .collect())
 }
 
+/// One job as `scripts/read_jobs.lua` returns it: 16 values, None where unset.
+struct JobRow(Vec<Option<String>>);
+
+const ROW_LEN: usize = 16;
+const ST: usize = 0;
+const ATT: usize = 1;
+const AV: usize = 2;
+const CR: usize = 3;
+const SA: usize = 4;
+const FI: usize = 5;
+const NX: usize = 7;
+const RUN: usize = 9;
+const Q: usize = 10;
+const D: usize = 11;
+const INPUT: usize = 12;
+const RES: usize = 13;
+const ERR: usize = 14;
+const UK: usize = 15;
+
+impl JobRow {
+    fn text(&self, i: usize) -> Option<&str> {
+        self.0.get(i)?.as_deref()
+    }
+    fn owned(&self, i: usize) -> Option<String> {
+        self.text(i).map(str::to_string)
+    }
+    fn num(&self, i: usize) -> Option<i64> {
+        self.text(i)?.parse().ok()
+    }
+}
+
+/// Jobs by id, in one script call (their records are fields of bucket hashes that
+/// only the scripts decode).
+async fn read_jobs(b: &RedisBackend, ids: &[i64]) -> redis::RedisResult<Vec<JobRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut inv = b.invoke(&b.scripts.read_jobs);
+    for id in ids {
+        inv.arg(*id);
+    }
+    let flat: Vec<Option<String>> = inv.invoke_async(&mut b.conn()).await?;
+    Ok(flat
+        .chunks(ROW_LEN)
+        .map(|row| JobRow(row.to_vec()))
+        .collect())
+}
+
 pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, BackendError> {
-    let (f, errors): (Fields, Vec<String>) = redis::pipe()
-        .cmd("HGETALL")
-        .arg(b.keys.job(id.0))
-        .cmd("LRANGE")
+    let row = read_jobs(b, &[id.0])
+        .await
+        .map_err(store("read job"))?
+        .pop();
+    let Some(row) = row.filter(|r| r.text(ST).is_some()) else {
+        return Ok(None);
+    };
+    let errors: Vec<String> = redis::cmd("LRANGE")
         .arg(b.keys.errors(id.0))
         .arg(0)
         .arg(-1)
         .query_async(&mut b.conn())
         .await
         .map_err(store("read job"))?;
-    if f.is_empty() {
-        return Ok(None);
-    }
-    let text = |k: &str| f.get(k).cloned().unwrap_or_default();
-    let packed = text("d");
-    let (kind, max_attempts, args) = unpack(&packed).unwrap_or_default();
-    let run = RunName::new(text("run")).map_err(|e| BackendError::store("read job", e))?;
-    let state = JobState::from_code(num(&f, "st")).unwrap_or(JobState::Failed);
+    let (kind, max_attempts, args) = row.text(D).and_then(unpack).unwrap_or_default();
+    let run = RunName::new(row.text(RUN).unwrap_or_default())
+        .map_err(|e| BackendError::store("read job", e))?;
+    let state = JobState::from_code(row.num(ST).unwrap_or(-1)).unwrap_or(JobState::Failed);
     let errors = errors
         .iter()
         .filter_map(|e| {
@@ -161,21 +199,21 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         id,
         run,
         kind: kind.to_string(),
-        queue: text("q"),
+        queue: row.owned(Q).unwrap_or_default(),
         state,
-        attempt: num(&f, "att").max(0) as u32,
+        attempt: row.num(ATT).unwrap_or(0).max(0) as u32,
         max_attempts,
         args: args.to_string(),
-        input: f.get("in").cloned(),
-        result: f.get("res").cloned(),
-        error: f.get("err").cloned(),
+        input: row.owned(INPUT),
+        result: row.owned(RES),
+        error: row.owned(ERR),
         errors,
-        unique_key: f.get("uk").cloned(),
-        next: opt_num(&f, "nx").map(JobId),
-        created_at: Timestamp(num(&f, "cr")),
-        available_at: Timestamp(num(&f, "av")),
-        started_at: opt_num(&f, "sa").map(Timestamp),
-        finished_at: opt_num(&f, "fi").map(Timestamp),
+        unique_key: row.owned(UK),
+        next: row.num(NX).map(JobId),
+        created_at: Timestamp(row.num(CR).unwrap_or(0)),
+        available_at: Timestamp(row.num(AV).unwrap_or(0)),
+        started_at: row.num(SA).map(Timestamp),
+        finished_at: row.num(FI).map(Timestamp),
     }))
 }
 

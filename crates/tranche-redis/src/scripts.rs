@@ -27,6 +27,7 @@ pub struct Scripts {
     pub release_locks: Script,
     pub record_effect: Script,
     pub claim_finish_hook: Script,
+    pub read_jobs: Script,
 }
 
 impl Scripts {
@@ -43,6 +44,7 @@ impl Scripts {
             release_locks: script!("release_locks.lua"),
             record_effect: script!("record_effect.lua"),
             claim_finish_hook: script!("claim_finish_hook.lua"),
+            read_jobs: script!("read_jobs.lua"),
         }
     }
 }

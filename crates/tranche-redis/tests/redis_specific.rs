@@ -168,11 +168,19 @@ async fn ended_jobs_and_finished_runs_expire() {
         }
     };
     let (a, c) = (out[0].ids[0].0, out[1].ids[0].0);
-    assert_eq!(
-        ttl(format!("{prefix}j:{a}")).await,
-        -1,
-        "a live job is kept"
-    );
+    // Jobs live in buckets of a thousand consecutive ids.
+    let bucket = |id: i64| {
+        format!(
+            "{prefix}b:{}",
+            if id < 1000 {
+                String::new()
+            } else {
+                (id / 1000).to_string()
+            }
+        )
+    };
+    assert_eq!(bucket(a), bucket(c), "consecutive ids share a bucket");
+    assert_eq!(ttl(bucket(a)).await, -1, "live jobs are kept");
     let jobs = b
         .reserve(ReserveRequest {
             queue: "default".into(),
@@ -190,8 +198,12 @@ async fn ended_jobs_and_finished_runs_expire() {
     }])
     .await
     .unwrap();
-    let t = ttl(format!("{prefix}j:{}", jobs[0].id.0)).await;
-    assert!((1..=60).contains(&t), "an ended job expires: ttl {t}");
+    assert_eq!(
+        ttl(bucket(a)).await,
+        -1,
+        "a bucket with a job that has not ended is kept"
+    );
+    assert!(b.job(jobs[0].id).await.unwrap().is_some());
     assert_eq!(
         ttl(format!("{prefix}r:ttl/a")).await,
         -1,
@@ -202,6 +214,103 @@ async fn ended_jobs_and_finished_runs_expire() {
         .unwrap();
     let t = ttl(format!("{prefix}r:ttl/a")).await;
     assert!((1..=60).contains(&t), "a finished run expires: ttl {t}");
-    let t = ttl(format!("{prefix}j:{c}")).await;
-    assert!((1..=60).contains(&t), "a cancelled job expires: ttl {t}");
+    let t = ttl(bucket(c)).await;
+    assert!(
+        (1..=60).contains(&t),
+        "a bucket whose jobs all ended expires: ttl {t}"
+    );
+    assert_eq!(b.retry_run(&run).await.unwrap(), 0, "nothing failed");
+}
+
+#[tokio::test]
+async fn a_revived_job_keeps_its_bucket_and_texts_round_trip() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let b = Arc::new(RedisBackend::connect(options(url, &prefix)).await.unwrap());
+    let run = RunName::new("ttl/revive").unwrap();
+    // A queue name with the record's separator and an args text with every kind of
+    // character: the record keeps the queue last and the texts in fields of their own.
+    let queue = "odd,queue\u{1e},".to_string();
+    let mut spec = JobSpec::new("x", "{\"s\":\"a,b\u{1f}\u{1e}\\n\"}");
+    spec.queue = queue.clone();
+    spec.max_attempts = 1;
+    spec.priority = -3;
+    spec.unique_key = Some("k,\u{1e}".into());
+    let id = b
+        .enqueue(EnqueueRequest {
+            run: run.clone(),
+            items: vec![EnqueueItem::Job(spec.clone())],
+            on_done: None,
+        })
+        .await
+        .unwrap()[0]
+        .ids[0];
+    let jobs = b
+        .reserve(ReserveRequest {
+            queue: queue.clone(),
+            max: 1,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].args, spec.args);
+    b.complete(vec![Completion {
+        lease: jobs[0].lease(),
+        resolution: Resolution::Failed {
+            error: "boom, \u{1e} twice".into(),
+        },
+    }])
+    .await
+    .unwrap();
+    let record = b.job(id).await.unwrap().expect("the failed job");
+    assert_eq!(record.queue, queue);
+    assert_eq!(record.args, spec.args);
+    assert_eq!(record.unique_key, spec.unique_key);
+    assert_eq!(record.error.as_deref(), Some("boom, \u{1e} twice"));
+    assert_eq!(record.errors.len(), 1);
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let bucket = format!(
+        "{prefix}b:{}",
+        if id.0 < 1000 {
+            String::new()
+        } else {
+            (id.0 / 1000).to_string()
+        }
+    );
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(&bucket)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        (1..=60).contains(&ttl),
+        "all ended: the bucket expires, ttl {ttl}"
+    );
+    assert_eq!(b.retry_run(&run).await.unwrap(), 1);
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(&bucket)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(ttl, -1, "a revived job's bucket is kept");
+    let again = b
+        .reserve(ReserveRequest {
+            queue,
+            max: 1,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        again[0].attempt, 1,
+        "a revived job starts its attempts afresh"
+    );
 }

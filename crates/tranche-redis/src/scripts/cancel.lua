@@ -6,33 +6,39 @@
 local target, what, reason = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 if target == 'run' then
   -- Every job the run ever had, by its id ranges in id order; ended ones (or expired)
-  -- are skipped.
+  -- are skipped. Read a bucket at a time.
   local ranges = {}
   for i, r in ipairs(redis.call('LRANGE', P .. 'ids:' .. what, 0, -1)) do
     local first, last = string.match(r, '^(%d+)-(%d+)$')
     ranges[i] = { tonumber(first), tonumber(last) }
   end
   table.sort(ranges, function(a, b) return a[1] < b[1] end)
-  for _, r in ipairs(ranges) do
-    for n = r[1], r[2] do
-      local id = S(n)
-      local v = redis.call('HMGET', jk(id), 'st', 'q', 'av')
-      local st = tonumber(v[1])
-      if st and st < SUCCEEDED then
-        cancel_one(id, what, st, v[2], tonumber(v[3]), reason, false)
+  for _, range in ipairs(ranges) do
+    local n = range[1]
+    while n <= range[2] do
+      local ids = {}
+      local stop = math.min(range[2], n + 999)
+      for m = n, stop do ids[#ids + 1] = S(m) end
+      load(ids, {})
+      for _, id in ipairs(ids) do
+        local st = job(id)
+        if st and st < SUCCEEDED then cancel_one(id, reason, false) end
       end
+      -- The records are written as we go so that a large run does not hold them all.
+      flush_jobs()
+      recs = {}
+      texts = {}
+      n = stop + 1
     end
   end
 else
-  local v = redis.call('HMGET', jk(what), 'st', 'run', 'nx', 'gr', 'q', 'av')
-  if v[1] then
-    local st = tonumber(v[1])
-    if st < SUCCEEDED then
-      cancel_one(what, v[2], st, v[5], tonumber(v[6]), reason, false)
-      job_ended(what, v[3], v[4], false)
-    elseif target == 'chain' and v[3] then
-      cancel_successors(v[3], reason, false)
-    end
+  local st = job(what)
+  if st and st < SUCCEEDED then
+    local nx, gr = cancel_one(what, reason, false)
+    job_ended(what, nx, gr, false)
+  elseif st and target == 'chain' then
+    local _, _, _, _, _, _, _, _, _, nx = job(what)
+    if nx ~= '' then cancel_successors(nx, reason, false) end
   end
 end
 finish()

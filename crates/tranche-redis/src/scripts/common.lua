@@ -14,7 +14,6 @@ local COUNTER = { [0] = 'pending', 'available', 'running', 'succeeded', 'failed'
 -- States as the strings stored, so that hot paths never format a number.
 local ST = { [0] = '0', '1', '2', '3', '4', '5' }
 
-local function jk(id) return P .. 'j:' .. id end
 local function ek(id) return P .. 'e:' .. id end
 local function rk(run) return P .. 'r:' .. run end
 
@@ -64,6 +63,151 @@ end
 local function K(id)
   if type(id) == 'number' then return S(id) end
   return id
+end
+
+-- Jobs live in bucket hashes, a thousand to a bucket: `P b:<id without its last three
+-- digits>`. A job is the field `<id>`, a short record of its control fields, plus one
+-- field per text it carries: `<id>d` (kind, max attempts and args, packed by the
+-- client), `<id>i` input, `<id>r` result, `<id>e` last error, `<id>u` unique key. The
+-- field `#` counts the bucket's jobs that have not ended; a bucket where it reaches 0
+-- expires after the retention and one where it rises again is kept. Why: looking up
+-- a key among millions costs Redis ~2 µs (a cache miss or several), a field of a
+-- bucket that a batch of consecutive ids just touched ~0.2 µs; a job costs one key
+-- lookup in the whole keyspace per batch instead of six of its own, no EXPIRE of its
+-- own, and about half the memory.
+--
+-- A record is packed binary (Redis's `struct`), read into locals: decoding it into a
+-- table costs Lua about as much as the key lookups this layout saves.
+--   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+-- state, attempt, available_at, created, started and finished (micros, 0: not yet),
+-- priority, has attempt errors and cancelled by an upstream failure (0/1), next chain
+-- step and group (ids, '' for none), run, queue. A script reads a job once (`job`, or
+-- `load` for a batch: one HMGET per bucket) and writes it with `put`; `flush_jobs`
+-- writes every changed record and text with one HSET per bucket.
+local REC = '<BI4ddddhBBBc0Bc0Bc0I4c0'
+local function encode(st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q)
+  return struct.pack(REC, st, att, av, cr, sa, fi, pr, ne, uf, #nx, nx, #gr, gr, #run, run,
+    #q, q)
+end
+
+local recs = {}          -- id -> record, or false: no such job (for this script)
+local dirty = {}         -- id -> true: record to write
+local texts = {}         -- field -> text, or false: absent (read or buffered)
+local texts_dirty = {}   -- field -> id: text to write (or delete when false)
+local live = {}          -- bucket key -> delta of its jobs that have not ended
+
+local function bk(id) return P .. 'b:' .. string.sub(id, 1, -4) end
+
+-- Read the records (and the texts with the given suffixes) of the ids not read yet,
+-- with one HMGET per bucket.
+local function load(ids, suffixes)
+  local by_bucket, order = {}, {}
+  for _, id in ipairs(ids) do
+    if recs[id] == nil then
+      local b = bk(id)
+      local l = by_bucket[b]
+      if not l then
+        l = {}
+        by_bucket[b] = l
+        order[#order + 1] = b
+      end
+      l[#l + 1] = id
+      for _, x in ipairs(suffixes) do l[#l + 1] = id .. x end
+    end
+  end
+  local width = 1 + #suffixes
+  local step = width * math.floor(CHUNK / width)
+  for _, b in ipairs(order) do
+    local fields = by_bucket[b]
+    for from = 1, #fields, step do
+      local to = math.min(from + step - 1, #fields)
+      local v = redis.call('HMGET', b, unpack(fields, from, to))
+      for i = from, to, width do
+        recs[fields[i]] = v[i - from + 1]
+        for x = 1, width - 1 do texts[fields[i + x]] = v[i - from + 1 + x] end
+      end
+    end
+  end
+end
+
+-- A job's record as 13 values (see REC), nothing when there is no such job. `id` is
+-- a string.
+local function job(id)
+  local s = recs[id]
+  if s == nil then
+    s = redis.call('HGET', bk(id), id)
+    recs[id] = s
+  end
+  if s then return struct.unpack(REC, s) end
+end
+
+local function put(id, rec)
+  recs[id] = rec
+  dirty[id] = true
+end
+
+-- A job's text with the given suffix (nil when unset).
+local function text(id, x)
+  local f = id .. x
+  local v = texts[f]
+  if v == nil then
+    v = redis.call('HGET', bk(id), f)
+    texts[f] = v
+  end
+  return v or nil
+end
+
+local function set_text(id, x, v)
+  local f = id .. x
+  texts[f] = v
+  texts_dirty[f] = id
+end
+
+local function add_live(id, d)
+  local b = bk(id)
+  live[b] = (live[b] or 0) + d
+end
+
+local function flush_jobs()
+  local sets, dels = {}, {}
+  local function list(t, b)
+    local l = t[b]
+    if not l then
+      l = {}
+      t[b] = l
+    end
+    return l
+  end
+  for id in pairs(dirty) do
+    local l = list(sets, bk(id))
+    l[#l + 1] = id
+    l[#l + 1] = recs[id]
+  end
+  for f, id in pairs(texts_dirty) do
+    local v = texts[f]
+    if v then
+      local l = list(sets, bk(id))
+      l[#l + 1] = f
+      l[#l + 1] = v
+    else
+      local l = list(dels, bk(id))
+      l[#l + 1] = f
+    end
+  end
+  dirty, texts_dirty = {}, {}
+  for b, l in pairs(sets) do call_chunked('HSET', b, l) end
+  for b, l in pairs(dels) do call_chunked('HDEL', b, l) end
+  for b, d in pairs(live) do
+    if d ~= 0 then
+      local n = redis.call('HINCRBY', b, '#', d)
+      if n <= 0 then
+        redis.call('EXPIRE', b, KEEP)
+      elseif n - d <= 0 then
+        redis.call('PERSIST', b)
+      end
+    end
+  end
+  live = {}
 end
 
 local function touch(run)
@@ -153,6 +297,7 @@ end
 
 -- Apply every buffered write except the counters (flushed per run by finish()).
 local function flush_writes()
+  flush_jobs()
   flush_ready()
   flush_zset(P .. 'leased', leases)
   leases = {}
@@ -228,7 +373,7 @@ local function make_available(id, queue, prio, avail)
   if avail <= NOW then
     set_ready(queue, ready_member(avail, id), prio)
   else
-    redis.call('ZADD', P .. 'qs:' .. queue, avail, K(id))
+    redis.call('ZADD', P .. 'qs:' .. queue, S(avail), K(id))
   end
   wake(queue)
 end
@@ -248,22 +393,22 @@ local function unlease(id, queue)
   running[queue] = (running[queue] or 0) - 1
 end
 
--- An ended job's data expires after the retention; a revived one keeps it again.
--- `errors` false: the job never recorded an attempt error (field `ne` unset), so it
--- has no error list to expire.
+-- An ended job's data expires after the retention (with its bucket, once every job
+-- of the bucket has ended); a revived one keeps it again. `errors` false: the job
+-- never recorded an attempt error (`ne` unset), so it has no error list to expire.
 local function ended(id, errors)
-  redis.call('EXPIRE', jk(id), KEEP)
+  add_live(id, -1)
   if errors ~= false then redis.call('EXPIRE', ek(id), KEEP) end
 end
 
 local function revived(id)
-  redis.call('PERSIST', jk(id))
+  add_live(id, 1)
   redis.call('PERSIST', ek(id))
 end
 
+-- The caller marks the job as having errors (`ne` 1).
 local function record_error(id, attempt, err)
   redis.call('RPUSH', ek(id), S(attempt) .. '|' .. NOW_S .. '|' .. err)
-  redis.call('HSET', jk(id), 'ne', '1')
 end
 
 local RUN_KEYS = { 'r:', 'ids:', 'fail:', 'cfail:', 'uq:', 'hook:' }
@@ -292,57 +437,54 @@ end
 
 -- A spec is 6 arguments: queue, priority, has unique key ('1'/'0'), unique key,
 -- not_before ('' for none), and `d` (kind, max attempts and args, packed by the
--- client: see packed.rs). `id` is a number. Fields with their default (priority 0,
--- attempt 0) are not written: fewer fields make every later read and write cheaper.
+-- client: see packed.rs). `id` is a number.
 local function insert(run, spec, state, id, next_id, group)
   local queue, prio, has_uk, uk, nb, d = spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
   local sid = S(id)
-  local avail, avail_s = NOW, NOW_S
-  if nb ~= '' and tonumber(nb) > NOW then avail, avail_s = tonumber(nb), nb end
-  local fields = { 'run', run, 'q', queue, 'st', ST[state], 'av', avail_s, 'cr', NOW_S,
-    'd', d }
-  if prio ~= '0' then fields[#fields + 1] = 'pr'; fields[#fields + 1] = prio end
-  if next_id then fields[#fields + 1] = 'nx'; fields[#fields + 1] = S(next_id) end
-  if group then fields[#fields + 1] = 'gr'; fields[#fields + 1] = S(group) end
+  local avail = NOW
+  if nb ~= '' and tonumber(nb) > NOW then avail = tonumber(nb) end
+  put(sid, encode(state, 0, avail, NOW, 0, 0, tonumber(prio), 0, 0,
+    next_id and S(next_id) or '', group and S(group) or '', run, queue))
+  set_text(sid, 'd', d)
   if has_uk == '1' then
-    fields[#fields + 1] = 'uk'; fields[#fields + 1] = uk
+    set_text(sid, 'u', uk)
     redis.call('HSETNX', P .. 'uq:' .. run, uk, sid)
   end
-  redis.call('HSET', jk(sid), unpack(fields))
+  add_live(sid, 1)
   note_job(run, id)
   queues[queue] = true
   moved(sid, run, nil, state)
   if state == AVAILABLE then make_available(sid, queue, prio, avail) end
 end
 
--- A job's max attempts, from its packed `d` field.
-local function max_attempts(k)
-  local d = redis.call('HGET', k, 'd')
-  return tonumber(string.match(d, '^[^\031]*\031(%d+)\031'))
+-- A job's max attempts, from its packed `d` text.
+local function max_attempts(id)
+  return tonumber(string.match(text(id, 'd'), '^[^\031]*\031(%d+)\031'))
 end
 
 -- Make a pending job runnable with `input`; a no-op unless it is pending.
 local function release_pending(id, input)
-  local v = redis.call('HMGET', jk(id), 'st', 'run', 'q', 'pr', 'av')
-  if tonumber(v[1]) ~= PENDING then return end
-  v[4] = v[4] or '0'
-  local avail = math.max(tonumber(v[5]), NOW)
-  redis.call('HSET', jk(id), 'st', ST[AVAILABLE], 'in', input, 'av', S(avail))
-  moved(id, v[2], PENDING, AVAILABLE)
-  make_available(id, v[3], v[4], avail)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  if st ~= PENDING then return end
+  av = math.max(av, NOW)
+  put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q))
+  set_text(id, 'i', input)
+  moved(id, run, PENDING, AVAILABLE)
+  make_available(id, q, pr, av)
 end
 
 -- The members' outcomes as JSON, in member order. Results are JSON text already:
 -- embedded as they are when they parse, left out otherwise.
 local function group_outcomes(group)
   local members = redis.call('LRANGE', P .. 'gm:' .. group, 0, -1)
+  load(members, { 'r', 'e' })
   local parts = {}
   for i, m in ipairs(members) do
-    local v = redis.call('HMGET', jk(m), 'st', 'res', 'err')
-    local st = COUNTER[tonumber(v[1]) or FAILED]
+    local st = COUNTER[job(m) or FAILED]
+    local res, err = text(m, 'r'), text(m, 'e')
     local s = '{"job":' .. m .. ',"state":"' .. st .. '"'
-    if v[2] and pcall(cjson.decode, v[2]) then s = s .. ',"result":' .. v[2] end
-    if v[3] then s = s .. ',"error":' .. cjson.encode(v[3]) end
+    if res and pcall(cjson.decode, res) then s = s .. ',"result":' .. res end
+    if err then s = s .. ',"error":' .. cjson.encode(err) end
     parts[i] = s .. '}'
   end
   return '[' .. table.concat(parts, ',') .. ']'
@@ -361,36 +503,38 @@ local function member_ended(group)
   if left == 0 then release_callback(group) end
 end
 
--- End a job that has not ended yet (state `from`) as cancelled.
-local function cancel_one(id, v_run, from, queue, avail, why, upstream_failed)
-  if from == AVAILABLE then unready(id, queue, avail) end
-  if from == RUNNING then unlease(id, queue) end
-  redis.call('HSET', jk(id), 'st', ST[CANCELLED], 'err', why, 'fi', NOW_S,
-    'uf', upstream_failed and '1' or '0')
-  moved(id, v_run, from, CANCELLED)
-  if upstream_failed then redis.call('SADD', P .. 'cfail:' .. v_run, S(id)) end
-  ended(id)
+-- End a job that has not ended yet as cancelled. Returns its next step and group.
+local function cancel_one(id, why, upstream_failed)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  if st == AVAILABLE then unready(id, q, av) end
+  if st == RUNNING then unlease(id, q) end
+  put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, upstream_failed and 1 or 0, nx,
+    gr, run, q))
+  set_text(id, 'e', why)
+  moved(id, run, st, CANCELLED)
+  if upstream_failed then redis.call('SADD', P .. 'cfail:' .. run, id) end
+  ended(id, ne == 1)
+  return nx, gr
 end
 
 -- Cancel the chain steps from `next_id` on that have not ended.
 local function cancel_successors(next_id, why, upstream_failed)
   local cursor = next_id
-  while cursor do
-    local v = redis.call('HMGET', jk(cursor), 'st', 'run', 'nx', 'gr', 'q', 'av')
-    if not v[1] then break end
-    local st = tonumber(v[1])
+  while cursor ~= '' do
+    local st, _, _, _, _, _, _, _, _, nx, gr = job(cursor)
+    if not st then break end
     if st < SUCCEEDED then
-      cancel_one(cursor, v[2], st, v[5], tonumber(v[6]), why, upstream_failed)
-      if v[4] then member_ended(v[4]) end
+      cancel_one(cursor, why, upstream_failed)
+      if gr ~= '' then member_ended(gr) end
     end
-    cursor = v[3]
+    cursor = nx
   end
 end
 
 -- A job ended without success: cancel the rest of its chain and count it for its
 -- group. `failed` marks the cancelled successors as revivable by a run retry.
 local function job_ended(id, next_id, group, failed)
-  if next_id then
+  if next_id ~= '' then
     local why
     if failed then
       why = 'upstream job ' .. id .. ' failed'
@@ -399,58 +543,56 @@ local function job_ended(id, next_id, group, failed)
     end
     cancel_successors(next_id, why, failed)
   end
-  if group then member_ended(group) end
+  if group ~= '' then member_ended(group) end
 end
 
 -- Apply one attempt's result if the attempt still holds the job; false if stale.
 -- kind: s(ucceeded) payload=result, r(etry) payload=error at, z (snooze) at,
--- c(ancelled) payload=reason, f(ailed) payload=error.
+-- c(ancelled) payload=reason, f(ailed) payload=error. `id` is a string.
 local function apply_resolution(id, attempt, kind, payload, at)
-  local k = jk(id)
-  -- max and priority are read only on the paths that need them: most jobs succeed.
-  local v = redis.call('HMGET', k, 'st', 'att', 'run', 'q', 'nx', 'gr', 'ne')
-  if tonumber(v[1]) ~= RUNNING or tonumber(v[2]) ~= tonumber(attempt) then return false end
-  local att, run, queue, nx, gr = tonumber(v[2]), v[3], v[4], v[5], v[6]
-  local errors = v[7] ~= false
-  unlease(id, queue)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  if st ~= RUNNING or att ~= tonumber(attempt) then return false end
+  unlease(id, q)
   if kind == 's' then
-    redis.call('HSET', k, 'st', ST[SUCCEEDED], 'res', payload, 'fi', NOW_S)
-    if errors then redis.call('HDEL', k, 'err') end
+    put(id, encode(SUCCEEDED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q))
+    set_text(id, 'r', payload)
+    if ne == 1 then set_text(id, 'e', false) end
     moved(id, run, RUNNING, SUCCEEDED)
-    ended(id, errors)
-    if nx then release_pending(nx, payload) end
-    if gr then member_ended(gr) end
+    ended(id, ne == 1)
+    if nx ~= '' then release_pending(nx, payload) end
+    if gr ~= '' then member_ended(gr) end
   elseif kind == 'r' then
-    local max, prio = max_attempts(k), redis.call('HGET', k, 'pr') or '0'
-    local avail = math.max(tonumber(at), NOW)
+    av = math.max(tonumber(at), NOW)
     record_error(id, att, payload)
-    if att >= max then
-      redis.call('HSET', k, 'st', ST[FAILED], 'fi', NOW_S, 'av', S(avail), 'err', payload)
+    set_text(id, 'e', payload)
+    if att >= max_attempts(id) then
+      put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q))
       moved(id, run, RUNNING, FAILED)
-      redis.call('ZADD', P .. 'fail:' .. run, id, S(id))
+      redis.call('ZADD', P .. 'fail:' .. run, id, id)
       ended(id, true)
       job_ended(id, nx, gr, true)
     else
-      redis.call('HSET', k, 'st', ST[AVAILABLE], 'av', S(avail), 'err', payload)
+      put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, 1, uf, nx, gr, run, q))
       moved(id, run, RUNNING, AVAILABLE)
-      make_available(id, queue, prio, avail)
+      make_available(id, q, pr, av)
     end
   elseif kind == 'z' then
-    local prio = redis.call('HGET', k, 'pr') or '0'
-    local avail = math.max(tonumber(at), NOW)
-    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', S(att - 1), 'av', S(avail))
+    av = math.max(tonumber(at), NOW)
+    put(id, encode(AVAILABLE, att - 1, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q))
     moved(id, run, RUNNING, AVAILABLE)
-    make_available(id, queue, prio, avail)
+    make_available(id, q, pr, av)
   elseif kind == 'c' then
-    redis.call('HSET', k, 'st', ST[CANCELLED], 'err', payload, 'fi', NOW_S)
+    put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q))
+    set_text(id, 'e', payload)
     moved(id, run, RUNNING, CANCELLED)
-    ended(id, errors)
+    ended(id, ne == 1)
     job_ended(id, nx, gr, false)
   else
     record_error(id, att, payload)
-    redis.call('HSET', k, 'st', ST[FAILED], 'err', payload, 'fi', NOW_S)
+    put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q))
+    set_text(id, 'e', payload)
     moved(id, run, RUNNING, FAILED)
-    redis.call('ZADD', P .. 'fail:' .. run, id, S(id))
+    redis.call('ZADD', P .. 'fail:' .. run, id, id)
     ended(id, true)
     job_ended(id, nx, gr, true)
   end

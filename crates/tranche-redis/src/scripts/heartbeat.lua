@@ -1,12 +1,15 @@
 -- Extend leases to ARGV[A]. ARGV from A + 1, 2 per lease: job, attempt. Returns the
 -- indexes (1-based) of the leases no longer held.
 local until_at = ARGV[A]
+local ids = {}
+for i = A + 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+load(ids, {})
 local lost = {}
 local i, n = A + 1, 1
 while i <= #ARGV do
   local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
-  local v = redis.call('HMGET', jk(id), 'st', 'att')
-  if tonumber(v[1]) == RUNNING and tonumber(v[2]) == attempt then
+  local st, att = job(id)
+  if st == RUNNING and att == attempt then
     lease(id, until_at)
   else
     lost[#lost + 1] = S(n)

@@ -4,13 +4,12 @@ local released = 0
 local i = A
 while i <= #ARGV do
   local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
-  local k = jk(id)
-  local v = redis.call('HMGET', k, 'st', 'att', 'run', 'q', 'pr')
-  if tonumber(v[1]) == RUNNING and tonumber(v[2]) == attempt then
-    unlease(id, v[4])
-    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', S(attempt - 1), 'av', NOW_S)
-    moved(id, v[3], RUNNING, AVAILABLE)
-    make_available(id, v[4], v[5] or '0', NOW)
+  local st, att, _, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  if st == RUNNING and att == attempt then
+    unlease(id, q)
+    put(id, encode(AVAILABLE, att - 1, NOW, cr, sa, fi, pr, ne, uf, nx, gr, run, q))
+    moved(id, run, RUNNING, AVAILABLE)
+    make_available(id, q, pr, NOW)
     released = released + 1
   end
   i = i + 2

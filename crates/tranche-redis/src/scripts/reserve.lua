@@ -9,9 +9,10 @@ local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 2]
 local BOUND = 1000
 
 local expired = redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', '(' .. NOW_S, 'LIMIT', 0, BOUND)
+load(expired, {})
 for _, id in ipairs(expired) do
-  local att = redis.call('HGET', jk(id), 'att')
-  if att then
+  local st, att = job(id)
+  if st == RUNNING then
     apply_resolution(id, att, 'r',
       'lease expired: the worker running attempt ' .. att .. ' stopped heartbeating', NOW_S)
   else
@@ -22,30 +23,31 @@ end
 local qr, qs = P .. 'qr:' .. queue, P .. 'qs:' .. queue
 local due = redis.call('ZRANGEBYSCORE', qs, '-inf', NOW_S, 'LIMIT', 0, BOUND)
 call_chunked('ZREM', qs, due)
+load(due, {})
 for _, id in ipairs(due) do
-  local v = redis.call('HMGET', jk(id), 'pr', 'av', 'st')
-  if tonumber(v[3]) == AVAILABLE then
-    set_ready(queue, ready_member(tonumber(v[2]), id), v[1] or '0')
-  end
+  local st, _, av, _, _, _, pr = job(id)
+  if st == AVAILABLE then set_ready(queue, ready_member(av, id), pr) end
 end
 -- Jobs made ready above (expired leases retried, scheduled ones due) are popped too.
 flush_ready()
 
 local out = {}
 local popped = redis.call('ZPOPMIN', qr, max)
-for p = 1, #popped, 2 do
-  local id = string.sub(popped[p], MEMBER_ID)
-  local k = jk(id)
-  local v = redis.call('HMGET', k, 'st', 'run', 'd', 'in', 'att', 'av')
-  if tonumber(v[1]) == AVAILABLE then
-    local att = (tonumber(v[5]) or 0) + 1
-    local att_s = N(att)
-    redis.call('HSET', k, 'st', ST[RUNNING], 'att', att_s, 'sa', NOW_S)
+local ids = {}
+for p = 1, #popped, 2 do ids[#ids + 1] = string.sub(popped[p], MEMBER_ID) end
+load(ids, { 'd', 'i' })
+for _, id in ipairs(ids) do
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  if st == AVAILABLE then
+    att = att + 1
+    put(id, encode(RUNNING, att, av, cr, NOW, fi, pr, ne, uf, nx, gr, run, q))
     take_lease(id, queue, lease_until)
-    moved(id, v[2], AVAILABLE, RUNNING)
+    moved(id, run, AVAILABLE, RUNNING)
     local n = #out
-    out[n + 1], out[n + 2], out[n + 3] = id, v[2], v[3]
-    out[n + 4], out[n + 5], out[n + 6] = v[4], att_s, v[6]
+    -- Attempt and available_at go back as integers; false, not nil, for no input: a
+    -- nil would end the reply's array there.
+    out[n + 1], out[n + 2], out[n + 3] = id, run, text(id, 'd')
+    out[n + 4], out[n + 5], out[n + 6] = text(id, 'i') or false, att, av
   end
 end
 if #out == 0 then

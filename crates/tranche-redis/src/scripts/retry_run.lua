@@ -4,23 +4,22 @@ local run = ARGV[A]
 if redis.call('EXISTS', rk(run)) == 0 then return 0 end
 local by_id = function(a, b) return tonumber(a) < tonumber(b) end
 local failed = redis.call('ZRANGE', P .. 'fail:' .. run, 0, -1)
+load(failed, {})
 local n = 0
 for _, id in ipairs(failed) do
-  local k = jk(id)
-  local v = redis.call('HMGET', k, 'st', 'q', 'pr', 'gr')
-  if tonumber(v[1]) == FAILED then
-    redis.call('HSET', k, 'st', ST[AVAILABLE], 'att', '0', 'av', NOW_S)
-    redis.call('HDEL', k, 'fi')
+  local st, _, _, cr, sa, _, pr, ne, uf, nx, gr, _, q = job(id)
+  if st == FAILED then
+    put(id, encode(AVAILABLE, 0, NOW, cr, sa, 0, pr, ne, uf, nx, gr, run, q))
     revived(id)
     moved(id, run, FAILED, AVAILABLE)
-    make_available(id, v[2], v[3] or '0', NOW)
+    make_available(id, q, pr, NOW)
     n = n + 1
     -- A group whose callback has not been released yet waits for this member again;
     -- one whose callback already ran keeps its single firing.
-    if v[4] then
-      local g = P .. 'g:' .. v[4]
+    if gr ~= '' then
+      local g = P .. 'g:' .. gr
       local cb = redis.call('HGET', g, 'cb')
-      if cb and tonumber(redis.call('HGET', jk(cb), 'st')) == PENDING then
+      if cb and job(cb) == PENDING then
         redis.call('HINCRBY', g, 'left', 1)
       end
     end
@@ -29,11 +28,12 @@ end
 redis.call('DEL', P .. 'fail:' .. run)
 local steps = redis.call('SMEMBERS', P .. 'cfail:' .. run)
 table.sort(steps, by_id)
+load(steps, {})
 for _, id in ipairs(steps) do
-  local k = jk(id)
-  if tonumber(redis.call('HGET', k, 'st')) == CANCELLED then
-    redis.call('HSET', k, 'st', ST[PENDING], 'uf', '0')
-    redis.call('HDEL', k, 'err', 'fi')
+  local st, att, av, cr, sa, _, pr, ne, _, nx, gr, _, q = job(id)
+  if st == CANCELLED then
+    put(id, encode(PENDING, att, av, cr, sa, 0, pr, ne, 0, nx, gr, run, q))
+    set_text(id, 'e', false)
     revived(id)
     moved(id, run, CANCELLED, PENDING)
     n = n + 1
