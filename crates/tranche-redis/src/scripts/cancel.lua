@@ -19,7 +19,7 @@ if target == 'run' then
       local ids = {}
       local stop = math.min(range[2], n + 999)
       for m = n, stop do ids[#ids + 1] = S(m) end
-      load(ids, {})
+      load(ids)
       for _, id in ipairs(ids) do
         local st = job(id)
         if st and st < SUCCEEDED then cancel_one(id, reason, false) end

@@ -66,41 +66,60 @@ local function K(id)
 end
 
 -- Jobs live in bucket hashes, a thousand to a bucket: `P b:<id without its last three
--- digits>`. A job is the field `<id>`, a short record of its control fields, plus one
--- field per text it carries: `<id>d` (kind, max attempts and args, packed by the
--- client), `<id>i` input, `<id>r` result, `<id>e` last error, `<id>u` unique key. The
--- field `#` counts the bucket's jobs that have not ended; a bucket where it reaches 0
--- expires after the retention and one where it rises again is kept. Why: looking up
--- a key among millions costs Redis ~2 µs (a cache miss or several), a field of a
--- bucket that a batch of consecutive ids just touched ~0.2 µs; a job costs one key
--- lookup in the whole keyspace per batch instead of six of its own, no EXPIRE of its
--- own, and about half the memory.
+-- digits>`, the job being the field `<id>`. The field `#` counts the bucket's jobs
+-- that have not ended; a bucket where it reaches 0 expires after the retention and
+-- one where it rises again is kept. Why: looking up a key among millions costs Redis
+-- ~2 µs (a cache miss or several), a field of a bucket that a batch of consecutive
+-- ids just touched ~0.2 µs; a job costs one key lookup in the whole keyspace per batch
+-- instead of six of its own, no EXPIRE of its own, and less than half the memory.
 --
--- A record is packed binary (Redis's `struct`), read into locals: decoding it into a
--- table costs Lua about as much as the key lookups this layout saves.
---   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+-- A job's value is packed binary (Redis's `struct`), read into locals, as decoding it
+-- into a table would cost Lua about as much as the lookups this layout saves:
+--   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
 -- state, attempt, available_at, created, started and finished (micros, 0: not yet),
 -- priority, has attempt errors and cancelled by an upstream failure (0/1), next chain
--- step and group (ids, '' for none), run, queue. A script reads a job once (`job`, or
--- `load` for a batch: one HMGET per bucket) and writes it with `put`; `flush_jobs`
--- writes every changed record and text with one HSET per bucket.
-local REC = '<BI4ddddhBBBc0Bc0Bc0I4c0'
-local function encode(st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q)
-  return struct.pack(REC, st, att, av, cr, sa, fi, pr, ne, uf, #nx, nx, #gr, gr, #run, run,
-    #q, q)
+-- step and group (ids, '' for none), run, queue; then `tx`, its texts still packed
+-- (see `texts`), which most transitions carry over unread. A script reads a job once
+-- (`job`, or `load` for a batch: one HMGET per bucket) and writes it with `put`;
+-- `flush_jobs` writes every changed job with one HSET per bucket.
+local CTRL = '<BI4ddddhBBBc0Bc0Bc0I4c0'
+local function encode(st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx)
+  return struct.pack(CTRL, st, att, av, cr, sa, fi, pr, ne, uf, #nx, nx, #gr, gr, #run, run,
+    #q, q) .. tx
 end
 
-local recs = {}          -- id -> record, or false: no such job (for this script)
-local dirty = {}         -- id -> true: record to write
-local texts = {}         -- field -> text, or false: absent (read or buffered)
-local texts_dirty = {}   -- field -> id: text to write (or delete when false)
-local live = {}          -- bucket key -> delta of its jobs that have not ended
+-- The texts: d (kind, max attempts and args, packed by the client: see packed.rs),
+-- input, result, last error, unique key; each a presence byte, a length and bytes.
+local TX = '<BI4c0BI4c0BI4c0BI4c0BI4c0'
+local function texts(tx)
+  local hd, d, hi, i, hr, r, he, e, hu, u = struct.unpack(TX, tx)
+  if hd == 0 then d = nil end
+  if hi == 0 then i = nil end
+  if hr == 0 then r = nil end
+  if he == 0 then e = nil end
+  if hu == 0 then u = nil end
+  return d, i, r, e, u
+end
+local function pack_texts(d, i, r, e, u)
+  return struct.pack(TX, d and 1 or 0, d and #d or 0, d or '', i and 1 or 0, i and #i or 0,
+    i or '', r and 1 or 0, r and #r or 0, r or '', e and 1 or 0, e and #e or 0, e or '',
+    u and 1 or 0, u and #u or 0, u or '')
+end
+-- `tx` with text number `n` (1 d, 2 input, 3 result, 4 error, 5 unique key) set to
+-- `v` (nil: unset).
+local function with_text(tx, n, v)
+  local t = { texts(tx) }
+  t[n] = v
+  return pack_texts(t[1], t[2], t[3], t[4], t[5])
+end
+
+local recs = {}          -- id -> packed job, or false: no such job (for this script)
+local dirty = {}         -- id -> true: job to write
 
 local function bk(id) return P .. 'b:' .. string.sub(id, 1, -4) end
 
--- Read the records (and the texts with the given suffixes) of the ids not read yet,
--- with one HMGET per bucket.
-local function load(ids, suffixes)
+-- Read the jobs not read yet, with one HMGET per bucket.
+local function load(ids)
   local by_bucket, order = {}, {}
   for _, id in ipairs(ids) do
     if recs[id] == nil then
@@ -112,56 +131,37 @@ local function load(ids, suffixes)
         order[#order + 1] = b
       end
       l[#l + 1] = id
-      for _, x in ipairs(suffixes) do l[#l + 1] = id .. x end
     end
   end
-  local width = 1 + #suffixes
-  local step = width * math.floor(CHUNK / width)
   for _, b in ipairs(order) do
     local fields = by_bucket[b]
-    for from = 1, #fields, step do
-      local to = math.min(from + step - 1, #fields)
+    for from = 1, #fields, CHUNK do
+      local to = math.min(from + CHUNK - 1, #fields)
       local v = redis.call('HMGET', b, unpack(fields, from, to))
-      for i = from, to, width do
-        recs[fields[i]] = v[i - from + 1]
-        for x = 1, width - 1 do texts[fields[i + x]] = v[i - from + 1 + x] end
-      end
+      for i = from, to do recs[fields[i]] = v[i - from + 1] end
     end
   end
 end
 
--- A job's record as 13 values (see REC), nothing when there is no such job. `id` is
--- a string.
+-- A job as 14 values (see CTRL), nothing when there is no such job. `id` is a string.
 local function job(id)
   local s = recs[id]
   if s == nil then
     s = redis.call('HGET', bk(id), id)
     recs[id] = s
   end
-  if s then return struct.unpack(REC, s) end
+  if s then
+    local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, at = struct.unpack(CTRL, s)
+    return st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, string.sub(s, at)
+  end
 end
 
-local function put(id, rec)
-  recs[id] = rec
+local function put(id, packed)
+  recs[id] = packed
   dirty[id] = true
 end
 
--- A job's text with the given suffix (nil when unset).
-local function text(id, x)
-  local f = id .. x
-  local v = texts[f]
-  if v == nil then
-    v = redis.call('HGET', bk(id), f)
-    texts[f] = v
-  end
-  return v or nil
-end
-
-local function set_text(id, x, v)
-  local f = id .. x
-  texts[f] = v
-  texts_dirty[f] = id
-end
+local live = {}          -- bucket key -> delta of its jobs that have not ended
 
 local function add_live(id, d)
   local b = bk(id)
@@ -169,34 +169,19 @@ local function add_live(id, d)
 end
 
 local function flush_jobs()
-  local sets, dels = {}, {}
-  local function list(t, b)
-    local l = t[b]
+  local sets = {}
+  for id in pairs(dirty) do
+    local b = bk(id)
+    local l = sets[b]
     if not l then
       l = {}
-      t[b] = l
+      sets[b] = l
     end
-    return l
-  end
-  for id in pairs(dirty) do
-    local l = list(sets, bk(id))
     l[#l + 1] = id
     l[#l + 1] = recs[id]
   end
-  for f, id in pairs(texts_dirty) do
-    local v = texts[f]
-    if v then
-      local l = list(sets, bk(id))
-      l[#l + 1] = f
-      l[#l + 1] = v
-    else
-      local l = list(dels, bk(id))
-      l[#l + 1] = f
-    end
-  end
-  dirty, texts_dirty = {}, {}
+  dirty = {}
   for b, l in pairs(sets) do call_chunked('HSET', b, l) end
-  for b, l in pairs(dels) do call_chunked('HDEL', b, l) end
   for b, d in pairs(live) do
     if d ~= 0 then
       local n = redis.call('HINCRBY', b, '#', d)
@@ -443,13 +428,14 @@ local function insert(run, spec, state, id, next_id, group)
   local sid = S(id)
   local avail = NOW
   if nb ~= '' and tonumber(nb) > NOW then avail = tonumber(nb) end
-  put(sid, encode(state, 0, avail, NOW, 0, 0, tonumber(prio), 0, 0,
-    next_id and S(next_id) or '', group and S(group) or '', run, queue))
-  set_text(sid, 'd', d)
   if has_uk == '1' then
-    set_text(sid, 'u', uk)
     redis.call('HSETNX', P .. 'uq:' .. run, uk, sid)
+  else
+    uk = nil
   end
+  put(sid, encode(state, 0, avail, NOW, 0, 0, tonumber(prio), 0, 0,
+    next_id and S(next_id) or '', group and S(group) or '', run, queue,
+    pack_texts(d, nil, nil, nil, uk)))
   add_live(sid, 1)
   note_job(run, id)
   queues[queue] = true
@@ -458,17 +444,18 @@ local function insert(run, spec, state, id, next_id, group)
 end
 
 -- A job's max attempts, from its packed `d` text.
-local function max_attempts(id)
-  return tonumber(string.match(text(id, 'd'), '^[^\031]*\031(%d+)\031'))
+local function max_attempts(tx)
+  local d = texts(tx)
+  return tonumber(string.match(d, '^[^\031]*\031(%d+)\031'))
 end
 
 -- Make a pending job runnable with `input`; a no-op unless it is pending.
 local function release_pending(id, input)
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st ~= PENDING then return end
   av = math.max(av, NOW)
-  put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q))
-  set_text(id, 'i', input)
+  put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q,
+    with_text(tx, 2, input)))
   moved(id, run, PENDING, AVAILABLE)
   make_available(id, q, pr, av)
 end
@@ -477,12 +464,16 @@ end
 -- embedded as they are when they parse, left out otherwise.
 local function group_outcomes(group)
   local members = redis.call('LRANGE', P .. 'gm:' .. group, 0, -1)
-  load(members, { 'r', 'e' })
+  load(members)
   local parts = {}
   for i, m in ipairs(members) do
-    local st = COUNTER[job(m) or FAILED]
-    local res, err = text(m, 'r'), text(m, 'e')
-    local s = '{"job":' .. m .. ',"state":"' .. st .. '"'
+    local st, _, _, _, _, _, _, _, _, _, _, _, _, tx = job(m)
+    local res, err
+    if tx then
+      local _
+      _, _, res, err = texts(tx)
+    end
+    local s = '{"job":' .. m .. ',"state":"' .. COUNTER[st or FAILED] .. '"'
     if res and pcall(cjson.decode, res) then s = s .. ',"result":' .. res end
     if err then s = s .. ',"error":' .. cjson.encode(err) end
     parts[i] = s .. '}'
@@ -505,12 +496,11 @@ end
 
 -- End a job that has not ended yet as cancelled. Returns its next step and group.
 local function cancel_one(id, why, upstream_failed)
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st == AVAILABLE then unready(id, q, av) end
   if st == RUNNING then unlease(id, q) end
   put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, upstream_failed and 1 or 0, nx,
-    gr, run, q))
-  set_text(id, 'e', why)
+    gr, run, q, with_text(tx, 4, why)))
   moved(id, run, st, CANCELLED)
   if upstream_failed then redis.call('SADD', P .. 'cfail:' .. run, id) end
   ended(id, ne == 1)
@@ -550,13 +540,14 @@ end
 -- kind: s(ucceeded) payload=result, r(etry) payload=error at, z (snooze) at,
 -- c(ancelled) payload=reason, f(ailed) payload=error. `id` is a string.
 local function apply_resolution(id, attempt, kind, payload, at)
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st ~= RUNNING or att ~= tonumber(attempt) then return false end
   unlease(id, q)
   if kind == 's' then
-    put(id, encode(SUCCEEDED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q))
-    set_text(id, 'r', payload)
-    if ne == 1 then set_text(id, 'e', false) end
+    local d, i, _, e, u = texts(tx)
+    if ne == 1 then e = nil end
+    put(id, encode(SUCCEEDED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q,
+      pack_texts(d, i, payload, e, u)))
     moved(id, run, RUNNING, SUCCEEDED)
     ended(id, ne == 1)
     if nx ~= '' then release_pending(nx, payload) end
@@ -564,33 +555,34 @@ local function apply_resolution(id, attempt, kind, payload, at)
   elseif kind == 'r' then
     av = math.max(tonumber(at), NOW)
     record_error(id, att, payload)
-    set_text(id, 'e', payload)
-    if att >= max_attempts(id) then
-      put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q))
+    local out_of_attempts = att >= max_attempts(tx)
+    tx = with_text(tx, 4, payload)
+    if out_of_attempts then
+      put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q, tx))
       moved(id, run, RUNNING, FAILED)
       redis.call('ZADD', P .. 'fail:' .. run, id, id)
       ended(id, true)
       job_ended(id, nx, gr, true)
     else
-      put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, 1, uf, nx, gr, run, q))
+      put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, 1, uf, nx, gr, run, q, tx))
       moved(id, run, RUNNING, AVAILABLE)
       make_available(id, q, pr, av)
     end
   elseif kind == 'z' then
     av = math.max(tonumber(at), NOW)
-    put(id, encode(AVAILABLE, att - 1, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q))
+    put(id, encode(AVAILABLE, att - 1, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx))
     moved(id, run, RUNNING, AVAILABLE)
     make_available(id, q, pr, av)
   elseif kind == 'c' then
-    put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q))
-    set_text(id, 'e', payload)
+    put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q,
+      with_text(tx, 4, payload)))
     moved(id, run, RUNNING, CANCELLED)
     ended(id, ne == 1)
     job_ended(id, nx, gr, false)
   else
     record_error(id, att, payload)
-    put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q))
-    set_text(id, 'e', payload)
+    put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q,
+      with_text(tx, 4, payload)))
     moved(id, run, RUNNING, FAILED)
     redis.call('ZADD', P .. 'fail:' .. run, id, id)
     ended(id, true)

@@ -2,7 +2,7 @@
 -- kind (s, r, z, c, f), payload, at. Returns '1' (applied) or '0' (stale) for each.
 local ids = {}
 for i = A, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
-load(ids, {})
+load(ids)
 local out = {}
 local i = A
 while i <= #ARGV do

@@ -3,7 +3,7 @@
 local until_at = ARGV[A]
 local ids = {}
 for i = A + 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
-load(ids, {})
+load(ids)
 local lost = {}
 local i, n = A + 1, 1
 while i <= #ARGV do

@@ -5,8 +5,7 @@
 -- last error and unique key.
 local ids = {}
 for i = A, #ARGV do ids[#ids + 1] = ARGV[i] end
-load(ids, { 'd', 'i', 'r', 'e', 'u' })
-local TEXTS = { 'd', 'i', 'r', 'e', 'u' }
+load(ids)
 local out = {}
 -- Numbers as decimal strings, 0 and '' as unset.
 local function put_out(v)
@@ -14,7 +13,7 @@ local function put_out(v)
   out[#out + 1] = v
 end
 for _, id in ipairs(ids) do
-  local st, att, av, cr, sa, fi, pr, _, _, nx, gr, run, q = job(id)
+  local st, att, av, cr, sa, fi, pr, _, _, nx, gr, run, q, tx = job(id)
   if st then
     -- State and attempt 0 are values, not unset.
     out[#out + 1] = S(st)
@@ -22,7 +21,10 @@ for _, id in ipairs(ids) do
     for _, v in ipairs({ av, cr, sa, fi }) do put_out(v) end
     out[#out + 1] = S(pr)
     for _, v in ipairs({ nx, gr, run, q }) do put_out(v) end
-    for _, x in ipairs(TEXTS) do out[#out + 1] = text(id, x) or false end
+    local d, i, r, e, u = texts(tx)
+    for _, v in ipairs({ d or false, i or false, r or false, e or false, u or false }) do
+      out[#out + 1] = v
+    end
   else
     for _ = 1, 16 do out[#out + 1] = false end
   end

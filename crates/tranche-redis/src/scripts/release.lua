@@ -4,10 +4,10 @@ local released = 0
 local i = A
 while i <= #ARGV do
   local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
-  local st, att, _, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  local st, att, _, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st == RUNNING and att == attempt then
     unlease(id, q)
-    put(id, encode(AVAILABLE, att - 1, NOW, cr, sa, fi, pr, ne, uf, nx, gr, run, q))
+    put(id, encode(AVAILABLE, att - 1, NOW, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx))
     moved(id, run, RUNNING, AVAILABLE)
     make_available(id, q, pr, NOW)
     released = released + 1

@@ -9,7 +9,7 @@ local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 2]
 local BOUND = 1000
 
 local expired = redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', '(' .. NOW_S, 'LIMIT', 0, BOUND)
-load(expired, {})
+load(expired)
 for _, id in ipairs(expired) do
   local st, att = job(id)
   if st == RUNNING then
@@ -23,7 +23,7 @@ end
 local qr, qs = P .. 'qr:' .. queue, P .. 'qs:' .. queue
 local due = redis.call('ZRANGEBYSCORE', qs, '-inf', NOW_S, 'LIMIT', 0, BOUND)
 call_chunked('ZREM', qs, due)
-load(due, {})
+load(due)
 for _, id in ipairs(due) do
   local st, _, av, _, _, _, pr = job(id)
   if st == AVAILABLE then set_ready(queue, ready_member(av, id), pr) end
@@ -35,19 +35,20 @@ local out = {}
 local popped = redis.call('ZPOPMIN', qr, max)
 local ids = {}
 for p = 1, #popped, 2 do ids[#ids + 1] = string.sub(popped[p], MEMBER_ID) end
-load(ids, { 'd', 'i' })
+load(ids)
 for _, id in ipairs(ids) do
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q = job(id)
+  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st == AVAILABLE then
     att = att + 1
-    put(id, encode(RUNNING, att, av, cr, NOW, fi, pr, ne, uf, nx, gr, run, q))
+    put(id, encode(RUNNING, att, av, cr, NOW, fi, pr, ne, uf, nx, gr, run, q, tx))
     take_lease(id, queue, lease_until)
     moved(id, run, AVAILABLE, RUNNING)
+    local d, input = texts(tx)
     local n = #out
     -- Attempt and available_at go back as integers; false, not nil, for no input: a
     -- nil would end the reply's array there.
-    out[n + 1], out[n + 2], out[n + 3] = id, run, text(id, 'd')
-    out[n + 4], out[n + 5], out[n + 6] = text(id, 'i') or false, att, av
+    out[n + 1], out[n + 2], out[n + 3] = id, run, d
+    out[n + 4], out[n + 5], out[n + 6] = input or false, att, av
   end
 end
 if #out == 0 then

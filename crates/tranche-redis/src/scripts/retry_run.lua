@@ -4,12 +4,12 @@ local run = ARGV[A]
 if redis.call('EXISTS', rk(run)) == 0 then return 0 end
 local by_id = function(a, b) return tonumber(a) < tonumber(b) end
 local failed = redis.call('ZRANGE', P .. 'fail:' .. run, 0, -1)
-load(failed, {})
+load(failed)
 local n = 0
 for _, id in ipairs(failed) do
-  local st, _, _, cr, sa, _, pr, ne, uf, nx, gr, _, q = job(id)
+  local st, _, _, cr, sa, _, pr, ne, uf, nx, gr, _, q, tx = job(id)
   if st == FAILED then
-    put(id, encode(AVAILABLE, 0, NOW, cr, sa, 0, pr, ne, uf, nx, gr, run, q))
+    put(id, encode(AVAILABLE, 0, NOW, cr, sa, 0, pr, ne, uf, nx, gr, run, q, tx))
     revived(id)
     moved(id, run, FAILED, AVAILABLE)
     make_available(id, q, pr, NOW)
@@ -28,12 +28,12 @@ end
 redis.call('DEL', P .. 'fail:' .. run)
 local steps = redis.call('SMEMBERS', P .. 'cfail:' .. run)
 table.sort(steps, by_id)
-load(steps, {})
+load(steps)
 for _, id in ipairs(steps) do
-  local st, att, av, cr, sa, _, pr, ne, _, nx, gr, _, q = job(id)
+  local st, att, av, cr, sa, _, pr, ne, _, nx, gr, _, q, tx = job(id)
   if st == CANCELLED then
-    put(id, encode(PENDING, att, av, cr, sa, 0, pr, ne, 0, nx, gr, run, q))
-    set_text(id, 'e', false)
+    put(id, encode(PENDING, att, av, cr, sa, 0, pr, ne, 0, nx, gr, run, q,
+      with_text(tx, 4, nil)))
     revived(id)
     moved(id, run, CANCELLED, PENDING)
     n = n + 1
