@@ -88,6 +88,13 @@ local function encode(st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx)
     #q, q) .. tx
 end
 
+-- The fixed-width head of a job: state (byte 1), attempt (2-5), available_at (6-13),
+-- created (14-21), started (22-29), finished (30-37). The hot transitions rewrite
+-- these bytes and copy the rest of the job as it is.
+local NOW_D = struct.pack('<d', NOW)
+local STATE_BYTE = {}
+for st = 0, 5 do STATE_BYTE[st] = string.char(st) end
+
 -- The texts: d (kind, max attempts and args, packed by the client: see packed.rs),
 -- input, result, last error, unique key; each a presence byte, a length and bytes.
 local TX = '<BI4c0BI4c0BI4c0BI4c0BI4c0'
@@ -105,6 +112,9 @@ local function pack_texts(d, i, r, e, u)
     i or '', r and 1 or 0, r and #r or 0, r or '', e and 1 or 0, e and #e or 0, e or '',
     u and 1 or 0, u and #u or 0, u or '')
 end
+-- The texts after `d` of a job that has only `d`.
+local ONLY_D = string.sub(pack_texts('', nil, nil, nil, nil), 6)
+
 -- `tx` with text number `n` (1 d, 2 input, 3 result, 4 error, 5 unique key) set to
 -- `v` (nil: unset).
 local function with_text(tx, n, v)
@@ -336,11 +346,13 @@ end
 -- The id is length-prefixed (a letter for its digit count, then the digits), which
 -- sorts numerically and is cut back out by reserve without any number formatting.
 local NOW_MEMBER = string.format('%017d:', NOW)
+local LETTER = {}
+for n = 1, 20 do LETTER[n] = string.char(64 + n) end
 local function ready_member(avail, id)
   local sid = K(id)
   local head = NOW_MEMBER
   if avail ~= NOW then head = string.format('%017d:', avail) end
-  return head .. string.char(64 + #sid) .. sid
+  return head .. LETTER[#sid] .. sid
 end
 -- Where the id starts in a ready member.
 local MEMBER_ID = 20
@@ -422,20 +434,28 @@ end
 
 -- A spec is 6 arguments: queue, priority, has unique key ('1'/'0'), unique key,
 -- not_before ('' for none), and `d` (kind, max attempts and args, packed by the
--- client: see packed.rs). `id` is a number.
+-- client: see packed.rs); `spec` is the index of the first in ARGV, or a table of
+-- the 6. `id` is a number.
 local function insert(run, spec, state, id, next_id, group)
-  local queue, prio, has_uk, uk, nb, d = spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
+  local queue, prio, has_uk, uk, nb, d
+  if type(spec) == 'number' then
+    queue, prio, has_uk, uk = ARGV[spec], ARGV[spec + 1], ARGV[spec + 2], ARGV[spec + 3]
+    nb, d = ARGV[spec + 4], ARGV[spec + 5]
+  else
+    queue, prio, has_uk, uk, nb, d = spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
+  end
   local sid = S(id)
   local avail = NOW
   if nb ~= '' and tonumber(nb) > NOW then avail = tonumber(nb) end
+  local tx
   if has_uk == '1' then
     redis.call('HSETNX', P .. 'uq:' .. run, uk, sid)
+    tx = pack_texts(d, nil, nil, nil, uk)
   else
-    uk = nil
+    tx = struct.pack('<BI4c0', 1, #d, d) .. ONLY_D
   end
   put(sid, encode(state, 0, avail, NOW, 0, 0, tonumber(prio), 0, 0,
-    next_id and S(next_id) or '', group and S(group) or '', run, queue,
-    pack_texts(d, nil, nil, nil, uk)))
+    next_id and S(next_id) or '', group and S(group) or '', run, queue, tx))
   add_live(sid, 1)
   note_job(run, id)
   queues[queue] = true
@@ -546,8 +566,9 @@ local function apply_resolution(id, attempt, kind, payload, at)
   if kind == 's' then
     local d, i, _, e, u = texts(tx)
     if ne == 1 then e = nil end
-    put(id, encode(SUCCEEDED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q,
-      pack_texts(d, i, payload, e, u)))
+    local s = recs[id]
+    put(id, STATE_BYTE[SUCCEEDED] .. string.sub(s, 2, 29) .. NOW_D
+      .. string.sub(s, 38, #s - #tx) .. pack_texts(d, i, payload, e, u))
     moved(id, run, RUNNING, SUCCEEDED)
     ended(id, ne == 1)
     if nx ~= '' then release_pending(nx, payload) end
@@ -592,9 +613,6 @@ local function apply_resolution(id, attempt, kind, payload, at)
 end
 
 local SPEC_ARGS = 6
-local function spec_at(i)
-  return { ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5] }
-end
 
 -- Mark runs that just finished (enqueueing their on-done job) or were reopened; apply
 -- the buffered writes and the feed entry; then wake waiting reserves and feed readers.

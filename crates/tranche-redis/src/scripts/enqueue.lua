@@ -5,9 +5,9 @@
 local run = ARGV[A]
 ensure_run(run)
 if ARGV[A + 1] == '1' then
-  local o = spec_at(A + 2)
-  redis.call('HSET', rk(run), 'od', '1', 'od_q', o[1], 'od_pr', o[2], 'od_hasuk', o[3],
-    'od_uk', o[4], 'od_nb', o[5], 'od_d', o[6])
+  local o = A + 2
+  redis.call('HSET', rk(run), 'od', '1', 'od_q', ARGV[o], 'od_pr', ARGV[o + 1],
+    'od_hasuk', ARGV[o + 2], 'od_uk', ARGV[o + 3], 'od_nb', ARGV[o + 4], 'od_d', ARGV[o + 5])
 end
 local i = A + 2 + SPEC_ARGS
 local out = {}
@@ -31,19 +31,20 @@ local next_id = redis.call('INCRBY', P .. 'seq:job', total) - total + 1
 while i <= #ARGV do
   local kind, n = ARGV[i], tonumber(ARGV[i + 1])
   i = i + 2
+  -- Specs by their first argument's index: no table per spec.
   local specs = {}
   local count = n
   if kind == 'g' then count = n + 1 end
   for s = 1, count do
-    specs[s] = spec_at(i)
+    specs[s] = i
     i = i + SPEC_ARGS
   end
   -- The item's identity for a unique key: the job, a chain's head, a group's callback.
   local identity = specs[count]
   if kind == 'c' then identity = specs[1] end
   local existing = false
-  if identity[3] == '1' then
-    existing = redis.call('HGET', P .. 'uq:' .. run, identity[4])
+  if ARGV[identity + 2] == '1' then
+    existing = redis.call('HGET', P .. 'uq:' .. run, ARGV[identity + 3])
   end
   if existing then
     emit('1', existing, 1)
