@@ -3,7 +3,7 @@
 //! the engine's: a worker that stops heartbeating loses its jobs to other pollers once
 //! the lease expires, and a late report for a lost attempt is answered `stale`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,7 +116,7 @@ pub async fn poll(
             .clone();
         metrics::histogram!(telemetry::QUEUE_WAIT, "queue" => queue.to_string())
             .record(clock_now.since(job.available_at).as_secs_f64());
-        app.started().insert(job.lease(), queue, now);
+        app.started().insert(job.lease(), queue, now, lease);
         out.push(PolledJob::from(job));
     }
     if let Some(q) = queue_name {
@@ -207,10 +207,14 @@ pub async fn heartbeat(
         ));
     }
     check_count(&app, "leases", req.leases.len())?;
-    let leases = req.leases.into_iter().map(LeaseRef::from).collect();
-    let lost = app.backend().heartbeat(leases, lease).await?;
+    let leases: Vec<LeaseRef> = req.leases.into_iter().map(LeaseRef::from).collect();
+    let now = Instant::now();
+    let lost = app.backend().heartbeat(leases.clone(), lease).await?;
+    let gone: HashSet<&LeaseRef> = lost.iter().collect();
+    let held: Vec<LeaseRef> = leases.into_iter().filter(|l| !gone.contains(l)).collect();
+    app.started().extend(&held, now, lease);
     for l in &lost {
-        let queue = app.started().queue_of(l);
+        let queue = app.started().lost(l);
         metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
     }
     Ok(axum::Json(HeartbeatOut {
@@ -347,12 +351,14 @@ async fn report(app: &AppState, batch: Vec<Completion>) -> Result<axum::Json<Ack
     let now = Instant::now();
     let mut counts: HashMap<(String, &'static str), u64> = HashMap::new();
     for ((lease, outcome), ack) in outcomes.into_iter().zip(&acks) {
-        let started = app.started().take(&lease);
-        let queue = started.as_ref().map(|(q, _)| q.clone());
         if *ack == CompletionAck::Stale {
+            // Kept, so the expiry sweep can tell an expired lease from a cancelled job.
+            let queue = app.started().lost(&lease);
             metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
             continue;
         }
+        let started = app.started().take(&lease);
+        let queue = started.as_ref().map(|(q, _)| q.clone());
         if let Some((q, at)) = &started {
             metrics::histogram!(telemetry::RUN_TIME, "queue" => q.to_string())
                 .record(now.duration_since(*at).as_secs_f64());
