@@ -27,6 +27,7 @@ mod error;
 mod events;
 mod expiry;
 mod intake;
+mod longpoll;
 mod openapi;
 mod runs;
 mod state;

@@ -12,12 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 use tranche_core::Backoff;
-use tranche_types::{
-    BackendError, Completion, CompletionAck, LeaseRef, ReserveRequest, ReservedJob, Resolution,
-};
+use tranche_types::{Completion, CompletionAck, LeaseRef, ReservedJob, Resolution};
 
 use crate::body::Json;
 use crate::error::ApiError;
+use crate::longpoll;
 use crate::state::AppState;
 use crate::telemetry;
 use crate::wire::{LeaseIn, PolledJob};
@@ -89,7 +88,7 @@ pub async fn poll(
     let (tx, rx) = oneshot::channel();
     let task_app = app.clone();
     tokio::spawn(async move {
-        let result = collect(&task_app, req.queue, req.max, wait, lease).await;
+        let result = longpoll::collect(&task_app, req.queue, req.max, wait, lease).await;
         if let Err(Ok(jobs)) = tx.send(result) {
             let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
             if !leases.is_empty() {
@@ -123,60 +122,6 @@ pub async fn poll(
         metrics::counter!(telemetry::POLLED, "queue" => q.to_string()).increment(out.len() as u64);
     }
     Ok(axum::Json(PollOut { jobs: out }))
-}
-
-/// Lease up to `max` jobs, returning as soon as `max` are leased or `wait` has passed:
-/// never empty before `wait`.
-async fn collect(
-    app: &AppState,
-    queue: String,
-    max: usize,
-    wait: Duration,
-    lease: Duration,
-) -> Result<Vec<ReservedJob>, BackendError> {
-    let backend = app.backend();
-    let deadline = Instant::now() + wait;
-    let mut jobs: Vec<ReservedJob> = Vec::new();
-    let mut first_at = None;
-    loop {
-        let got = backend
-            .reserve(ReserveRequest {
-                queue: queue.clone(),
-                max: max - jobs.len(),
-                lease,
-                wait: deadline.saturating_duration_since(Instant::now()),
-            })
-            .await;
-        let got = match got {
-            Ok(got) => got,
-            Err(e) => {
-                if !jobs.is_empty() {
-                    let leases = jobs.iter().map(ReservedJob::lease).collect();
-                    let _ = backend.release(leases).await;
-                }
-                return Err(e);
-            }
-        };
-        if !got.is_empty() && first_at.is_none() {
-            first_at = Some(Instant::now());
-        }
-        jobs.extend(got);
-        if jobs.len() >= max || Instant::now() >= deadline {
-            break;
-        }
-    }
-    // Jobs leased early in a long wait have used part of their lease: renew them, and
-    // drop any cancelled meanwhile.
-    if first_at.is_some_and(|t| t.elapsed() > lease / 4) {
-        let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
-        let lost = backend.heartbeat(leases, lease).await?;
-        let until = backend.clock().now().plus(lease);
-        jobs.retain(|j| !lost.contains(&j.lease()));
-        for j in &mut jobs {
-            j.lease_until = until;
-        }
-    }
-    Ok(jobs)
 }
 
 #[derive(Deserialize)]
