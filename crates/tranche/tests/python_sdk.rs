@@ -1,6 +1,7 @@
 //! The Python worker SDK (`sdk/python`) against a real `tranche server` process: a
 //! Python task in a chain between two Rust tasks, and a Python worker killed mid-job
-//! whose job another worker finishes. Needs `python3` (standard library only).
+//! whose job another worker finishes; then its graceful stop, for a task that outlives
+//! its lease and for one that hangs. Needs `python3` (standard library only).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -77,6 +78,37 @@ async fn wait_for(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> b
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Wait for the process to exit, at most `limit`.
+async fn exit_status(p: &mut Proc, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = p.0.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the Python worker did not stop");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn sigterm(p: &Proc) {
+    Command::new("kill")
+        .args(["-TERM", &p.0.id().to_string()])
+        .status()
+        .unwrap();
+}
+
+async fn submit(client: &reqwest::Client, base: &str, body: Value) -> Value {
+    client
+        .post(format!("{base}/v1/jobs"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 async fn job(client: &reqwest::Client, base: &str, id: &Value) -> Value {
@@ -168,18 +200,8 @@ async fn a_python_step_between_two_rust_steps() {
 
     // SIGTERM: the Python worker drains and exits cleanly.
     let mut py = py;
-    Command::new("kill")
-        .args(["-TERM", &py.0.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = py.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the Python worker did not stop");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    sigterm(&py);
+    let status = exit_status(&mut py, Duration::from_secs(20)).await;
     assert!(status.success(), "{status:?}");
     stop.cancel();
     rust_worker.await.unwrap().unwrap();
@@ -194,15 +216,12 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = start_server(&dir.path().join("data"));
     let client = reqwest::Client::new();
-    let out: Value = client
-        .post(format!("{base}/v1/jobs"))
-        .json(&json!({"run": "sdk/kill", "job": {"kind": "py.hang", "queue": "py"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/kill", "job": {"kind": "py.hang", "queue": "py"}}),
+    )
+    .await;
     let id = out["ids"][0].clone();
     let mut hung = start_python(python, &base, "hang", dir.path());
     let marker = dir.path().join(format!("started-{id}"));
@@ -229,4 +248,91 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
         .as_str()
         .unwrap()
         .contains("lease expired"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/slow", "job": {"kind": "py.slow", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    let mut py = start_python(python, &base, "slow", dir.path());
+    let marker = dir.path().join(format!("started-{id}"));
+    wait_for(
+        "the worker to start the job",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+    // Stopped mid-job, the worker must finish the job (3.5 s, its lease 1 s) and report
+    // it. Meanwhile this test polls the queue as another worker would: it would be
+    // handed the job the moment a lease lapsed for want of a heartbeat.
+    sigterm(&py);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while py.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the Python worker did not stop");
+        let polled: Value = client
+            .post(format!("{base}/v1/workers/poll"))
+            .json(&json!({"queue": "py", "max": 1, "wait_ms": 300}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(polled["jobs"], json!([]), "the lease lapsed mid-task");
+    }
+    let status = exit_status(&mut py, Duration::ZERO).await;
+    assert!(status.success(), "{status:?}");
+    let rec = job(&client, &base, &id).await;
+    assert_eq!(rec["state"], "succeeded", "{rec}");
+    assert_eq!(rec["result"], "slow done");
+    assert_eq!(rec["attempt"], 1, "{rec}");
+    assert_eq!(rec["errors"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_abandons_a_hung_task_after_its_grace() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/hung", "job": {"kind": "py.hang", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    let mut py = start_python(python, &base, "hang", dir.path());
+    let marker = dir.path().join(format!("started-{id}"));
+    wait_for(
+        "the worker to start the job",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+    // The handler sleeps 300 s; the grace is 2 s.
+    sigterm(&py);
+    let status = exit_status(&mut py, Duration::from_secs(20)).await;
+    assert!(status.success(), "{status:?}");
+    let rec = job(&client, &base, &id).await;
+    assert_eq!(
+        (rec["state"].as_str(), rec["attempt"].as_u64()),
+        (Some("running"), Some(1)),
+        "abandoned, not reported: its lease expires"
+    );
 }
