@@ -1,7 +1,8 @@
 //! The Python worker SDK (`sdk/python`) against a real `tranche server` process: a
 //! Python task in a chain between two Rust tasks, and a Python worker killed mid-job
 //! whose job another worker finishes; then its graceful stop, for a task that outlives
-//! its lease and for one that hangs. Needs `python3` (standard library only).
+//! its lease and for one that hangs, and a result reported while the server is down.
+//! Needs `python3` (standard library only).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -41,10 +42,14 @@ impl Drop for Proc {
 }
 
 fn start_server(data: &Path) -> (Proc, String) {
+    start_server_at(data, "127.0.0.1:0")
+}
+
+fn start_server_at(data: &Path, listen: &str) -> (Proc, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
         .arg("--data")
         .arg(data)
-        .args(["server", "--listen", "127.0.0.1:0"])
+        .args(["server", "--listen", listen])
         .env_remove("TRANCHE_TOKENS")
         .stdout(Stdio::piped())
         .spawn()
@@ -335,4 +340,66 @@ async fn sigterm_abandons_a_hung_task_after_its_grace() {
         (Some("running"), Some(1)),
         "abandoned, not reported: its lease expires"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let (mut server, base) = start_server_at(&data, &listen);
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/restart", "job": {"kind": "py.report", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    let mut py = start_python(python, &base, "report", dir.path());
+    let marker = |what: &str| dir.path().join(format!("{what}-{id}"));
+    wait_for(
+        "the worker to start the job",
+        Duration::from_secs(30),
+        async || marker("started").exists(),
+    )
+    .await;
+
+    // The server stops; the handler returns while it is down, so the report meets a
+    // refused connection and must be retried (with backoff) until the server is back.
+    sigterm(&server);
+    assert!(exit_status(&mut server, Duration::from_secs(20))
+        .await
+        .success());
+    std::fs::write(marker("release"), "").unwrap();
+    wait_for(
+        "the handler to return",
+        Duration::from_secs(30),
+        async || marker("returned").exists(),
+    )
+    .await;
+    let (_server, again) = start_server_at(&data, &listen);
+    assert_eq!(again, base);
+    wait_for("the result to land", Duration::from_secs(60), async || {
+        job(&client, &base, &id).await["state"] == "succeeded"
+    })
+    .await;
+    let rec = job(&client, &base, &id).await;
+    assert_eq!(
+        (&rec["result"], &rec["attempt"]),
+        (&json!("reported"), &json!(1))
+    );
+    sigterm(&py);
+    assert!(exit_status(&mut py, Duration::from_secs(20))
+        .await
+        .success());
 }

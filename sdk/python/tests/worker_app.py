@@ -6,6 +6,9 @@ Usage: worker_app.py URL MODE MARKER_DIR
   MODE "finish": `py.hang` returns at once.
   MODE "slow":  `py.slow` writes MARKER_DIR/started-<job>, then works for 3.5 s: three
                 and a half of its 1 s leases, kept only by heartbeats.
+  MODE "report": `py.report` writes MARKER_DIR/started-<job>, waits for the test to
+                create MARKER_DIR/release-<job>, writes MARKER_DIR/returned-<job> and
+                returns: its result is reported while the test has the server down.
 """
 
 import logging
@@ -20,7 +23,7 @@ def main() -> None:
     url, mode, markers = sys.argv[1], sys.argv[2], sys.argv[3]
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     # "slow" must outlive its lease several times over and finish within the grace.
-    lease_ms, grace_s = (1000, 30) if mode == "slow" else (2000, 2)
+    lease_ms, grace_s = {"slow": (1000, 30), "report": (30000, 30)}.get(mode, (2000, 2))
     worker = Worker(url, queues=["py"], concurrency=4, batch=10, wait_ms=1000, lease_ms=lease_ms, grace_s=grace_s)
 
     def started(job: Job) -> None:
@@ -43,6 +46,15 @@ def main() -> None:
         started(job)
         time.sleep(3.5)
         return "lost" if job.lost.is_set() else "slow done"
+
+    @worker.task("py.report")
+    def report(job: Job) -> str:
+        started(job)
+        while not os.path.exists(os.path.join(markers, f"release-{job.id}")):
+            time.sleep(0.05)
+        with open(os.path.join(markers, f"returned-{job.id}"), "w") as f:
+            f.write(str(os.getpid()))
+        return "reported"
 
     with open(os.path.join(markers, f"ready-{mode}"), "w") as f:
         f.write(str(os.getpid()))
