@@ -45,7 +45,7 @@ async fn the_server_serves_the_api_over_redis() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (_redis, port) = redis(dir.path());
+    let (redis_server, port) = redis(dir.path());
     let mut child = tranche()
         .args(["--broker", &format!("redis://127.0.0.1:{port}")])
         .args([
@@ -199,6 +199,17 @@ async fn the_server_serves_the_api_over_redis() {
         );
     }
     assert_eq!(api.call(ops, "/readyz", None).await.0, 200);
+
+    // Redis goes away: the server is alive but not ready.
+    drop(redis_server);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while api.call(ops, "/readyz", None).await.0 != 503 {
+        assert!(
+            Instant::now() < deadline,
+            "/readyz stayed ready without Redis"
+        );
+    }
+    assert_eq!(api.call(ops, "/healthz", None).await.0, 200);
 
     let pid = server.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
