@@ -1,7 +1,8 @@
 //! The Python worker SDK (`sdk/python`) against a real `tranche server` process: a
 //! Python task in a chain between two Rust tasks, and a Python worker killed mid-job
 //! whose job another worker finishes; then its graceful stop, for a task that outlives
-//! its lease and for one that hangs, and a result reported while the server is down.
+//! its lease and for one that hangs, a result reported while the server is down, and a
+//! lone job on an idle worker started at once.
 //! Needs `python3` (standard library only).
 
 use std::io::{BufRead, BufReader};
@@ -402,4 +403,34 @@ async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands()
     assert!(exit_status(&mut py, Duration::from_secs(20))
         .await
         .success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_starts_a_lone_job_at_once() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let _py = start_python(python, &base, "idle", dir.path());
+    let ready = dir.path().join("ready-idle");
+    wait_for("the worker to start", Duration::from_secs(30), async || {
+        ready.exists()
+    })
+    .await;
+    // The worker has 4 free slots and long-polls for 20 s: a poll for 4 would hold
+    // this one job until then.
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/idle", "job": {"kind": "py.quick", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    wait_for("the job to be done", Duration::from_secs(10), async || {
+        job(&client, &base, &id).await["state"] == "succeeded"
+    })
+    .await;
 }

@@ -9,6 +9,7 @@ Usage: worker_app.py URL MODE MARKER_DIR
   MODE "report": `py.report` writes MARKER_DIR/started-<job>, waits for the test to
                 create MARKER_DIR/release-<job>, writes MARKER_DIR/returned-<job> and
                 returns: its result is reported while the test has the server down.
+  MODE "idle":  `py.quick` returns at once; the worker long-polls for 20 s at a time.
 """
 
 import logging
@@ -24,7 +25,8 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     # "slow" must outlive its lease several times over and finish within the grace.
     lease_ms, grace_s = {"slow": (1000, 30), "report": (30000, 30)}.get(mode, (2000, 2))
-    worker = Worker(url, queues=["py"], concurrency=4, batch=10, wait_ms=1000, lease_ms=lease_ms, grace_s=grace_s)
+    wait_ms = 20000 if mode == "idle" else 1000
+    worker = Worker(url, queues=["py"], concurrency=4, batch=10, wait_ms=wait_ms, lease_ms=lease_ms, grace_s=grace_s)
 
     def started(job: Job) -> None:
         with open(os.path.join(markers, f"started-{job.id}"), "w") as f:
@@ -46,6 +48,10 @@ def main() -> None:
         started(job)
         time.sleep(3.5)
         return "lost" if job.lost.is_set() else "slow done"
+
+    @worker.task("py.quick")
+    def quick(job: Job) -> str:
+        return "quick"
 
     @worker.task("py.report")
     def report(job: Job) -> str:

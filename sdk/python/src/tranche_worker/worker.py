@@ -162,7 +162,12 @@ class Worker:
             while free < self.batch and self._slots.acquire(blocking=False):
                 free += 1
             try:
-                jobs = self.client.poll(queue, free, self.wait_ms, self.lease_ms)
+                # What is ready now, in one batch; only when nothing is, a long-poll for
+                # one job, which the server answers as soon as it is there (a long-poll
+                # for more is held until all of them are, delaying a lone job).
+                jobs = self.client.poll(queue, free, 0, self.lease_ms)
+                if not jobs:
+                    jobs = self.client.poll(queue, 1, self.wait_ms, self.lease_ms)
                 delay = 0.1
             except (ConnectionError, ApiError) as e:
                 for _ in range(free):
