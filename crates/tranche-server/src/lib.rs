@@ -25,7 +25,9 @@ mod config;
 mod dashboard;
 mod error;
 mod events;
+mod expiry;
 mod intake;
+mod longpoll;
 mod openapi;
 mod runs;
 mod state;
@@ -78,11 +80,19 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
     ]
 }
 
-/// The HTTP application over `backend`. `config` should have been validated.
+/// The HTTP application over `backend`. `config` should have been validated. Lease
+/// expiries are counted only by [`serve`], which also runs the sweep that finds them.
 pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
+    with_routes(app(backend, config))
+}
+
+fn app(backend: Arc<dyn Backend>, config: ServerConfig) -> AppState {
     telemetry::handle();
-    let body_limit = config.body_limit;
-    let app = AppState::new(backend, config);
+    AppState::new(backend, config)
+}
+
+fn with_routes(app: AppState) -> Router {
+    let body_limit = app.config().body_limit;
     let mut router = Router::new();
     for (_, path, handler) in routes() {
         router = router.route(path, handler);
@@ -106,9 +116,10 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     config.validate()?;
-    let app = router(backend, config);
+    let app = app(backend, config);
     telemetry::spawn_upkeep(shutdown.clone());
-    axum::serve(listener, app)
+    expiry::spawn_sweep(app.clone(), shutdown.clone());
+    axum::serve(listener, with_routes(app))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(ServeError::Io)

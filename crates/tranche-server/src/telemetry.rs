@@ -23,7 +23,8 @@ pub const SUBMIT_REFUSED: &str = "tranche_submissions_refused_total";
 pub const POLLED: &str = "tranche_jobs_polled_total";
 pub const COMPLETED: &str = "tranche_jobs_completed_total";
 pub const RETRIES: &str = "tranche_job_retries_total";
-pub const LEASES_LOST: &str = "tranche_lease_expiries_total";
+pub const LEASES_LOST: &str = "tranche_leases_lost_total";
+pub const LEASE_EXPIRIES: &str = "tranche_lease_expiries_total";
 pub const QUEUE_WAIT: &str = "tranche_job_queue_wait_seconds";
 pub const RUN_TIME: &str = "tranche_job_run_seconds";
 pub const JOBS: &str = "tranche_jobs";
@@ -75,7 +76,8 @@ fn describe() {
         RETRIES,
         "Attempts reported failed that will be retried, by queue."
     );
-    describe_counter!(LEASES_LOST, "Remote attempts that had lost their lease (expired, or the job was cancelled) when they heartbeat or reported.");
+    describe_counter!(LEASES_LOST, "Heartbeats and reports of remote attempts refused because the attempt no longer held its job (its lease expired, or the job was cancelled).");
+    describe_counter!(LEASE_EXPIRIES, "Leases of attempts handed to remote workers that expired (the worker stopped heartbeating), once the backend recovered the job.");
     describe_histogram!(
         QUEUE_WAIT,
         Unit::Seconds,

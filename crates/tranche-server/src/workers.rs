@@ -3,7 +3,7 @@
 //! the engine's: a worker that stops heartbeating loses its jobs to other pollers once
 //! the lease expires, and a late report for a lost attempt is answered `stale`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,12 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 use tranche_core::Backoff;
-use tranche_types::{
-    BackendError, Completion, CompletionAck, LeaseRef, ReserveRequest, ReservedJob, Resolution,
-};
+use tranche_types::{Completion, CompletionAck, LeaseRef, ReservedJob, Resolution};
 
 use crate::body::Json;
 use crate::error::ApiError;
+use crate::longpoll;
 use crate::state::AppState;
 use crate::telemetry;
 use crate::wire::{LeaseIn, PolledJob};
@@ -89,7 +88,7 @@ pub async fn poll(
     let (tx, rx) = oneshot::channel();
     let task_app = app.clone();
     tokio::spawn(async move {
-        let result = collect(&task_app, req.queue, req.max, wait, lease).await;
+        let result = longpoll::collect(&task_app, req.queue, req.max, wait, lease).await;
         if let Err(Ok(jobs)) = tx.send(result) {
             let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
             if !leases.is_empty() {
@@ -116,67 +115,13 @@ pub async fn poll(
             .clone();
         metrics::histogram!(telemetry::QUEUE_WAIT, "queue" => queue.to_string())
             .record(clock_now.since(job.available_at).as_secs_f64());
-        app.started().insert(job.lease(), queue, now);
+        app.started().insert(job.lease(), queue, now, lease);
         out.push(PolledJob::from(job));
     }
     if let Some(q) = queue_name {
         metrics::counter!(telemetry::POLLED, "queue" => q.to_string()).increment(out.len() as u64);
     }
     Ok(axum::Json(PollOut { jobs: out }))
-}
-
-/// Lease up to `max` jobs, returning as soon as `max` are leased or `wait` has passed:
-/// never empty before `wait`.
-async fn collect(
-    app: &AppState,
-    queue: String,
-    max: usize,
-    wait: Duration,
-    lease: Duration,
-) -> Result<Vec<ReservedJob>, BackendError> {
-    let backend = app.backend();
-    let deadline = Instant::now() + wait;
-    let mut jobs: Vec<ReservedJob> = Vec::new();
-    let mut first_at = None;
-    loop {
-        let got = backend
-            .reserve(ReserveRequest {
-                queue: queue.clone(),
-                max: max - jobs.len(),
-                lease,
-                wait: deadline.saturating_duration_since(Instant::now()),
-            })
-            .await;
-        let got = match got {
-            Ok(got) => got,
-            Err(e) => {
-                if !jobs.is_empty() {
-                    let leases = jobs.iter().map(ReservedJob::lease).collect();
-                    let _ = backend.release(leases).await;
-                }
-                return Err(e);
-            }
-        };
-        if !got.is_empty() && first_at.is_none() {
-            first_at = Some(Instant::now());
-        }
-        jobs.extend(got);
-        if jobs.len() >= max || Instant::now() >= deadline {
-            break;
-        }
-    }
-    // Jobs leased early in a long wait have used part of their lease: renew them, and
-    // drop any cancelled meanwhile.
-    if first_at.is_some_and(|t| t.elapsed() > lease / 4) {
-        let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
-        let lost = backend.heartbeat(leases, lease).await?;
-        let until = backend.clock().now().plus(lease);
-        jobs.retain(|j| !lost.contains(&j.lease()));
-        for j in &mut jobs {
-            j.lease_until = until;
-        }
-    }
-    Ok(jobs)
 }
 
 #[derive(Deserialize)]
@@ -207,10 +152,14 @@ pub async fn heartbeat(
         ));
     }
     check_count(&app, "leases", req.leases.len())?;
-    let leases = req.leases.into_iter().map(LeaseRef::from).collect();
-    let lost = app.backend().heartbeat(leases, lease).await?;
+    let leases: Vec<LeaseRef> = req.leases.into_iter().map(LeaseRef::from).collect();
+    let now = Instant::now();
+    let lost = app.backend().heartbeat(leases.clone(), lease).await?;
+    let gone: HashSet<&LeaseRef> = lost.iter().collect();
+    let held: Vec<LeaseRef> = leases.into_iter().filter(|l| !gone.contains(l)).collect();
+    app.started().extend(&held, now, lease);
     for l in &lost {
-        let queue = app.started().queue_of(l);
+        let queue = app.started().lost(l);
         metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
     }
     Ok(axum::Json(HeartbeatOut {
@@ -347,12 +296,14 @@ async fn report(app: &AppState, batch: Vec<Completion>) -> Result<axum::Json<Ack
     let now = Instant::now();
     let mut counts: HashMap<(String, &'static str), u64> = HashMap::new();
     for ((lease, outcome), ack) in outcomes.into_iter().zip(&acks) {
-        let started = app.started().take(&lease);
-        let queue = started.as_ref().map(|(q, _)| q.clone());
         if *ack == CompletionAck::Stale {
+            // Kept, so the expiry sweep can tell an expired lease from a cancelled job.
+            let queue = app.started().lost(&lease);
             metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
             continue;
         }
+        let started = app.started().take(&lease);
+        let queue = started.as_ref().map(|(q, _)| q.clone());
         if let Some((q, at)) = &started {
             metrics::histogram!(telemetry::RUN_TIME, "queue" => q.to_string())
                 .record(now.duration_since(*at).as_secs_f64());

@@ -289,9 +289,10 @@ pub enum Bench {
     /// (process → render → sign → mail): notes/s, per-core rate, p50/p99 per step and
     /// per note, peak memory.
     Notes(BenchNotes),
-    /// Start the HTTP server in this process over a fresh embedded backend and measure
-    /// submit throughput (batched requests) and remote executions (poll + complete by
-    /// HTTP workers), with p50/p99 latencies.
+    /// Start the HTTP server in this process over a fresh embedded backend (or a fresh
+    /// prefix in the Redis server of --broker) and measure submit throughput (batched
+    /// requests) and remote executions (poll + complete by HTTP workers), with p50/p99
+    /// latencies.
     Server(BenchServer),
 }
 

@@ -1,6 +1,9 @@
 //! The Python worker SDK (`sdk/python`) against a real `tranche server` process: a
 //! Python task in a chain between two Rust tasks, and a Python worker killed mid-job
-//! whose job another worker finishes. Needs `python3` (standard library only).
+//! whose job another worker finishes; then its graceful stop, for a task that outlives
+//! its lease and for one that hangs, a result reported while the server is down, and a
+//! lone job on an idle worker started at once.
+//! Needs `python3` (standard library only).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -40,10 +43,14 @@ impl Drop for Proc {
 }
 
 fn start_server(data: &Path) -> (Proc, String) {
+    start_server_at(data, "127.0.0.1:0")
+}
+
+fn start_server_at(data: &Path, listen: &str) -> (Proc, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
         .arg("--data")
         .arg(data)
-        .args(["server", "--listen", "127.0.0.1:0"])
+        .args(["server", "--listen", listen])
         .env_remove("TRANCHE_TOKENS")
         .stdout(Stdio::piped())
         .spawn()
@@ -77,6 +84,37 @@ async fn wait_for(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> b
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Wait for the process to exit, at most `limit`.
+async fn exit_status(p: &mut Proc, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = p.0.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the Python worker did not stop");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn sigterm(p: &Proc) {
+    Command::new("kill")
+        .args(["-TERM", &p.0.id().to_string()])
+        .status()
+        .unwrap();
+}
+
+async fn submit(client: &reqwest::Client, base: &str, body: Value) -> Value {
+    client
+        .post(format!("{base}/v1/jobs"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 async fn job(client: &reqwest::Client, base: &str, id: &Value) -> Value {
@@ -168,18 +206,8 @@ async fn a_python_step_between_two_rust_steps() {
 
     // SIGTERM: the Python worker drains and exits cleanly.
     let mut py = py;
-    Command::new("kill")
-        .args(["-TERM", &py.0.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = py.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the Python worker did not stop");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    sigterm(&py);
+    let status = exit_status(&mut py, Duration::from_secs(20)).await;
     assert!(status.success(), "{status:?}");
     stop.cancel();
     rust_worker.await.unwrap().unwrap();
@@ -194,15 +222,12 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = start_server(&dir.path().join("data"));
     let client = reqwest::Client::new();
-    let out: Value = client
-        .post(format!("{base}/v1/jobs"))
-        .json(&json!({"run": "sdk/kill", "job": {"kind": "py.hang", "queue": "py"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/kill", "job": {"kind": "py.hang", "queue": "py"}}),
+    )
+    .await;
     let id = out["ids"][0].clone();
     let mut hung = start_python(python, &base, "hang", dir.path());
     let marker = dir.path().join(format!("started-{id}"));
@@ -229,4 +254,183 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
         .as_str()
         .unwrap()
         .contains("lease expired"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/slow", "job": {"kind": "py.slow", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    let mut py = start_python(python, &base, "slow", dir.path());
+    let marker = dir.path().join(format!("started-{id}"));
+    wait_for(
+        "the worker to start the job",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+    // Stopped mid-job, the worker must finish the job (3.5 s, its lease 1 s) and report
+    // it. Meanwhile this test polls the queue as another worker would: it would be
+    // handed the job the moment a lease lapsed for want of a heartbeat.
+    sigterm(&py);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while py.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the Python worker did not stop");
+        let polled: Value = client
+            .post(format!("{base}/v1/workers/poll"))
+            .json(&json!({"queue": "py", "max": 1, "wait_ms": 300}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(polled["jobs"], json!([]), "the lease lapsed mid-task");
+    }
+    let status = exit_status(&mut py, Duration::ZERO).await;
+    assert!(status.success(), "{status:?}");
+    let rec = job(&client, &base, &id).await;
+    assert_eq!(rec["state"], "succeeded", "{rec}");
+    assert_eq!(rec["result"], "slow done");
+    assert_eq!(rec["attempt"], 1, "{rec}");
+    assert_eq!(rec["errors"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_abandons_a_hung_task_after_its_grace() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/hung", "job": {"kind": "py.hang", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    let mut py = start_python(python, &base, "hang", dir.path());
+    let marker = dir.path().join(format!("started-{id}"));
+    wait_for(
+        "the worker to start the job",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+    // The handler sleeps 300 s; the grace is 2 s.
+    sigterm(&py);
+    let status = exit_status(&mut py, Duration::from_secs(20)).await;
+    assert!(status.success(), "{status:?}");
+    let rec = job(&client, &base, &id).await;
+    assert_eq!(
+        (rec["state"].as_str(), rec["attempt"].as_u64()),
+        (Some("running"), Some(1)),
+        "abandoned, not reported: its lease expires"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let (mut server, base) = start_server_at(&data, &listen);
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/restart", "job": {"kind": "py.report", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    let mut py = start_python(python, &base, "report", dir.path());
+    let marker = |what: &str| dir.path().join(format!("{what}-{id}"));
+    wait_for(
+        "the worker to start the job",
+        Duration::from_secs(30),
+        async || marker("started").exists(),
+    )
+    .await;
+
+    // The server stops; the handler returns while it is down, so the report meets a
+    // refused connection and must be retried (with backoff) until the server is back.
+    sigterm(&server);
+    assert!(exit_status(&mut server, Duration::from_secs(20))
+        .await
+        .success());
+    std::fs::write(marker("release"), "").unwrap();
+    wait_for(
+        "the handler to return",
+        Duration::from_secs(30),
+        async || marker("returned").exists(),
+    )
+    .await;
+    let (_server, again) = start_server_at(&data, &listen);
+    assert_eq!(again, base);
+    wait_for("the result to land", Duration::from_secs(60), async || {
+        job(&client, &base, &id).await["state"] == "succeeded"
+    })
+    .await;
+    let rec = job(&client, &base, &id).await;
+    assert_eq!(
+        (&rec["result"], &rec["attempt"]),
+        (&json!("reported"), &json!(1))
+    );
+    sigterm(&py);
+    assert!(exit_status(&mut py, Duration::from_secs(20))
+        .await
+        .success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_starts_a_lone_job_at_once() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let _py = start_python(python, &base, "idle", dir.path());
+    let ready = dir.path().join("ready-idle");
+    wait_for("the worker to start", Duration::from_secs(30), async || {
+        ready.exists()
+    })
+    .await;
+    // The worker has 4 free slots and long-polls for 20 s: a poll for 4 would hold
+    // this one job until then.
+    let client = reqwest::Client::new();
+    let out = submit(
+        &client,
+        &base,
+        json!({"run": "sdk/idle", "job": {"kind": "py.quick", "queue": "py"}}),
+    )
+    .await;
+    let id = out["ids"][0].clone();
+    wait_for("the job to be done", Duration::from_secs(10), async || {
+        job(&client, &base, &id).await["state"] == "succeeded"
+    })
+    .await;
 }

@@ -1,6 +1,8 @@
 //! The dashboard in a real headless browser (Debian's chromium driven by
-//! playwright-core, see tests/browser): progress changes live during a run, and
-//! "retry" on a failed run re-queues its jobs. Leaves a screenshot in the target dir.
+//! playwright-core, see tests/browser): progress and queue depth change live during a
+//! run, a failed job shows its attempts and timings and a finished one its artifact
+//! link, "retry" re-queues a failed run and "cancel" ends the rest of a run. Leaves a
+//! screenshot in the target dir.
 
 use std::path::Path;
 use std::process::Command;
@@ -87,5 +89,10 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
     assert_eq!(
         (p["failed"].as_u64(), p["available"].as_u64()),
         (Some(0), Some(3))
+    );
+    let p = s.get_ok("/v1/runs/dash%2Fprogress").await;
+    assert_eq!(
+        (p["succeeded"].as_u64(), p["cancelled"].as_u64()),
+        (Some(120), Some(80))
     );
 }

@@ -3,6 +3,7 @@
 
 mod auth;
 mod dashboard;
+mod expiry;
 mod feed;
 mod live;
 mod metrics;

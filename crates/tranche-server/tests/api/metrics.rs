@@ -75,7 +75,8 @@ async fn metrics_text_parses_and_has_every_family() {
         200,
     )
     .await;
-    // A report for an attempt that does not hold its job counts as a lost lease.
+    // A report for an attempt that does not hold its job counts as a lost lease (an
+    // expiry is counted only once the backend has recovered the job: see expiry.rs).
     s.post_ok(
         "/v1/workers/complete",
         &json!({"results": [{"job": jobs[2]["id"], "attempt": 9}]}),
@@ -98,7 +99,7 @@ async fn metrics_text_parses_and_has_every_family() {
         "tranche_jobs_polled_total",
         "tranche_jobs_completed_total",
         "tranche_job_retries_total",
-        "tranche_lease_expiries_total",
+        "tranche_leases_lost_total",
         "tranche_job_queue_wait_seconds",
         "tranche_job_run_seconds",
         "tranche_http_requests_total",

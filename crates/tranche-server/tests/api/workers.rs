@@ -243,3 +243,41 @@ async fn failures_retry_with_backoff_or_discard() {
     .await;
     assert_eq!(err["error"]["field"], "max");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_longer_than_the_lease_keeps_the_jobs_it_holds() {
+    let s = start().await;
+    s.post_ok(
+        "/v1/jobs",
+        &json!({"run": "lp/held", "job": {"kind": "x", "queue": "held", "max_attempts": 1}}),
+        201,
+    )
+    .await;
+    // The job is there at once; the poll holds it for 2.5 s waiting for a second one,
+    // two and a half of its 1 s leases.
+    let started = Instant::now();
+    let got = s
+        .post_ok(
+            "/v1/workers/poll",
+            &json!({"queue": "held", "max": 2, "wait_ms": 2500, "lease_ms": 1000}),
+            200,
+        )
+        .await["jobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(started.elapsed() >= Duration::from_millis(2500));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["attempt"], 1, "the lease lapsed inside the poll");
+    let acks = s
+        .post_ok(
+            "/v1/workers/complete",
+            &json!({"results": [lease(&got[0])]}),
+            200,
+        )
+        .await;
+    assert_eq!(acks["acks"], json!(["applied"]));
+    let rec = s.get_ok(&format!("/v1/jobs/{}", got[0]["id"])).await;
+    assert_eq!(rec["state"], "succeeded");
+    assert_eq!(rec["errors"], json!([]));
+}

@@ -1,5 +1,7 @@
-// Loads the dashboard during a run, watches progress change as jobs complete, clicks
-// "retry" on a failed run and waits for its jobs to be re-queued; saves a screenshot.
+// Loads the dashboard during a run, watches progress and queue depth change as jobs
+// complete, opens a failed job's attempts and a finished job's artifact link, clicks
+// "retry" on a failed run and "cancel" on the other, and checks the page followed the
+// change feed; saves a screenshot.
 // Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH
 import { chromium } from "playwright-core";
 
@@ -12,15 +14,18 @@ const api = async (path, body) => {
   return r.json();
 };
 const cell = (page, run, cls) => page.locator(`tr.run[data-run="${run}"] td.${cls}`);
-const waitText = async (page, run, cls, want) => {
+const waitFor = async (what, locator, want) => {
   const deadline = Date.now() + 30000;
   for (;;) {
-    const got = (await cell(page, run, cls).textContent().catch(() => null))?.trim();
+    const got = (await locator.textContent({ timeout: 1000 }).catch(() => null))?.trim();
     if (got === want) return;
-    if (Date.now() > deadline) throw new Error(`${run} ${cls}: expected ${want}, got ${got}`);
-    await page.waitForTimeout(50);
+    if (Date.now() > deadline) throw new Error(`${what}: expected ${want}, got ${got}`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 };
+const waitText = (page, run, cls, want) => waitFor(`${run} ${cls}`, cell(page, run, cls), want);
+const waiting = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.waiting`);
+const artifact = "https://artifacts.example.invalid/notes/2026-11-20/C1.pdf";
 
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium",
@@ -29,24 +34,56 @@ const browser = await chromium.launch({
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.on("pageerror", (e) => { console.error("page error:", e.message); process.exitCode = 1; });
+  const feedReads = [];
+  page.on("request", (r) => { if (r.url().includes("/v1/events?")) feedReads.push(r.url()); });
   await page.goto(base + "/");
   await waitText(page, "dash/progress", "done", "0");
   await waitText(page, "dash/failing", "failed", "3");
+  await waitFor("queue dq", waiting(page, "dq"), "200");
 
-  // Work happens while the page is open: it must show the progress.
+  // Work happens while the page is open: it must show the progress. The first job
+  // names an artifact in its result.
   const jobs = (await api("/v1/workers/poll", { queue: "dq", max: 120 })).jobs;
-  await api("/v1/workers/complete", { results: jobs.map((j) => ({ job: j.id, attempt: j.attempt })) });
+  await api("/v1/workers/complete", {
+    results: jobs.map((j, i) => ({ job: j.id, attempt: j.attempt, result: i ? null : { pdf: artifact } })),
+  });
   await waitText(page, "dash/progress", "done", "120");
+  await waitFor("queue dq", waiting(page, "dq"), "80");
 
   // Open the failing run, see its errors, retry it from the page.
   await page.locator('tr.run[data-run="dash/failing"] td').first().click();
   await page.locator("#failures tr.failure").first().waitFor();
   const err = await page.locator("#failures td.err").first().textContent();
   if (!err.includes("bad PAN")) throw new Error("failure error not shown: " + err);
+  // The failed job's detail: its attempt with the error, and its timings.
+  await page.locator("#failures tr.failure a[data-job]").first().click();
+  await page.locator("#attempts td.err").first().waitFor();
+  const attempts = await page.locator("#attempts").textContent();
+  if (!attempts.includes("bad PAN")) throw new Error("attempt error not shown: " + attempts);
+  const body = await page.locator("#job-body").textContent();
+  if (!/started\s*\d{4}-\d\d-\d\d/.test(body) || !/finished\s*\d{4}-/.test(body)) throw new Error("timings not shown: " + body);
   await page.locator('button.retry[data-run="dash/failing"]').click();
   await waitText(page, "dash/failing", "failed", "0");
   const run = await api("/v1/runs/" + encodeURIComponent("dash/failing"));
   if (run.available !== 3) throw new Error("expected 3 re-queued jobs, got " + JSON.stringify(run));
+
+  // A finished job, opened by id: its artifact is a link.
+  await page.locator("#find input").fill(String(jobs[0].id));
+  await page.locator("#find button").click();
+  await page.locator("#job a.artifact").waitFor();
+  const href = await page.locator("#job a.artifact").getAttribute("href");
+  if (href !== artifact) throw new Error("artifact link: " + href);
+
+  // Cancel the unfinished rest of a run from the page (after its confirmation).
+  page.once("dialog", (d) => d.accept());
+  await page.locator('button.cancel[data-run="dash/progress"]').click();
+  await waitText(page, "dash/progress", "done", "200");
+  const cancelled = await api("/v1/runs/" + encodeURIComponent("dash/progress"));
+  if (cancelled.cancelled !== 80) throw new Error("expected 80 cancelled jobs, got " + JSON.stringify(cancelled));
+  // Live updates come from the change feed: it read from `latest`, then on by cursor.
+  if (!feedReads.some((u) => u.includes("after=latest")) || !feedReads.some((u) => /after=\d+/.test(u))) {
+    throw new Error("the page did not follow the change feed: " + JSON.stringify(feedReads));
+  }
   await page.screenshot({ path: shot, fullPage: true });
   console.log("dashboard ok");
 } finally {

@@ -1,5 +1,7 @@
 //! `tranche bench server`: the HTTP API's figures, over a server started in this
-//! process on a free loopback port (so clients and server share the machine's cores).
+//! process on a free loopback port (so clients and server share the machine's cores),
+//! with its state in a fresh embedded database, or under a fresh prefix in the Redis
+//! server given by `--broker`.
 //!
 //! 1. Submit: `clients` concurrent clients POST batches of `batch` jobs to
 //!    `/v1/batches` until `jobs` are in: jobs/s and per-request latency.
@@ -7,7 +9,6 @@
 //!    poll (max `poll_batch`) → complete: executions/s and per-job latency from the poll
 //!    request to its completion being acknowledged.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,12 +20,14 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tranche_server::ServerConfig;
 
-use crate::cli::BenchServer;
-use crate::data::{open_with, run_name};
+use crate::cli::{BenchServer, DataArgs};
+use crate::data::{open_redis, open_with, run_name};
 
 #[derive(Serialize)]
 struct Report {
     cores: usize,
+    /// `sqlite` or `redis`.
+    backend: &'static str,
     submit_jobs: u64,
     submit_batch: usize,
     submit_clients: usize,
@@ -50,18 +53,36 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-pub async fn server(data: &Path, args: BenchServer) -> Result<ExitCode> {
+pub async fn server(at: &DataArgs, args: BenchServer) -> Result<ExitCode> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
     let temp;
-    let dir = if args.keep {
-        data.to_path_buf()
-    } else {
-        temp = tempfile::Builder::new()
-            .prefix("tranche-bench-server-")
-            .tempdir()
-            .context("could not create a temporary directory")?;
-        temp.path().to_path_buf()
+    let (backend, location, kind) = match &at.broker {
+        // A fresh prefix: nothing of an earlier run is in the way.
+        Some(url) => {
+            let prefix = format!("{{bench-server-{stamp}}}:");
+            let location = format!(
+                "Redis at {} (prefix {prefix})",
+                crate::output::server_address(url, 6379)
+            );
+            (open_redis(url, &prefix).await?, location, "redis")
+        }
+        None => {
+            let dir = if args.keep {
+                at.data.clone()
+            } else {
+                temp = tempfile::Builder::new()
+                    .prefix("tranche-bench-server-")
+                    .tempdir()
+                    .context("could not create a temporary directory")?;
+                temp.path().to_path_buf()
+            };
+            let backend = open_with(&dir, tranche_sqlite::SqliteOptions::default())?;
+            (backend, dir.display().to_string(), "sqlite")
+        }
     };
-    let backend = open_with(&dir, tranche_sqlite::SqliteOptions::default())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let config = ServerConfig {
         listen: listener.local_addr()?,
@@ -75,11 +96,7 @@ pub async fn server(data: &Path, args: BenchServer) -> Result<ExitCode> {
         config,
         stop.clone(),
     ));
-    eprintln!("bench server: serving on {base}, data in {}", dir.display());
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    eprintln!("bench server: serving on {base}, state in {location}");
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .build()?;
@@ -224,6 +241,7 @@ pub async fn server(data: &Path, args: BenchServer) -> Result<ExitCode> {
 
     let report = Report {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        backend: kind,
         submit_jobs: submitted,
         submit_batch: args.batch,
         submit_clients: args.clients,
@@ -262,7 +280,7 @@ pub async fn server(data: &Path, args: BenchServer) -> Result<ExitCode> {
             report.poll_to_complete_p50_ms,
             report.poll_to_complete_p99_ms
         );
-        println!("cores       {}", report.cores);
+        println!("cores       {} (state in {location})", report.cores);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -19,7 +19,6 @@ use crate::cli::{Bench, Cli, Command, Notes};
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let at = &cli.data;
-    let data = &cli.data.data;
     match cli.command {
         Command::Runs { limit, json } => inspect::runs(at, limit, json).await,
         Command::Status {
@@ -41,7 +40,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => wait::wait(at, &run, on_done, timeout).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(at, args).await,
         Command::Bench(Bench::Notes(args)) => bench_notes::notes(args).await,
-        Command::Bench(Bench::Server(args)) => bench_server::server(data, args).await,
+        Command::Bench(Bench::Server(args)) => bench_server::server(at, args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
         Command::Notes(Notes::Generate {

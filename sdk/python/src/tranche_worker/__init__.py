@@ -1,10 +1,10 @@
 """Run Tranche tasks in Python.
 
 Register handlers with :meth:`Worker.task`, then :meth:`Worker.run`: the worker polls
-the Tranche HTTP API in batches with a long-poll, runs handlers on a thread pool,
-heartbeats the leases of running jobs, reports results in batches, retries HTTP
-failures with backoff and, on SIGINT/SIGTERM, stops polling and lets running jobs
-finish before exiting.
+the Tranche HTTP API in batches (long-polling when nothing is ready), runs handlers on
+its threads, heartbeats the leases of running jobs, reports results in batches, retries
+HTTP failures with backoff and, on SIGINT/SIGTERM, stops polling and gives running jobs
+`grace_s` to finish before exiting.
 
 A handler gets a :class:`Job` and returns its result (any JSON value, handed to the
 next step of a chain). Raising :class:`Retry` or any other exception retries the job

@@ -1,5 +1,5 @@
-"""The runner: pollers per queue, a thread pool for handlers, one thread reporting
-results in batches and one heartbeating the leases of running jobs."""
+"""The runner: pollers per queue, handler threads, one thread reporting results in
+batches and one heartbeating the leases of running jobs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import random
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional
 
 from .client import ApiError, Client
@@ -85,6 +84,7 @@ class Worker:
         self._handlers: Dict[str, Handler] = {}
         self._stop = threading.Event()
         self._slots = threading.Semaphore(concurrency)
+        self._jobs: "_queue.Queue[Job]" = _queue.Queue()
         self._inflight: Dict[tuple, Job] = {}
         self._inflight_lock = threading.Lock()
         self._results: "_queue.Queue[Optional[tuple]]" = _queue.Queue()
@@ -105,39 +105,54 @@ class Worker:
         self._stop.set()
 
     def run(self, install_signals: bool = True) -> None:
-        """Serve until :meth:`stop` (or SIGINT/SIGTERM), then drain and return."""
+        """Serve until :meth:`stop` (or SIGINT/SIGTERM), then drain and return.
+
+        Running jobs get `grace_s` to finish and have their results reported; a handler
+        still running after that is abandoned (its lease expires and the job runs
+        again elsewhere) and does not keep the process alive."""
         if install_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self.stop())
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tranche-task")
+        # Daemon threads rather than a ThreadPoolExecutor, whose exit hook joins its
+        # threads: one hung handler would otherwise hold the process past its grace.
+        for i in range(self.concurrency):
+            threading.Thread(target=self._handle_loop, name=f"tranche-task-{i}", daemon=True).start()
         reporter = threading.Thread(target=self._report_loop, name="tranche-report", daemon=True)
         beater = threading.Thread(target=self._heartbeat_loop, name="tranche-heartbeat", daemon=True)
         reporter.start()
         beater.start()
         pollers = [
-            threading.Thread(target=self._poll_loop, args=(q, pool), name=f"tranche-poll-{q}", daemon=True)
+            threading.Thread(target=self._poll_loop, args=(q,), name=f"tranche-poll-{q}", daemon=True)
             for q in self.queues
         ]
         for p in pollers:
             p.start()
         while not self._stop.wait(0.2):
             pass
+        # A poll in flight returns within wait_ms; the jobs it brings still run.
         for p in pollers:
             p.join()
-        pool.shutdown(wait=False)
         deadline = time.monotonic() + self.grace_s
         while time.monotonic() < deadline:
             with self._inflight_lock:
                 if not self._inflight:
                     break
             time.sleep(0.05)
+        with self._inflight_lock:
+            abandoned = len(self._inflight)
+        if abandoned:
+            log.warning("%d job(s) still running after the %.0f s grace period: abandoned, their leases will expire", abandoned, self.grace_s)
         self._results.put(None)
         reporter.join()
         self._done.set()
         beater.join()
         log.info("worker stopped: %s", self.stats)
 
-    def _poll_loop(self, queue: str, pool: ThreadPoolExecutor) -> None:
+    def _handle_loop(self) -> None:
+        while True:
+            self._execute(self._jobs.get())
+
+    def _poll_loop(self, queue: str) -> None:
         delay = 0.1
         while not self._stop.is_set():
             # Ask only for as many jobs as there are free slots.
@@ -147,8 +162,12 @@ class Worker:
             while free < self.batch and self._slots.acquire(blocking=False):
                 free += 1
             try:
-                # A short wait when stopping, so shutdown is prompt.
-                jobs = self.client.poll(queue, free, self.wait_ms, self.lease_ms)
+                # What is ready now, in one batch; only when nothing is, a long-poll for
+                # one job, which the server answers as soon as it is there (a long-poll
+                # for more is held until all of them are, delaying a lone job).
+                jobs = self.client.poll(queue, free, 0, self.lease_ms)
+                if not jobs:
+                    jobs = self.client.poll(queue, 1, self.wait_ms, self.lease_ms)
                 delay = 0.1
             except (ConnectionError, ApiError) as e:
                 for _ in range(free):
@@ -172,7 +191,7 @@ class Worker:
                 )
                 with self._inflight_lock:
                     self._inflight[(job.id, job.attempt)] = job
-                pool.submit(self._execute, job)
+                self._jobs.put(job)
 
     def _execute(self, job: Job) -> None:
         handler = self._handlers.get(job.kind)
