@@ -34,8 +34,9 @@
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
 //!
-//! Memory stays bounded: ended jobs, released groups and finished runs expire after
-//! the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
+//! Memory stays bounded: ended jobs (a bucket at a time: the retention after the last
+//! of its thousand jobs ended, so one job that never ends keeps its bucket's thousand),
+//! released groups and finished runs expire after the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
 //! and locks expire after their TTL plus the retention; effects (proof of what was
 //! done) and one `P runs` entry per run are kept; a failed job can thus be revived by
 //! `retry_run` only within the retention. Needs Redis 6.2 or newer, with

@@ -469,13 +469,22 @@ local function max_attempts(tx)
   return tonumber(string.match(d, '^[^\031]*\031(%d+)\031'))
 end
 
+-- `tx` with its input (the second text) set: the first is copied as it is.
+local function with_input(tx, input)
+  local _, _, at = struct.unpack('<BI4c0', tx)
+  local _, _, after = struct.unpack('<BI4c0', tx, at)
+  return string.sub(tx, 1, at - 1) .. struct.pack('<BI4', 1, #input) .. input
+    .. string.sub(tx, after)
+end
+
 -- Make a pending job runnable with `input`; a no-op unless it is pending.
 local function release_pending(id, input)
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
+  local st, _, av, _, _, _, pr, _, _, _, _, run, q, tx = job(id)
   if st ~= PENDING then return end
   av = math.max(av, NOW)
-  put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q,
-    with_text(tx, 2, input)))
+  local s = recs[id]
+  put(id, STATE_BYTE[AVAILABLE] .. string.sub(s, 2, 5) .. struct.pack('<d', av)
+    .. string.sub(s, 14, #s - #tx) .. with_input(tx, input))
   moved(id, run, PENDING, AVAILABLE)
   make_available(id, q, pr, av)
 end
