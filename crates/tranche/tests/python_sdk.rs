@@ -117,6 +117,28 @@ async fn submit(client: &reqwest::Client, base: &str, body: Value) -> Value {
         .unwrap()
 }
 
+/// One job of `kind` on the queue `py` in `run`; its id.
+async fn submit_one(client: &reqwest::Client, base: &str, run: &str, kind: &str) -> Value {
+    let out = submit(
+        client,
+        base,
+        json!({"run": run, "job": {"kind": kind, "queue": "py"}}),
+    )
+    .await;
+    out["ids"][0].clone()
+}
+
+/// Waits until a Python worker writing its markers into `dir` has started job `id`.
+async fn wait_started(dir: &Path, id: &Value) {
+    let marker = dir.join(format!("started-{id}"));
+    wait_for(
+        "a worker to start the job",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+}
+
 async fn job(client: &reqwest::Client, base: &str, id: &Value) -> Value {
     client
         .get(format!("{base}/v1/jobs/{id}"))
@@ -222,21 +244,9 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = start_server(&dir.path().join("data"));
     let client = reqwest::Client::new();
-    let out = submit(
-        &client,
-        &base,
-        json!({"run": "sdk/kill", "job": {"kind": "py.hang", "queue": "py"}}),
-    )
-    .await;
-    let id = out["ids"][0].clone();
+    let id = submit_one(&client, &base, "sdk/kill", "py.hang").await;
     let mut hung = start_python(python, &base, "hang", dir.path());
-    let marker = dir.path().join(format!("started-{id}"));
-    wait_for(
-        "the first worker to start the job",
-        Duration::from_secs(30),
-        async || marker.exists(),
-    )
-    .await;
+    wait_started(dir.path(), &id).await;
     // kill -9: no goodbye, the lease (2 s) must expire.
     hung.0.kill().unwrap();
     hung.0.wait().unwrap();
@@ -265,21 +275,9 @@ async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm(
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = start_server(&dir.path().join("data"));
     let client = reqwest::Client::new();
-    let out = submit(
-        &client,
-        &base,
-        json!({"run": "sdk/slow", "job": {"kind": "py.slow", "queue": "py"}}),
-    )
-    .await;
-    let id = out["ids"][0].clone();
+    let id = submit_one(&client, &base, "sdk/slow", "py.slow").await;
     let mut py = start_python(python, &base, "slow", dir.path());
-    let marker = dir.path().join(format!("started-{id}"));
-    wait_for(
-        "the worker to start the job",
-        Duration::from_secs(30),
-        async || marker.exists(),
-    )
-    .await;
+    wait_started(dir.path(), &id).await;
     // Stopped mid-job, the worker must finish the job (3.5 s, its lease 1 s) and report
     // it. Meanwhile this test polls the queue as another worker would: it would be
     // handed the job the moment a lease lapsed for want of a heartbeat.
@@ -316,21 +314,9 @@ async fn sigterm_abandons_a_hung_task_after_its_grace() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = start_server(&dir.path().join("data"));
     let client = reqwest::Client::new();
-    let out = submit(
-        &client,
-        &base,
-        json!({"run": "sdk/hung", "job": {"kind": "py.hang", "queue": "py"}}),
-    )
-    .await;
-    let id = out["ids"][0].clone();
+    let id = submit_one(&client, &base, "sdk/hung", "py.hang").await;
     let mut py = start_python(python, &base, "hang", dir.path());
-    let marker = dir.path().join(format!("started-{id}"));
-    wait_for(
-        "the worker to start the job",
-        Duration::from_secs(30),
-        async || marker.exists(),
-    )
-    .await;
+    wait_started(dir.path(), &id).await;
     // The handler sleeps 300 s; the grace is 2 s.
     sigterm(&py);
     let status = exit_status(&mut py, Duration::from_secs(20)).await;
@@ -359,13 +345,7 @@ async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands()
     let listen = format!("127.0.0.1:{port}");
     let (mut server, base) = start_server_at(&data, &listen);
     let client = reqwest::Client::new();
-    let out = submit(
-        &client,
-        &base,
-        json!({"run": "sdk/restart", "job": {"kind": "py.report", "queue": "py"}}),
-    )
-    .await;
-    let id = out["ids"][0].clone();
+    let id = submit_one(&client, &base, "sdk/restart", "py.report").await;
     let mut py = start_python(python, &base, "report", dir.path());
     let marker = |what: &str| dir.path().join(format!("{what}-{id}"));
     wait_for(
@@ -422,13 +402,7 @@ async fn an_idle_worker_starts_a_lone_job_at_once() {
     // The worker has 4 free slots and long-polls for 20 s: a poll for 4 would hold
     // this one job until then.
     let client = reqwest::Client::new();
-    let out = submit(
-        &client,
-        &base,
-        json!({"run": "sdk/idle", "job": {"kind": "py.quick", "queue": "py"}}),
-    )
-    .await;
-    let id = out["ids"][0].clone();
+    let id = submit_one(&client, &base, "sdk/idle", "py.quick").await;
     wait_for("the job to be done", Duration::from_secs(10), async || {
         job(&client, &base, &id).await["state"] == "succeeded"
     })
