@@ -29,6 +29,16 @@ fn shared() -> Option<&'static str> {
         .map(|(_, _, url)| url.as_str())
 }
 
+/// The bucket hash holding job `id`: its id without the last three digits.
+fn bucket_key(prefix: &str, id: i64) -> String {
+    let high = if id < 1000 {
+        String::new()
+    } else {
+        (id / 1000).to_string()
+    };
+    format!("{prefix}b:{high}")
+}
+
 fn options(url: &str, prefix: &str) -> RedisOptions {
     RedisOptions {
         url: url.to_string(),
@@ -169,16 +179,7 @@ async fn ended_jobs_and_finished_runs_expire() {
     };
     let (a, c) = (out[0].ids[0].0, out[1].ids[0].0);
     // Jobs live in buckets of a thousand consecutive ids.
-    let bucket = |id: i64| {
-        format!(
-            "{prefix}b:{}",
-            if id < 1000 {
-                String::new()
-            } else {
-                (id / 1000).to_string()
-            }
-        )
-    };
+    let bucket = |id: i64| bucket_key(&prefix, id);
     assert_eq!(bucket(a), bucket(c), "consecutive ids share a bucket");
     assert_eq!(ttl(bucket(a)).await, -1, "live jobs are kept");
     let jobs = b
@@ -275,14 +276,7 @@ async fn a_revived_job_keeps_its_bucket_and_texts_round_trip() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let bucket = format!(
-        "{prefix}b:{}",
-        if id.0 < 1000 {
-            String::new()
-        } else {
-            (id.0 / 1000).to_string()
-        }
-    );
+    let bucket = bucket_key(&prefix, id.0);
     let ttl: i64 = redis::cmd("TTL")
         .arg(&bucket)
         .query_async(&mut conn)

@@ -48,17 +48,6 @@ end
 local function S(n) return string.format('%d', n) end
 local NOW_S = ARGV[1]
 
--- Attempt numbers as strings, formatted once per script.
-local small = {}
-local function N(n)
-  local s = small[n]
-  if not s then
-    s = S(n)
-    small[n] = s
-  end
-  return s
-end
-
 -- The buffer key of a job id, whether it came as an ARGV string or a number.
 local function K(id)
   if type(id) == 'number' then return S(id) end
