@@ -133,7 +133,7 @@ impl Renderer {
             return self.render_in_parts(note);
         }
         let data = Bytes::new(serde_json::to_vec(note)?);
-        self.render_part(note, data, &Part::whole(note))
+        self.render_part(note, data, &Part::whole(note)?)
     }
 
     fn render_in_parts(&self, note: &NoteData) -> Result<Pdf, RenderError> {
@@ -335,7 +335,7 @@ pub fn typst_sources(note: &NoteData) -> Result<Option<TypstSources>, RenderErro
         files: vec![
             ("contract-note.typ", DEFAULT_TEMPLATE.as_bytes().to_vec()),
             ("note.json", serde_json::to_vec(note)?),
-            ("part.json", serde_json::to_vec(&Part::whole(note))?),
+            ("part.json", serde_json::to_vec(&Part::whole(note)?)?),
         ],
     }))
 }

@@ -1,6 +1,7 @@
 //! How a note is cut into parts that are rendered one at a time and joined.
 //!
-//! A short note is one part, laid out as it flows. A long one is cut so that no single
+//! A short note is one part: its lines flow, its annexure is paged (see
+//! [`Part::whole`]). A long one is cut so that no single
 //! Typst document grows with the client's trades: a front part (broker, client and
 //! settlement blocks, the first lines and, when they all fit there, the charges), then
 //! "paged" parts of the lines and of the annexure, each a few dozen pages with a fixed
@@ -79,22 +80,28 @@ impl Part {
         }
     }
 
-    /// The whole note in one document.
-    pub(crate) fn whole(note: &NoteData) -> Self {
-        let flowing = Table {
+    /// The whole note in one document. Its lines flow; its annexure is paged even when
+    /// short: a column of a page as one paragraph lays out in about a third of the time
+    /// of a cell per row (the annexure was over half of a two-page note's render time).
+    pub(crate) fn whole(note: &NoteData) -> Result<Self, serde_json::Error> {
+        let annexure = Table {
             continued: false,
-            rows_per_page: None,
-            widest: None,
+            rows_per_page: Some(TRADES_PER_PAGE),
+            widest: Some(widest(&note.annexure)?),
         };
-        Part {
+        Ok(Part {
             front: true,
             summary: true,
-            lines: Some(flowing.clone()),
-            annexure: Some(flowing),
+            lines: Some(Table {
+                continued: false,
+                rows_per_page: None,
+                widest: None,
+            }),
+            annexure: Some(annexure),
             line_rows: 0..note.lines.len(),
             trade_rows: 0..note.annexure.len(),
             ..Part::blank()
-        }
+        })
     }
 }
 
