@@ -26,7 +26,8 @@ args=(bench notes --clients "$clients" --keep "$dir/night" --export-typst "$dir/
 target/release/tranche "${args[@]}"
 
 if command -v typst >/dev/null; then
-    notes=$(find "$dir/typst" -mindepth 1 -maxdepth 1 -type d ! -name fonts | head -n "${TYPST_NOTES:-300}")
+    # sort, not head: head closing the pipe early fails find under pipefail.
+    notes=$(find "$dir/typst" -mindepth 1 -maxdepth 1 -type d ! -name fonts | sort | sed -n "1,${TYPST_NOTES:-300}p")
     n=$(echo "$notes" | wc -l)
     compile() {
         typst compile --root "$1" --font-path "$2" --ignore-system-fonts --no-pdf-tags \
