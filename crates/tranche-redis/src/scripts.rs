@@ -2,13 +2,22 @@
 //! arguments every one of them takes first.
 
 use redis::{Script, ScriptInvocation};
+use tranche_types::LATENCY_BUCKETS_US;
 
 use crate::RedisBackend;
+
+/// The first line of every script: the latency histograms' bucket bounds (µs), from
+/// their one definition in tranche-types.
+fn bounds() -> String {
+    let list: Vec<String> = LATENCY_BUCKETS_US.iter().map(|b| b.to_string()).collect();
+    format!("local BOUNDS = {{ {} }}", list.join(", "))
+}
 
 macro_rules! script {
     ($file:literal) => {
         Script::new(&format!(
-            "{}\n{}",
+            "{}\n{}\n{}",
+            bounds(),
             include_str!("scripts/common.lua"),
             include_str!(concat!("scripts/", $file))
         ))

@@ -13,6 +13,7 @@ mod job;
 mod outcome;
 mod run;
 mod state;
+mod stats;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::BackendError;
@@ -25,3 +26,4 @@ pub use job::{
 pub use outcome::Outcome;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
 pub use state::JobState;
+pub use stats::{latency_bucket, Histogram, QueueStats, LATENCY_BUCKETS_MS, LATENCY_BUCKETS_US};

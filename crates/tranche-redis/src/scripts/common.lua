@@ -32,6 +32,7 @@ local queues = {}        -- queue names seen (P queues)
 local leases = {}        -- job id -> lease expiry, or false: leave P leased
 local segments = {}      -- run -> new job ids as {first, last} ranges (P ids:<run>)
 local ready = {}         -- queue -> member -> priority, or false: leave P qr:<queue>
+local stats = {}         -- queue -> field -> delta of P qst:<queue>
 local ev_id, ev_run, ev_state = {}, {}, {}
 
 local CHUNK = 4000 -- arguments per buffered call, well inside Lua's unpack limit
@@ -274,6 +275,63 @@ local function flush_zset(key, members)
   call_chunked('ZADD', key, add)
 end
 
+-- Per-queue statistics, `P qst:<queue>` (hash): `started`, `succeeded`, `failed`,
+-- `retried`, `expired`, and two histograms of times in µs, `w<i>`/`r<i>` (how many
+-- waits (runnable to reserved) and runs (reserved to result applied) fell in bucket
+-- i, 1-based) and `ws`/`rs` (their sums). The buckets' upper bounds, BOUNDS (µs,
+-- inclusive), are tranche_types::LATENCY_BUCKETS_US, prepended to the script by
+-- scripts.rs; padded to 31 entries, a bucket is found with five comparisons.
+local NB = #BOUNDS
+for i = NB + 1, 31 do BOUNDS[i] = math.huge end
+local WAIT_F, RUN_F = {}, {}
+for i = 1, NB + 1 do WAIT_F[i], RUN_F[i] = 'w' .. i, 'r' .. i end
+
+local function bucket(us)
+  local i = 0
+  if us > BOUNDS[i + 16] then i = i + 16 end
+  if us > BOUNDS[i + 8] then i = i + 8 end
+  if us > BOUNDS[i + 4] then i = i + 4 end
+  if us > BOUNDS[i + 2] then i = i + 2 end
+  if us > BOUNDS[i + 1] then i = i + 1 end
+  return i + 1
+end
+
+local function queue_stats(queue)
+  local s = stats[queue]
+  if not s then
+    s = {}
+    stats[queue] = s
+  end
+  return s
+end
+
+-- Count one more `field` (started, ...) for the queue.
+local function stat(queue, field)
+  local s = queue_stats(queue)
+  s[field] = (s[field] or 0) + 1
+end
+
+-- An attempt reserved at `sa` ended now as `field` (succeeded, failed, retried).
+local function ran(queue, field, sa)
+  local s = queue_stats(queue)
+  s[field] = (s[field] or 0) + 1
+  local us = NOW - sa
+  if us < 0 then us = 0 end
+  s.rs = (s.rs or 0) + us
+  local f = RUN_F[bucket(us)]
+  s[f] = (s[f] or 0) + 1
+end
+
+local function flush_stats()
+  for queue, s in pairs(stats) do
+    local key = P .. 'qst:' .. queue
+    for field, d in pairs(s) do
+      if d ~= 0 then redis.call('HINCRBY', key, field, S(d)) end
+    end
+  end
+  stats = {}
+end
+
 local function flush_ready()
   for queue, members in pairs(ready) do flush_zset(P .. 'qr:' .. queue, members) end
   ready = {}
@@ -299,6 +357,7 @@ local function flush_writes()
   for q in pairs(queues) do names[#names + 1] = q end
   queues = {}
   call_chunked('SADD', P .. 'queues', names)
+  flush_stats()
 end
 
 -- One feed entry per script: its id is the last event's seq, and it holds them all
@@ -556,7 +615,8 @@ end
 
 -- Apply one attempt's result if the attempt still holds the job; false if stale.
 -- kind: s(ucceeded) payload=result, r(etry) payload=error at, z (snooze) at,
--- c(ancelled) payload=reason, f(ailed) payload=error. `id` is a string.
+-- c(ancelled) payload=reason, f(ailed) payload=error; e: as r, for a lease that
+-- expired (counted as such, not as a run). `id` is a string.
 local function apply_resolution(id, attempt, kind, payload, at)
   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st ~= RUNNING or att ~= tonumber(attempt) then return false end
@@ -568,14 +628,23 @@ local function apply_resolution(id, attempt, kind, payload, at)
     put(id, STATE_BYTE[SUCCEEDED] .. string.sub(s, 2, 29) .. NOW_D
       .. string.sub(s, 38, #s - #tx) .. pack_texts(d, i, payload, e, u))
     moved(id, run, RUNNING, SUCCEEDED)
+    ran(q, 'succeeded', sa)
     ended(id, ne == 1)
     if nx ~= '' then release_pending(nx, payload) end
     if gr ~= '' then member_ended(gr) end
-  elseif kind == 'r' then
+  elseif kind == 'r' or kind == 'e' then
     av = math.max(tonumber(at), NOW)
     record_error(id, att, payload)
     local out_of_attempts = att >= max_attempts(tx)
     tx = with_text(tx, 4, payload)
+    if kind == 'e' then
+      stat(q, 'expired')
+      if out_of_attempts then stat(q, 'failed') end
+    elseif out_of_attempts then
+      ran(q, 'failed', sa)
+    else
+      ran(q, 'retried', sa)
+    end
     if out_of_attempts then
       put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q, tx))
       moved(id, run, RUNNING, FAILED)
@@ -600,6 +669,7 @@ local function apply_resolution(id, attempt, kind, payload, at)
     job_ended(id, nx, gr, false)
   else
     record_error(id, att, payload)
+    ran(q, 'failed', sa)
     put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q,
       with_text(tx, 4, payload)))
     moved(id, run, RUNNING, FAILED)
