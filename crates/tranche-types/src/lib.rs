@@ -1,6 +1,7 @@
 //! The vocabulary every Tranche layer shares: ids, run names, job states and their
 //! transitions, the closed set of handler outcomes, what is enqueued and what a worker
-//! gets back, and the backend error type.
+//! gets back, per-queue statistics and their fixed latency buckets, and the backend
+//! error type.
 //!
 //! This crate has almost no dependencies on purpose: backends, the engine, pipelines and
 //! the HTTP server all speak it, so it must stay cheap to depend on and free of I/O.
