@@ -155,6 +155,8 @@ pub fn apply_resolution_of(
             }
         }
         Resolution::Snooze { at } => {
+            // The attempt is given back (its number reused): so is its route.
+            op.cache().take_route(id);
             let row: Option<(i64, String)> = op
                 .conn
                 .prepare_cached(

@@ -170,6 +170,9 @@ pub fn heartbeat(op: &mut Op<'_>, leases: &[LeaseRef], lease: Duration) -> OpRes
 pub fn release(op: &mut Op<'_>, leases: &[LeaseRef]) -> OpResult<u64> {
     let mut n = 0;
     for l in leases {
+        // The attempt's number is reused by the next reserve, maybe by another
+        // process: its route (start time) must not outlive it here.
+        op.cache().take_route(l.job.0);
         let row: Option<(i64, String)> = op
             .conn
             .prepare_cached(
