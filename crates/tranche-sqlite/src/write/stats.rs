@@ -7,7 +7,6 @@
 //! upsert per touched (queue, stat) row of `queue_stats` — a batch of a thousand
 //! completions costs a handful of row writes, not a thousand.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rusqlite::{params, Connection};
@@ -41,16 +40,22 @@ pub enum AttemptEnd {
     Retried,
 }
 
-/// Counter deltas per queue, for one operation or one transaction.
+/// Counter deltas per queue, for one operation or one transaction. A list, not a hash
+/// map: a transaction touches a queue or a few, and hashing the queue name for every
+/// job cost more than all the rest of the statistics.
 #[derive(Default)]
-pub struct QueueDeltas(HashMap<Arc<str>, [i64; STATS]>);
+pub struct QueueDeltas(Vec<(Arc<str>, [i64; STATS])>);
 
 impl QueueDeltas {
     fn of(&mut self, queue: &str) -> &mut [i64; STATS] {
-        if !self.0.contains_key(queue) {
-            self.0.insert(Arc::from(queue), [0; STATS]);
-        }
-        self.0.get_mut(queue).expect("just inserted")
+        let i = match self.0.iter().position(|(q, _)| **q == *queue) {
+            Some(i) => i,
+            None => {
+                self.0.push((Arc::from(queue), [0; STATS]));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[i].1
     }
 
     /// Attempts reserved, given how long each job had been runnable (µs).
@@ -110,7 +115,7 @@ impl QueueDeltas {
                  ON CONFLICT (queue, stat) DO UPDATE SET n = n + excluded.n",
             )
             .map_err(db("record queue stats"))?;
-        for (queue, d) in self.0.drain() {
+        for (queue, d) in self.0.drain(..) {
             for (stat, n) in d.iter().enumerate() {
                 if *n != 0 {
                     stmt.execute(params![&*queue, stat as i64, n])
