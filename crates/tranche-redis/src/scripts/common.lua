@@ -279,13 +279,16 @@ end
 -- `retried`, `expired`, and two histograms of times in µs, `w<i>`/`r<i>` (how many
 -- waits (runnable to reserved) and runs (reserved to result applied) fell in bucket
 -- i, 1-based) and `ws`/`rs` (their sums). The buckets' upper bounds, BOUNDS (µs,
--- inclusive), are tranche_types::LATENCY_BUCKETS_US, prepended to the script by
--- scripts.rs; padded to 31 entries, a bucket is found with five comparisons.
-local NB = #BOUNDS
-for i = NB + 1, 31 do BOUNDS[i] = math.huge end
-local WAIT_F, RUN_F = {}, {}
-for i = 1, NB + 1 do WAIT_F[i], RUN_F[i] = 'w' .. i, 'r' .. i end
-
+-- inclusive: tranche_types::LATENCY_BUCKETS_US, with BOUNDS[0] = -1 below them and
+-- padded with math.huge to 31 entries, so that a bucket is found with five
+-- comparisons) and the field names WAIT_F and RUN_F are constants that scripts.rs
+-- prepends to every script, written out: nothing is computed per call.
+--
+-- This runs for every job reserved and completed, so it is kept to a few Lua
+-- instructions per job: times are tallied into the current bucket while they stay
+-- within its bounds (a batch's jobs mostly waited and ran about as long), and the
+-- bucket is searched for, and the tally written to the queue's table, only when one
+-- does not. Everything is written with one HINCRBY per (queue, field) by finish().
 local function bucket(us)
   local i = 0
   if us > BOUNDS[i + 16] then i = i + 16 end
@@ -311,18 +314,38 @@ local function stat(queue, field)
   s[field] = (s[field] or 0) + 1
 end
 
+-- The run-time tally: its queue's table, the current bucket (lower bound exclusive,
+-- upper inclusive, field) and the runs counted in it and their sum, not yet added.
+local run_q, run_s, run_lo, run_hi, run_f, run_n, run_sum = nil, nil, 1, 0, nil, 0, 0
+
+local function run_flush()
+  if run_n > 0 then
+    run_s[run_f] = (run_s[run_f] or 0) + run_n
+    run_s.rs = (run_s.rs or 0) + run_sum
+    run_n, run_sum = 0, 0
+  end
+end
+
 -- An attempt reserved at `sa` ended now as `field` (succeeded, failed, retried).
 local function ran(queue, field, sa)
-  local s = queue_stats(queue)
-  s[field] = (s[field] or 0) + 1
+  if queue ~= run_q then
+    run_flush()
+    run_q, run_s, run_lo, run_hi = queue, queue_stats(queue), 1, 0
+  end
+  run_s[field] = (run_s[field] or 0) + 1
   local us = NOW - sa
   if us < 0 then us = 0 end
-  s.rs = (s.rs or 0) + us
-  local f = RUN_F[bucket(us)]
-  s[f] = (s[f] or 0) + 1
+  if us > run_hi or us <= run_lo then
+    run_flush()
+    local b = bucket(us)
+    run_lo, run_hi, run_f = BOUNDS[b - 1], BOUNDS[b], RUN_F[b]
+  end
+  run_n, run_sum = run_n + 1, run_sum + us
 end
 
 local function flush_stats()
+  run_flush()
+  run_q = nil
   for queue, s in pairs(stats) do
     local key = P .. 'qst:' .. queue
     for field, d in pairs(s) do

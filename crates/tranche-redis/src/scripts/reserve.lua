@@ -36,9 +36,11 @@ local popped = redis.call('ZPOPMIN', qr, max)
 local ids = {}
 for p = 1, #popped, 2 do ids[#ids + 1] = string.sub(popped[p], MEMBER_ID) end
 load(ids)
--- The queue's statistics: attempts started, and the wait of each (runnable to now).
-local qstat = queue_stats(queue)
+-- The queue's statistics: attempts started, and the wait of each (runnable to now),
+-- tallied into the current bucket while it holds them (see common.lua).
 local started, waited = 0, 0
+local lo, hi, f, n = 1, 0, nil, 0
+local qstat = queue_stats(queue)
 for _, id in ipairs(ids) do
   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st == AVAILABLE then
@@ -50,9 +52,12 @@ for _, id in ipairs(ids) do
     moved(id, run, AVAILABLE, RUNNING)
     local us = NOW - av
     if us < 0 then us = 0 end
-    started, waited = started + 1, waited + us
-    local f = WAIT_F[bucket(us)]
-    qstat[f] = (qstat[f] or 0) + 1
+    if us > hi or us <= lo then
+      if n > 0 then qstat[f] = (qstat[f] or 0) + n end
+      local b = bucket(us)
+      lo, hi, f, n = BOUNDS[b - 1], BOUNDS[b], WAIT_F[b], 0
+    end
+    started, waited, n = started + 1, waited + us, n + 1
     local d, input = texts(tx)
     local n = #out
     -- Attempt and available_at go back as integers; false, not nil, for no input: a
@@ -62,6 +67,7 @@ for _, id in ipairs(ids) do
   end
 end
 if started > 0 then
+  qstat[f] = (qstat[f] or 0) + n
   qstat.started = (qstat.started or 0) + started
   qstat.ws = (qstat.ws or 0) + waited
 end
