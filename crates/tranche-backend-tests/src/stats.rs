@@ -31,12 +31,15 @@ fn by_id(jobs: Vec<ReservedJob>) -> BTreeMap<JobId, ReservedJob> {
     jobs.into_iter().map(|j| (j.id, j)).collect()
 }
 
-fn retry(b: &ReservedJob, clock: &ManualClock) -> (tranche_types::LeaseRef, Resolution) {
-    let r = Resolution::Retry {
-        error: "try again".into(),
-        at: clock.now(),
-    };
-    (b.lease(), r)
+/// Fail the attempt, to be retried at once if it has attempts left.
+fn retry(j: &ReservedJob, clock: &ManualClock) -> Completion {
+    Completion {
+        lease: j.lease(),
+        resolution: Resolution::Retry {
+            error: "try again".into(),
+            at: clock.now(),
+        },
+    }
 }
 
 pub async fn every_attempt_is_counted_per_queue(make: &dyn MakeBackend) {
@@ -67,63 +70,67 @@ pub async fn every_attempt_is_counted_per_queue(make: &dyn MakeBackend) {
         panic!("expected 9 jobs, got {ids:?}");
     };
 
-    // Queue sa: four jobs wait 40 ms; three end 2 ms after being reserved (one of
-    // them put back to run again), the last after 10 ms.
+    // Queue sa: three jobs wait 40 ms, the fourth 48 ms; they end together at
+    // t0 + 50 ms, 10 ms and 2 ms after being reserved: one batch whose run times
+    // leave a bucket and come back to it. One is put back to run again.
     clock.advance(ms(40));
-    let sa = by_id(take(&*b, "sa", 10).await);
+    let mut sa = by_id(take(&*b, "sa", 3).await);
+    clock.advance(ms(8));
+    sa.extend(by_id(take(&*b, "sa", 10).await));
     assert_eq!(sa.len(), 4);
     clock.advance(ms(2));
-    let acks = b
-        .complete(vec![
-            Completion {
-                lease: sa[&a_ok].lease(),
-                resolution: ok("1"),
+    let batch = vec![
+        Completion {
+            lease: sa[&a_ok].lease(),
+            resolution: ok("1"),
+        },
+        retry(&sa[&a_retry], &clock),
+        retry(&sa[&a_last], &clock),
+        Completion {
+            lease: sa[&a_fail].lease(),
+            resolution: Resolution::Failed {
+                error: "bad input".into(),
             },
-            {
-                let (lease, resolution) = retry(&sa[&a_retry], &clock);
-                Completion { lease, resolution }
-            },
-            Completion {
-                lease: sa[&a_fail].lease(),
-                resolution: Resolution::Failed {
-                    error: "bad input".into(),
-                },
-            },
-        ])
-        .await
-        .unwrap();
-    assert_eq!(acks, vec![CompletionAck::Applied; 3]);
-    clock.advance(ms(8));
-    let (lease, r) = retry(&sa[&a_last], &clock);
-    assert_eq!(resolve(&*b, lease, r).await, CompletionAck::Applied);
+        },
+    ];
+    assert_eq!(
+        b.complete(batch).await.unwrap(),
+        vec![CompletionAck::Applied; 4]
+    );
 
-    // At t0 + 1 s: the retried job (runnable since t0 + 42 ms) is reserved again and
-    // succeeds at once; queue sb's jobs have waited 1 s, its scheduled one 500 ms.
+    // At t0 + 1 s: the retried job (runnable since t0 + 50 ms) is reserved again;
+    // queue sb's jobs have waited 1 s, its scheduled one 500 ms.
     clock.advance(ms(950));
     let again = take(&*b, "sa", 10).await;
     assert_eq!(
         (again.len(), again[0].id, again[0].attempt),
         (1, a_retry, 2)
     );
-    assert_eq!(
-        resolve(&*b, again[0].lease(), ok("2")).await,
-        CompletionAck::Applied
-    );
     let sb = by_id(take(&*b, "sb", 10).await);
     assert_eq!(sb.len(), 4);
 
-    // Two of them end after 5 s; the other two are held until their leases expire.
+    // Three end 5 s later, in one batch of both queues; two are held until their
+    // leases expire.
     clock.advance(ms(5000));
+    let batch = vec![
+        Completion {
+            lease: sb[&b_ok].lease(),
+            resolution: ok("3"),
+        },
+        Completion {
+            lease: again[0].lease(),
+            resolution: ok("2"),
+        },
+        Completion {
+            lease: sb[&b_sched].lease(),
+            resolution: Resolution::Failed {
+                error: "no such client".into(),
+            },
+        },
+    ];
     assert_eq!(
-        resolve(&*b, sb[&b_ok].lease(), ok("3")).await,
-        CompletionAck::Applied
-    );
-    let failed = Resolution::Failed {
-        error: "no such client".into(),
-    };
-    assert_eq!(
-        resolve(&*b, sb[&b_sched].lease(), failed).await,
-        CompletionAck::Applied
+        b.complete(batch).await.unwrap(),
+        vec![CompletionAck::Applied; 3]
     );
     clock.advance(LEASE);
     let recovered = take(&*b, "sb", 10).await;
@@ -163,10 +170,10 @@ pub async fn every_attempt_is_counted_per_queue(make: &dyn MakeBackend) {
             failed: 2,
             retried: 1,
             expired: 0,
-            // Four 40 ms waits, then 958 ms for the retried one's second attempt.
-            wait: histogram(&[(6, 4), (10, 1)], 4.0 * 40.0 + 958.0),
-            // 2, 2, 2 and 10 ms, then 0 for the second attempt.
-            run: histogram(&[(0, 1), (2, 3), (4, 1)], 16.0),
+            // 40, 40, 40 and 48 ms, then 950 ms for the retried one's second attempt.
+            wait: histogram(&[(6, 4), (10, 1)], 3.0 * 40.0 + 48.0 + 950.0),
+            // 10, 10, 2 and 10 ms, then 5 s for the second attempt.
+            run: histogram(&[(2, 1), (4, 3), (12, 1)], 32.0 + 5000.0),
         },
         QueueStats {
             queue: "sb".into(),
