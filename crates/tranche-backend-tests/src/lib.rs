@@ -20,6 +20,7 @@ pub mod outcomes;
 pub mod queues;
 pub mod reserve;
 pub mod runs;
+pub mod stats;
 pub mod worker;
 
 use std::future::Future;
@@ -67,6 +68,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     locks::all(make).await;
     effects::all(make).await;
     queues::all(make).await;
+    stats::all(make).await;
     feed::all(make).await;
     worker::all(make).await;
 }

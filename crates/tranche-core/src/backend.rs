@@ -4,8 +4,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, ReserveRequest,
-    ReservedJob, RunName, RunProgress,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -28,6 +28,10 @@ use tranche_types::{
 ///   job's events keep the order of its changes.
 /// - `queue_depth` costs O(min(depth, cap)) and `queue_depths` O(available + running):
 ///   neither scans finished jobs.
+/// - Per-queue statistics ([`QueueStats`]) move in the same transaction as the attempts
+///   they count, whoever works the jobs (the engine's workers in any process, remote
+///   workers through the HTTP API), so any reader sees the whole system's figures;
+///   `queue_stats` costs O(queues), never a scan of jobs.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// The clock this backend stamps and compares times with.
@@ -83,6 +87,10 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Available and running jobs per queue, for every queue that has any.
     async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError>;
+
+    /// Cumulative statistics per queue (attempts started, outcomes, retries, lease
+    /// expiries, wait and run times), sorted by queue, for every queue with any.
+    async fn queue_stats(&self) -> Result<Vec<QueueStats>, BackendError>;
 
     /// The change feed: events with `seq > after`, in order, at most `limit`. When there
     /// are none, waits up to `wait` for one (without busy polling), then returns empty.

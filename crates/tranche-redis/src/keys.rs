@@ -27,6 +27,9 @@ impl Keys {
     pub fn queues(&self) -> String {
         format!("{}queues", self.prefix)
     }
+    pub fn stats(&self, queue: &str) -> String {
+        format!("{}qst:{queue}", self.prefix)
+    }
     pub fn running(&self) -> String {
         format!("{}qrun", self.prefix)
     }

@@ -21,7 +21,8 @@
 //!   expiring the retention after the job ends.
 //! - `P qr:<queue>` ready jobs (zset: priority, then `available_at:id` members),
 //!   `P qs:<queue>` scheduled ones (zset by available_at), `P leased` running jobs by
-//!   lease expiry, `P qrun` running count per queue, `P queues` queue names.
+//!   lease expiry, `P qrun` running count per queue, `P queues` queue names,
+//!   `P qst:<queue>` the queue's statistics (hash; see `stats.rs`).
 //! - `P r:<run>` run counters (hash, O(1) progress), `P runs` runs by creation,
 //!   `P ids:<run>` the id ranges its enqueues took (a list, one entry per script;
 //!   a run cancel walks them: one script reading every job of the run, ~2 µs each, so
@@ -36,9 +37,10 @@
 //!
 //! Memory stays bounded: ended jobs (a bucket at a time: the retention after the last
 //! of its thousand jobs ended, so one job that never ends keeps its bucket's thousand),
-//! released groups and finished runs expire after the retention, the feed is trimmed to about [`RedisOptions::feed_max_len`] events
-//! and locks expire after their TTL plus the retention; effects (proof of what was
-//! done) and one `P runs` entry per run are kept; a failed job can thus be revived by
+//! released groups and finished runs expire after the retention, the feed is trimmed
+//! to about [`RedisOptions::feed_max_len`] events and locks expire after their TTL
+//! plus the retention; effects (proof of what was done), one `P runs` entry per run
+//! and one statistics hash per queue are kept; a failed job can thus be revived by
 //! `retry_run` only within the retention. Needs Redis 6.2 or newer, with
 //! `maxmemory-policy noeviction` (an evicted key would lose jobs silently).
 //!
@@ -56,6 +58,7 @@ mod packed;
 mod read;
 mod reserve;
 mod scripts;
+mod stats;
 mod steer;
 
 use std::sync::Arc;
@@ -67,8 +70,8 @@ use tokio::task::JoinHandle;
 use tranche_core::Backend;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, ReserveRequest,
-    ReservedJob, RunName, RunProgress, SystemClock,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
 use keys::Keys;
@@ -282,6 +285,10 @@ impl Backend for RedisBackend {
 
     async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError> {
         read::queue_depths(self).await
+    }
+
+    async fn queue_stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        stats::queue_stats(self).await
     }
 
     async fn events(

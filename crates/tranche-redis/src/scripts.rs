@@ -2,13 +2,38 @@
 //! arguments every one of them takes first.
 
 use redis::{Script, ScriptInvocation};
+use tranche_types::LATENCY_BUCKETS_US;
 
 use crate::RedisBackend;
+
+/// The first lines of every script: the latency histograms' bucket bounds (µs, from
+/// their one definition in tranche-types) and the statistics' field names per bucket,
+/// as the constants `common.lua` describes.
+fn bounds() -> String {
+    let mut bounds: Vec<String> = LATENCY_BUCKETS_US.iter().map(|b| b.to_string()).collect();
+    assert!(
+        bounds.len() < 31,
+        "the bucket search in common.lua handles 31 bounds"
+    );
+    bounds.resize(31, "math.huge".into());
+    let fields = |letter: char| -> Vec<String> {
+        (1..=LATENCY_BUCKETS_US.len() + 1)
+            .map(|i| format!("'{letter}{i}'"))
+            .collect()
+    };
+    format!(
+        "local BOUNDS = {{ [0] = -1, {} }}\nlocal WAIT_F = {{ {} }}\nlocal RUN_F = {{ {} }}",
+        bounds.join(", "),
+        fields('w').join(", "),
+        fields('r').join(", ")
+    )
+}
 
 macro_rules! script {
     ($file:literal) => {
         Script::new(&format!(
-            "{}\n{}",
+            "{}\n{}\n{}",
+            bounds(),
             include_str!("scripts/common.lua"),
             include_str!(concat!("scripts/", $file))
         ))
@@ -60,5 +85,18 @@ impl RedisBackend {
             .arg(self.options.retention.as_secs().max(1))
             .arg(self.options.feed_max_len);
         inv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_prelude_writes_out_every_bucket() {
+        let prelude = super::bounds();
+        assert!(prelude.starts_with("local BOUNDS = { [0] = -1, 500, 1000, 2500,"));
+        assert!(prelude.contains("1800000000, math.huge,"));
+        assert_eq!(prelude.matches("math.huge").count(), 31 - 18);
+        assert!(prelude.contains("'w1', ") && prelude.contains("'w19' }"));
+        assert!(prelude.contains("'r19' }") && !prelude.contains("'r20'"));
     }
 }

@@ -61,7 +61,8 @@ macro_rules! area {
 }
 
 area!(
-    enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, feed, worker
+    enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats, feed,
+    worker
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

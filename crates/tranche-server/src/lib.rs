@@ -17,7 +17,8 @@
 //!
 //! Every route is declared once in [`routes`], which both builds the router and is
 //! checked against the OpenAPI document by a test. Handlers hold no state of their
-//! own beyond counters: everything lives in the [`Backend`].
+//! own beyond counters: everything lives in the [`Backend`], including the per-queue
+//! statistics `/metrics` and `/v1/queues` report for every worker, remote or not.
 
 mod auth;
 mod body;
@@ -25,10 +26,10 @@ mod config;
 mod dashboard;
 mod error;
 mod events;
-mod expiry;
 mod intake;
 mod longpoll;
 mod openapi;
+mod queue_stats;
 mod runs;
 mod state;
 mod submit;
@@ -80,8 +81,7 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
     ]
 }
 
-/// The HTTP application over `backend`. `config` should have been validated. Lease
-/// expiries are counted only by [`serve`], which also runs the sweep that finds them.
+/// The HTTP application over `backend`. `config` should have been validated.
 pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
     with_routes(app(backend, config))
 }
@@ -118,7 +118,6 @@ pub async fn serve(
     config.validate()?;
     let app = app(backend, config);
     telemetry::spawn_upkeep(shutdown.clone());
-    expiry::spawn_sweep(app.clone(), shutdown.clone());
     axum::serve(listener, with_routes(app))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

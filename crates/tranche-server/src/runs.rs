@@ -2,13 +2,15 @@
 //! run; cancel a job, a chain or a run. Run names contain `/`: in a path they are
 //! percent-encoded (`contract-notes%2F2026-11-20`).
 
+use std::collections::BTreeMap;
+
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tranche_types::{
-    AttemptError, CancelTarget, JobFailure, JobId, JobRecord, JobState, QueueDepth, RunName,
-    RunProgress, Timestamp,
+    AttemptError, CancelTarget, JobFailure, JobId, JobRecord, JobState, RunName, RunProgress,
+    Timestamp,
 };
 
 use crate::body::Json;
@@ -233,10 +235,43 @@ pub async fn job(
 
 #[derive(Serialize)]
 pub struct QueuesOut {
-    queues: Vec<QueueDepth>,
+    queues: Vec<QueueOut>,
 }
 
+/// A queue's depth now and its cumulative statistics (every worker's, remote or not).
+#[derive(Serialize, Default)]
+pub struct QueueOut {
+    queue: String,
+    available: u64,
+    running: u64,
+    started: u64,
+    succeeded: u64,
+    failed: u64,
+    retried: u64,
+    expired: u64,
+}
+
+/// Every queue with jobs waiting or running or with statistics, sorted by name.
 pub async fn queues(State(app): State<AppState>) -> Result<axum::Json<QueuesOut>, ApiError> {
-    let queues = app.backend().queue_depths().await?;
-    Ok(axum::Json(QueuesOut { queues }))
+    let backend = app.backend();
+    let (depths, stats) = tokio::try_join!(backend.queue_depths(), backend.queue_stats())?;
+    let mut by_queue: BTreeMap<String, QueueOut> = BTreeMap::new();
+    fn entry(m: &mut BTreeMap<String, QueueOut>, queue: String) -> &mut QueueOut {
+        m.entry(queue.clone()).or_insert_with(|| QueueOut {
+            queue,
+            ..QueueOut::default()
+        })
+    }
+    for d in depths {
+        let q = entry(&mut by_queue, d.queue);
+        (q.available, q.running) = (d.available, d.running);
+    }
+    for s in stats {
+        let q = entry(&mut by_queue, s.queue);
+        (q.started, q.succeeded, q.failed, q.retried, q.expired) =
+            (s.started, s.succeeded, s.failed, s.retried, s.expired);
+    }
+    Ok(axum::Json(QueuesOut {
+        queues: by_queue.into_values().collect(),
+    }))
 }

@@ -1,11 +1,14 @@
 //! Metrics in Prometheus text format (`/metrics`) through the `metrics` facade, plus
 //! `/healthz` (the process answers) and `/readyz` (the backend answers).
 //!
-//! Counters and histograms are recorded where things happen (submit, poll, complete,
-//! HTTP layer); gauges of backend state (jobs per queue and state, runs' counters)
-//! are read from the backend at scrape time, which costs O(available + running).
-//! The recorder is process-wide (the `metrics` facade has one global recorder), so
-//! several servers in one process share their figures.
+//! Two sources. What the backend records for every job, whoever works it (attempts
+//! started, outcomes, retries, lease expiries, wait and run times per queue: see
+//! [`crate::queue_stats`]) and gauges of its state (jobs per queue and state, runs'
+//! counters) are read from the backend at scrape time, which costs O(queues +
+//! available + running). What only this process sees (submissions, jobs handed to and
+//! reported by remote workers over HTTP, HTTP requests) is recorded where it happens
+//! through the `metrics` facade; its recorder is process-wide (the facade has one
+//! global recorder), so several servers in one process share those figures.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -15,18 +18,16 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tranche_types::LATENCY_BUCKETS_MS;
 
+use crate::queue_stats;
 use crate::state::AppState;
 
 pub const SUBMITTED: &str = "tranche_jobs_submitted_total";
 pub const SUBMIT_REFUSED: &str = "tranche_submissions_refused_total";
-pub const POLLED: &str = "tranche_jobs_polled_total";
-pub const COMPLETED: &str = "tranche_jobs_completed_total";
-pub const RETRIES: &str = "tranche_job_retries_total";
-pub const LEASES_LOST: &str = "tranche_leases_lost_total";
-pub const LEASE_EXPIRIES: &str = "tranche_lease_expiries_total";
-pub const QUEUE_WAIT: &str = "tranche_job_queue_wait_seconds";
-pub const RUN_TIME: &str = "tranche_job_run_seconds";
+pub const HTTP_POLLED: &str = "tranche_http_jobs_polled_total";
+pub const HTTP_REPORTED: &str = "tranche_http_jobs_reported_total";
+pub const HTTP_LEASES_LOST: &str = "tranche_http_leases_lost_total";
 pub const JOBS: &str = "tranche_jobs";
 pub const QUEUE_DEPTH: &str = "tranche_queue_depth";
 pub const RUN_JOBS: &str = "tranche_run_jobs";
@@ -36,17 +37,17 @@ pub const HTTP_DURATION: &str = "tranche_http_request_duration_seconds";
 /// How many of the newest runs get per-run gauges (label cardinality stays bounded).
 const RUNS_IN_METRICS: usize = 20;
 
-const BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-    60.0, 300.0, 1800.0,
-];
+/// The HTTP request histogram's bounds (seconds): the backend's latency buckets.
+fn buckets() -> Vec<f64> {
+    LATENCY_BUCKETS_MS.iter().map(|ms| ms / 1000.0).collect()
+}
 
 /// The process-wide recorder, installed on first use.
 pub fn handle() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
         let builder = PrometheusBuilder::new()
-            .set_buckets(BUCKETS)
+            .set_buckets(&buckets())
             .expect("bucket list is not empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
@@ -67,27 +68,15 @@ fn describe() {
         SUBMIT_REFUSED,
         "Submissions refused (429) because a queue was full."
     );
-    describe_counter!(POLLED, "Jobs handed to remote workers, by queue.");
     describe_counter!(
-        COMPLETED,
-        "Attempts reported by remote workers and applied, by queue and outcome."
+        HTTP_POLLED,
+        "Jobs handed to remote workers by this process's poll endpoint, by queue."
     );
     describe_counter!(
-        RETRIES,
-        "Attempts reported failed that will be retried, by queue."
+        HTTP_REPORTED,
+        "Attempt results reported through this process's complete and fail endpoints and applied, by outcome."
     );
-    describe_counter!(LEASES_LOST, "Heartbeats and reports of remote attempts refused because the attempt no longer held its job (its lease expired, or the job was cancelled).");
-    describe_counter!(LEASE_EXPIRIES, "Leases of attempts handed to remote workers that expired (the worker stopped heartbeating), once the backend recovered the job.");
-    describe_histogram!(
-        QUEUE_WAIT,
-        Unit::Seconds,
-        "From a job becoming runnable to a remote worker receiving it."
-    );
-    describe_histogram!(
-        RUN_TIME,
-        Unit::Seconds,
-        "From a remote worker receiving a job to its result being applied."
-    );
+    describe_counter!(HTTP_LEASES_LOST, "Heartbeats and reports through this process refused because the attempt no longer held its job (its lease expired, or the job was cancelled).");
     describe_gauge!(
         JOBS,
         "Jobs waiting (available) and running, by queue and state."
@@ -183,11 +172,15 @@ pub async fn metrics_text(State(app): State<AppState>) -> Response {
         }
         Err(e) => tracing::warn!(error = %e, "could not read runs for /metrics"),
     }
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        handle().render(),
-    )
-        .into_response()
+    let mut text = handle().render();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    match backend.queue_stats().await {
+        Ok(stats) => text.push_str(&queue_stats::render(&stats)),
+        Err(e) => tracing::warn!(error = %e, "could not read queue statistics for /metrics"),
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 pub async fn healthz() -> &'static str {

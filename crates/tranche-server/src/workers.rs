@@ -3,9 +3,8 @@
 //! the engine's: a worker that stops heartbeating loses its jobs to other pollers once
 //! the lease expires, and a late report for a lost attempt is answered `stale`.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::time::Duration;
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -105,23 +104,13 @@ pub async fn poll(
             "the poll task stopped",
         )
     })??;
-    let now = Instant::now();
-    let clock_now = app.backend().clock().now();
-    let mut out = Vec::with_capacity(jobs.len());
-    let mut queue_name: Option<Arc<str>> = None;
-    for job in jobs {
-        let queue = queue_name
-            .get_or_insert_with(|| Arc::from(job.queue.as_str()))
-            .clone();
-        metrics::histogram!(telemetry::QUEUE_WAIT, "queue" => queue.to_string())
-            .record(clock_now.since(job.available_at).as_secs_f64());
-        app.started().insert(job.lease(), queue, now, lease);
-        out.push(PolledJob::from(job));
+    if let Some(first) = jobs.first() {
+        metrics::counter!(telemetry::HTTP_POLLED, "queue" => first.queue.clone())
+            .increment(jobs.len() as u64);
     }
-    if let Some(q) = queue_name {
-        metrics::counter!(telemetry::POLLED, "queue" => q.to_string()).increment(out.len() as u64);
-    }
-    Ok(axum::Json(PollOut { jobs: out }))
+    Ok(axum::Json(PollOut {
+        jobs: jobs.into_iter().map(PolledJob::from).collect(),
+    }))
 }
 
 #[derive(Deserialize)]
@@ -153,14 +142,9 @@ pub async fn heartbeat(
     }
     check_count(&app, "leases", req.leases.len())?;
     let leases: Vec<LeaseRef> = req.leases.into_iter().map(LeaseRef::from).collect();
-    let now = Instant::now();
-    let lost = app.backend().heartbeat(leases.clone(), lease).await?;
-    let gone: HashSet<&LeaseRef> = lost.iter().collect();
-    let held: Vec<LeaseRef> = leases.into_iter().filter(|l| !gone.contains(l)).collect();
-    app.started().extend(&held, now, lease);
-    for l in &lost {
-        let queue = app.started().lost(l);
-        metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
+    let lost = app.backend().heartbeat(leases, lease).await?;
+    if !lost.is_empty() {
+        metrics::counter!(telemetry::HTTP_LEASES_LOST).increment(lost.len() as u64);
     }
     Ok(axum::Json(HeartbeatOut {
         lost: lost.into_iter().map(LeaseIn::from).collect(),
@@ -176,10 +160,6 @@ fn check_count(app: &AppState, field: &'static str, n: usize) -> Result<(), ApiE
         ));
     }
     Ok(())
-}
-
-fn queue_label(q: Option<Arc<str>>) -> String {
-    q.map_or_else(|| "unknown".to_string(), |q| q.to_string())
 }
 
 #[derive(Deserialize)]
@@ -278,44 +258,33 @@ pub async fn fail(
     report(&app, batch).await
 }
 
+/// Applies a batch of results. Per-queue outcomes and run times are recorded by the
+/// backend (see `queue_stats.rs`); counted here is only what came through HTTP.
 async fn report(app: &AppState, batch: Vec<Completion>) -> Result<axum::Json<AcksOut>, ApiError> {
-    let outcomes: Vec<(LeaseRef, &'static str)> = batch
+    let outcomes: Vec<&'static str> = batch
         .iter()
-        .map(|c| {
-            let outcome = match c.resolution {
-                Resolution::Succeeded { .. } => "succeeded",
-                Resolution::Retry { .. } => "retried",
-                Resolution::Failed { .. } => "failed",
-                Resolution::Snooze { .. } => "snoozed",
-                Resolution::Cancelled { .. } => "cancelled",
-            };
-            (c.lease, outcome)
+        .map(|c| match c.resolution {
+            Resolution::Succeeded { .. } => "succeeded",
+            Resolution::Retry { .. } => "retried",
+            Resolution::Failed { .. } => "failed",
+            Resolution::Snooze { .. } => "snoozed",
+            Resolution::Cancelled { .. } => "cancelled",
         })
         .collect();
     let acks = app.backend().complete(batch).await?;
-    let now = Instant::now();
-    let mut counts: HashMap<(String, &'static str), u64> = HashMap::new();
-    for ((lease, outcome), ack) in outcomes.into_iter().zip(&acks) {
-        if *ack == CompletionAck::Stale {
-            // Kept, so the expiry sweep can tell an expired lease from a cancelled job.
-            let queue = app.started().lost(&lease);
-            metrics::counter!(telemetry::LEASES_LOST, "queue" => queue_label(queue)).increment(1);
-            continue;
+    let mut counts: HashMap<&'static str, u64> = HashMap::new();
+    let mut lost = 0;
+    for (outcome, ack) in outcomes.into_iter().zip(&acks) {
+        match ack {
+            CompletionAck::Applied => *counts.entry(outcome).or_default() += 1,
+            CompletionAck::Stale => lost += 1,
         }
-        let started = app.started().take(&lease);
-        let queue = started.as_ref().map(|(q, _)| q.clone());
-        if let Some((q, at)) = &started {
-            metrics::histogram!(telemetry::RUN_TIME, "queue" => q.to_string())
-                .record(now.duration_since(*at).as_secs_f64());
-        }
-        *counts.entry((queue_label(queue), outcome)).or_default() += 1;
     }
-    for ((queue, outcome), n) in counts {
-        if outcome == "retried" {
-            metrics::counter!(telemetry::RETRIES, "queue" => queue.clone()).increment(n);
-        }
-        metrics::counter!(telemetry::COMPLETED, "queue" => queue, "outcome" => outcome)
-            .increment(n);
+    for (outcome, n) in counts {
+        metrics::counter!(telemetry::HTTP_REPORTED, "outcome" => outcome).increment(n);
+    }
+    if lost > 0 {
+        metrics::counter!(telemetry::HTTP_LEASES_LOST).increment(lost);
     }
     Ok(axum::Json(AcksOut { acks }))
 }

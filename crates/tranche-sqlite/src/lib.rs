@@ -3,11 +3,13 @@
 //!
 //! Design: one writer thread owns the write connection and applies every change in
 //! group-committed transactions ([`writer`]); reads use a second connection and never
-//! wait for it. Hot queries are covered by partial indexes; run counters move in the
-//! same transaction as the jobs they count, so progress is O(1) to read. In-process
-//! reserve calls are woken the moment a commit makes jobs runnable; other processes
-//! sharing the file are seen within `poll_interval`. After a killed process, the next
-//! open resumes: committed work is durable and expired leases are recovered.
+//! wait for it. Hot queries are covered by partial indexes; run counters and per-queue
+//! statistics (`write/stats.rs`) move in the same transaction as the jobs they count,
+//! so progress is O(1) to read and the statistics cover every process sharing the
+//! file. In-process reserve calls are woken the moment a commit makes jobs runnable;
+//! other processes sharing the file are seen within `poll_interval`. After a killed
+//! process, the next open resumes: committed work is durable and expired leases are
+//! recovered.
 
 mod notify;
 mod read;
@@ -26,8 +28,8 @@ use tokio::sync::oneshot;
 use tranche_core::Backend;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, ReserveRequest,
-    ReservedJob, RunName, RunProgress, SystemClock,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
 use notify::Notifier;
@@ -250,6 +252,10 @@ impl Backend for SqliteBackend {
 
     async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError> {
         self.read(read::queue_depths).await
+    }
+
+    async fn queue_stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        self.read(write::stats::read).await
     }
 
     async fn last_event(&self) -> Result<u64, BackendError> {

@@ -6,7 +6,9 @@ use rusqlite::Connection;
 
 /// 2: the change feed (`events`). Older binaries must not write to a database that
 /// has one: their changes would be missing from it.
-pub const VERSION: i64 = 2;
+/// 3: per-queue statistics (`queue_stats`), for the same reason. A database of an
+/// older version gets the table on open; its counters start from zero then.
+pub const VERSION: i64 = 3;
 
 const DDL: &str = r#"
 CREATE TABLE IF NOT EXISTS runs (
@@ -88,6 +90,14 @@ CREATE TABLE IF NOT EXISTS events (
     state  INTEGER,
     jobs   BLOB
 );
+-- Cumulative statistics per queue; see write/stats.rs for the `stat` codes. Written
+-- only by the writer, which always sets every column (no NOT NULL, as for jobs).
+CREATE TABLE IF NOT EXISTS queue_stats (
+    queue TEXT,
+    stat  INTEGER,
+    n     INTEGER,
+    PRIMARY KEY (queue, stat)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS finish_hooks (
     run_id INTEGER NOT NULL,
     hook   TEXT NOT NULL,

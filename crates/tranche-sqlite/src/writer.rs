@@ -1,7 +1,8 @@
 //! The single writer thread. Every change goes through it: it takes all commands that
 //! are waiting, applies each inside its own savepoint of one transaction (so one bad
-//! command fails alone), moves the run counters once per run, commits once and only
-//! then answers. Many small completions thus cost one commit (group commit).
+//! command fails alone), moves the run counters once per run and the queue statistics
+//! once per queue, commits once and only then answers. Many small completions thus
+//! cost one commit (group commit).
 
 use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -133,6 +134,7 @@ fn transact(
         }
         finish_runs(&mut tx, now, cache, &mut fx)?;
         write::events::append(&tx, now, &fx.events)?;
+        fx.stats.write(&tx)?;
         tx.commit().map_err(db("commit"))
     })();
     let err = outcome.err();

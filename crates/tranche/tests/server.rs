@@ -1,11 +1,16 @@
 //! `tranche server` as a process: started on a free loopback port, driven over HTTP,
-//! stopped with SIGTERM.
+//! its figures covering jobs another process worked on the same database, stopped
+//! with SIGTERM.
+
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use tranche_sqlite::{SqliteBackend, SqliteOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_binary_serves_submit_poll_and_complete() {
@@ -90,6 +95,43 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
         .await
         .unwrap();
     assert_eq!(progress["succeeded"], 1);
+
+    // Jobs worked by an engine worker in another process (this one) sharing the
+    // database file count in the server's figures as well.
+    let items: Vec<Value> = (0..20)
+        .map(|_| json!({"job": {"kind": "k", "queue": "bw"}}))
+        .collect();
+    let r = post(
+        "/v1/batches",
+        "ops-1",
+        json!({"run": "bin/engine", "items": items}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let backend = SqliteBackend::open(dir.path().join("data"), SqliteOptions::default()).unwrap();
+    support::work_beside(Arc::new(backend), "bw", "bin/engine").await;
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth("ops-1")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "tranche_jobs_started_total{queue=\"bw\"} 20",
+        "tranche_jobs_finished_total{queue=\"bw\",outcome=\"succeeded\"} 20",
+        "tranche_job_run_seconds_count{queue=\"bw\"} 20",
+        "tranche_job_queue_wait_seconds_count{queue=\"bw\"} 20",
+        "tranche_jobs_finished_total{queue=\"default\",outcome=\"succeeded\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in:\n{metrics}"
+        );
+    }
 
     // SIGTERM: a graceful stop with exit code 0.
     let pid = child.id().to_string();

@@ -6,6 +6,7 @@ mod support;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -185,11 +186,47 @@ async fn the_server_serves_the_api_over_redis() {
         .values()
         .all(|h| h == &["available", "running", "succeeded"]));
 
+    // Jobs worked by an engine worker in another process (this one), sharing the
+    // Redis but not the server's HTTP API, count in the server's figures as well.
+    let items: Vec<Value> = (0..20).map(|_| job("rw")).collect();
+    api.ok(
+        ops,
+        "/v1/batches",
+        Some(json!({"run": "redis/engine", "items": items})),
+    )
+    .await;
+    let options = tranche_redis::RedisOptions {
+        url: format!("redis://127.0.0.1:{port}"),
+        prefix: "{server-test}:".into(),
+        ..tranche_redis::RedisOptions::default()
+    };
+    let backend = tranche_redis::RedisBackend::connect(options).await.unwrap();
+    work_beside(Arc::new(backend), "rw", "redis/engine").await;
+    let queues = api.ok(ops, "/v1/queues", None).await;
+    let rw = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "rw")
+        .cloned();
+    assert_eq!(
+        rw,
+        Some(
+            json!({"queue": "rw", "available": 0, "running": 0, "started": 20,
+                    "succeeded": 20, "failed": 0, "retried": 0, "expired": 0})
+        ),
+        "{queues}"
+    );
+
     let (status, metrics) = api.call(ops, "/metrics", None).await;
     assert_eq!(status, 200);
     let metrics = metrics.as_str().unwrap().to_string();
     for line in [
-        "tranche_jobs_completed_total{queue=\"rq\",outcome=\"succeeded\"} 3",
+        "tranche_jobs_finished_total{queue=\"rq\",outcome=\"succeeded\"} 3",
+        "tranche_http_jobs_polled_total{queue=\"rq\"} 3",
+        "tranche_jobs_finished_total{queue=\"rw\",outcome=\"succeeded\"} 20",
+        "tranche_job_run_seconds_count{queue=\"rw\"} 20",
+        "tranche_job_queue_wait_seconds_bucket{queue=\"rw\",le=\"+Inf\"} 20",
         "tranche_submissions_refused_total{queue=\"rq\"} 1",
         "tranche_run_jobs{run=\"redis/1\",state=\"succeeded\"} 3",
     ] {

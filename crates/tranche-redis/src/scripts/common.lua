@@ -32,6 +32,7 @@ local queues = {}        -- queue names seen (P queues)
 local leases = {}        -- job id -> lease expiry, or false: leave P leased
 local segments = {}      -- run -> new job ids as {first, last} ranges (P ids:<run>)
 local ready = {}         -- queue -> member -> priority, or false: leave P qr:<queue>
+local stats = {}         -- queue -> field -> delta of P qst:<queue>
 local ev_id, ev_run, ev_state = {}, {}, {}
 
 local CHUNK = 4000 -- arguments per buffered call, well inside Lua's unpack limit
@@ -274,6 +275,86 @@ local function flush_zset(key, members)
   call_chunked('ZADD', key, add)
 end
 
+-- Per-queue statistics, `P qst:<queue>` (hash): `started`, `succeeded`, `failed`,
+-- `retried`, `expired`, and two histograms of times in µs, `w<i>`/`r<i>` (how many
+-- waits (runnable to reserved) and runs (reserved to result applied) fell in bucket
+-- i, 1-based) and `ws`/`rs` (their sums). The buckets' upper bounds, BOUNDS (µs,
+-- inclusive: tranche_types::LATENCY_BUCKETS_US, with BOUNDS[0] = -1 below them and
+-- padded with math.huge to 31 entries, so that a bucket is found with five
+-- comparisons) and the field names WAIT_F and RUN_F are constants that scripts.rs
+-- prepends to every script, written out: nothing is computed per call.
+--
+-- This runs for every job reserved and completed, so it is kept to a few Lua
+-- instructions per job: times are tallied into the current bucket while they stay
+-- within its bounds (a batch's jobs mostly waited and ran about as long), and the
+-- bucket is searched for, and the tally written to the queue's table, only when one
+-- does not. Everything is written with one HINCRBY per (queue, field) by finish().
+local function bucket(us)
+  local i = 0
+  if us > BOUNDS[i + 16] then i = i + 16 end
+  if us > BOUNDS[i + 8] then i = i + 8 end
+  if us > BOUNDS[i + 4] then i = i + 4 end
+  if us > BOUNDS[i + 2] then i = i + 2 end
+  if us > BOUNDS[i + 1] then i = i + 1 end
+  return i + 1
+end
+
+local function queue_stats(queue)
+  local s = stats[queue]
+  if not s then
+    s = {}
+    stats[queue] = s
+  end
+  return s
+end
+
+-- Count one more `field` (started, ...) for the queue.
+local function stat(queue, field)
+  local s = queue_stats(queue)
+  s[field] = (s[field] or 0) + 1
+end
+
+-- The run-time tally: its queue's table, the current bucket (lower bound exclusive,
+-- upper inclusive, field) and the runs counted in it and their sum, not yet added.
+local run_q, run_s, run_lo, run_hi, run_f, run_n, run_sum = nil, nil, 1, 0, nil, 0, 0
+
+local function run_flush()
+  if run_n > 0 then
+    run_s[run_f] = (run_s[run_f] or 0) + run_n
+    run_s.rs = (run_s.rs or 0) + run_sum
+    run_n, run_sum = 0, 0
+  end
+end
+
+-- An attempt reserved at `sa` ended now as `field` (succeeded, failed, retried).
+local function ran(queue, field, sa)
+  if queue ~= run_q then
+    run_flush()
+    run_q, run_s, run_lo, run_hi = queue, queue_stats(queue), 1, 0
+  end
+  run_s[field] = (run_s[field] or 0) + 1
+  local us = NOW - sa
+  if us < 0 then us = 0 end
+  if us > run_hi or us <= run_lo then
+    run_flush()
+    local b = bucket(us)
+    run_lo, run_hi, run_f = BOUNDS[b - 1], BOUNDS[b], RUN_F[b]
+  end
+  run_n, run_sum = run_n + 1, run_sum + us
+end
+
+local function flush_stats()
+  run_flush()
+  run_q = nil
+  for queue, s in pairs(stats) do
+    local key = P .. 'qst:' .. queue
+    for field, d in pairs(s) do
+      if d ~= 0 then redis.call('HINCRBY', key, field, S(d)) end
+    end
+  end
+  stats = {}
+end
+
 local function flush_ready()
   for queue, members in pairs(ready) do flush_zset(P .. 'qr:' .. queue, members) end
   ready = {}
@@ -299,6 +380,7 @@ local function flush_writes()
   for q in pairs(queues) do names[#names + 1] = q end
   queues = {}
   call_chunked('SADD', P .. 'queues', names)
+  flush_stats()
 end
 
 -- One feed entry per script: its id is the last event's seq, and it holds them all
@@ -556,7 +638,8 @@ end
 
 -- Apply one attempt's result if the attempt still holds the job; false if stale.
 -- kind: s(ucceeded) payload=result, r(etry) payload=error at, z (snooze) at,
--- c(ancelled) payload=reason, f(ailed) payload=error. `id` is a string.
+-- c(ancelled) payload=reason, f(ailed) payload=error; e: as r, for a lease that
+-- expired (counted as such, not as a run). `id` is a string.
 local function apply_resolution(id, attempt, kind, payload, at)
   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st ~= RUNNING or att ~= tonumber(attempt) then return false end
@@ -568,14 +651,23 @@ local function apply_resolution(id, attempt, kind, payload, at)
     put(id, STATE_BYTE[SUCCEEDED] .. string.sub(s, 2, 29) .. NOW_D
       .. string.sub(s, 38, #s - #tx) .. pack_texts(d, i, payload, e, u))
     moved(id, run, RUNNING, SUCCEEDED)
+    ran(q, 'succeeded', sa)
     ended(id, ne == 1)
     if nx ~= '' then release_pending(nx, payload) end
     if gr ~= '' then member_ended(gr) end
-  elseif kind == 'r' then
+  elseif kind == 'r' or kind == 'e' then
     av = math.max(tonumber(at), NOW)
     record_error(id, att, payload)
     local out_of_attempts = att >= max_attempts(tx)
     tx = with_text(tx, 4, payload)
+    if kind == 'e' then
+      stat(q, 'expired')
+      if out_of_attempts then stat(q, 'failed') end
+    elseif out_of_attempts then
+      ran(q, 'failed', sa)
+    else
+      ran(q, 'retried', sa)
+    end
     if out_of_attempts then
       put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q, tx))
       moved(id, run, RUNNING, FAILED)
@@ -600,6 +692,7 @@ local function apply_resolution(id, attempt, kind, payload, at)
     job_ended(id, nx, gr, false)
   else
     record_error(id, att, payload)
+    ran(q, 'failed', sa)
     put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q,
       with_text(tx, 4, payload)))
     moved(id, run, RUNNING, FAILED)

@@ -13,7 +13,7 @@ load(expired)
 for _, id in ipairs(expired) do
   local st, att = job(id)
   if st == RUNNING then
-    apply_resolution(id, att, 'r',
+    apply_resolution(id, att, 'e',
       'lease expired: the worker running attempt ' .. att .. ' stopped heartbeating', NOW_S)
   else
     lease(id, false)
@@ -36,6 +36,11 @@ local popped = redis.call('ZPOPMIN', qr, max)
 local ids = {}
 for p = 1, #popped, 2 do ids[#ids + 1] = string.sub(popped[p], MEMBER_ID) end
 load(ids)
+-- The queue's statistics: attempts started, and the wait of each (runnable to now),
+-- tallied into the current bucket while it holds them (see common.lua).
+local started, waited = 0, 0
+local lo, hi, f, n = 1, 0, nil, 0
+local qstat = queue_stats(queue)
 for _, id in ipairs(ids) do
   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
   if st == AVAILABLE then
@@ -45,6 +50,14 @@ for _, id in ipairs(ids) do
       .. string.sub(s, 30))
     take_lease(id, queue, lease_until)
     moved(id, run, AVAILABLE, RUNNING)
+    local us = NOW - av
+    if us < 0 then us = 0 end
+    if us > hi or us <= lo then
+      if n > 0 then qstat[f] = (qstat[f] or 0) + n end
+      local b = bucket(us)
+      lo, hi, f, n = BOUNDS[b - 1], BOUNDS[b], WAIT_F[b], 0
+    end
+    started, waited, n = started + 1, waited + us, n + 1
     local d, input = texts(tx)
     local n = #out
     -- Attempt and available_at go back as integers; false, not nil, for no input: a
@@ -52,6 +65,11 @@ for _, id in ipairs(ids) do
     out[n + 1], out[n + 2], out[n + 3] = id, run, d
     out[n + 4], out[n + 5], out[n + 6] = input or false, att, av
   end
+end
+if started > 0 then
+  qstat[f] = (qstat[f] or 0) + n
+  qstat.started = (qstat.started or 0) + started
+  qstat.ws = (qstat.ws or 0) + waited
 end
 if #out == 0 then
   local next_at = redis.call('ZRANGE', qs, 0, 0, 'WITHSCORES')

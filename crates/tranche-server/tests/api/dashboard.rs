@@ -1,8 +1,8 @@
 //! The dashboard in a real headless browser (Debian's chromium driven by
-//! playwright-core, see tests/browser): progress and queue depth change live during a
-//! run, a failed job shows its attempts and timings and a finished one its artifact
-//! link, "retry" re-queues a failed run and "cancel" ends the rest of a run. Leaves a
-//! screenshot in the target dir.
+//! playwright-core, see tests/browser): progress, queue depth and queue throughput
+//! change live during a run, a failed job shows its attempts and timings and a
+//! finished one its artifact link, "retry" re-queues a failed run and "cancel" ends the
+//! rest of a run. Leaves a screenshot in the target dir.
 
 use std::path::Path;
 use std::process::Command;
@@ -11,7 +11,9 @@ use serde_json::json;
 
 use crate::live::start;
 
-/// node, chromium and playwright-core, or None (skip) unless CI requires them.
+/// node, chromium and playwright-core, or None (skip). Missing ones fail the test
+/// instead when it must run: `TRANCHE_REQUIRE_BROWSER=1` (set by `.ci/run`), `CI` or
+/// `TRANCHE_REQUIRE_TOOLS`.
 fn browser_tools(dir: &Path) -> Option<()> {
     let node = Command::new("node")
         .arg("--version")
@@ -26,7 +28,10 @@ fn browser_tools(dir: &Path) -> Option<()> {
         "needs node ({node}), /usr/bin/chromium ({chromium}) and `npm install` in {} ({playwright})",
         dir.display()
     );
-    if std::env::var_os("CI").is_some() || std::env::var_os("TRANCHE_REQUIRE_TOOLS").is_some() {
+    let required = std::env::var("TRANCHE_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
+        || std::env::var_os("CI").is_some()
+        || std::env::var_os("TRANCHE_REQUIRE_TOOLS").is_some();
+    if required {
         panic!("the dashboard test {why}");
     }
     eprintln!("skipped: the dashboard test {why}");

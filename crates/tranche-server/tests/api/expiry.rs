@@ -1,6 +1,6 @@
 //! Lease expiries in /metrics: a remote worker that dies holding jobs never reports,
-//! yet each of its leases is counted once the backend has recovered the job; a lease
-//! kept alive by heartbeats, or lost to a cancel, is not.
+//! yet the backend counts each of its leases when it recovers the job; a lease kept
+//! alive by heartbeats, or lost to a cancel, is not.
 
 use std::time::{Duration, Instant};
 
@@ -8,15 +8,16 @@ use serde_json::{json, Value};
 
 use crate::live::{lease, start, Live};
 
-/// The value of one series, 0 when absent. The queue names here are this test's own:
-/// the metrics recorder is shared by every server in the test binary.
-async fn series(s: &Live, name: &str, queue: &str) -> u64 {
+/// The value of one series (`name{labels}`), 0 when absent.
+async fn series(s: &Live, series: &str) -> u64 {
     let text = s.get("/metrics").await.text().await.unwrap();
-    let prefix = format!("{name}{{queue=\"{queue}\"}} ");
+    let prefix = format!("{series} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))
         .map_or(0, |v| v.parse().unwrap())
 }
+
+const EXPIRED: &str = "tranche_lease_expiries_total{queue=\"exq\"}";
 
 fn by_kind<'a>(jobs: &'a [Value], kind: &str) -> &'a Value {
     jobs.iter().find(|j| j["kind"] == kind).unwrap()
@@ -62,7 +63,7 @@ async fn leases_of_a_dead_worker_are_counted_as_expired() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut retried = None;
     let mut lost_seen = false;
-    while retried.is_none() || series(&s, "tranche_lease_expiries_total", "exq").await < 2 {
+    while retried.is_none() || series(&s, EXPIRED).await < 2 {
         assert!(Instant::now() < deadline, "the expiries were never counted");
         let beats: Vec<Value> = if lost_seen {
             vec![lease(kept)]
@@ -107,9 +108,23 @@ async fn leases_of_a_dead_worker_are_counted_as_expired() {
     assert!(last["error"].as_str().unwrap().contains("lease expired"));
 
     assert_eq!(
-        series(&s, "tranche_lease_expiries_total", "exq").await,
+        series(&s, EXPIRED).await,
         2,
         "the two leases of the dead worker, not the kept or the cancelled one"
     );
-    assert_eq!(series(&s, "tranche_leases_lost_total", "exq").await, 1);
+    for (name, want) in [
+        ("tranche_jobs_started_total{queue=\"exq\"}", 5),
+        (
+            "tranche_jobs_finished_total{queue=\"exq\",outcome=\"succeeded\"}",
+            2,
+        ),
+        (
+            "tranche_jobs_finished_total{queue=\"exq\",outcome=\"failed\"}",
+            1,
+        ),
+        ("tranche_job_retries_total{queue=\"exq\"}", 0),
+        ("tranche_job_run_seconds_count{queue=\"exq\"}", 2),
+    ] {
+        assert_eq!(series(&s, name).await, want, "{name}");
+    }
 }

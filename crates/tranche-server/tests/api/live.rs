@@ -12,6 +12,8 @@ use tranche_sqlite::{SqliteBackend, SqliteOptions};
 
 pub struct Live {
     pub base: String,
+    /// The server's backend, for work done beside the HTTP API.
+    pub backend: Arc<dyn Backend>,
     pub client: Client,
     pub token: Option<String>,
     stop: CancellationToken,
@@ -42,7 +44,7 @@ pub async fn start_with(mut config: ServerConfig) -> Live {
     config.listen = listener.local_addr().unwrap();
     let base = format!("http://{}", config.listen);
     let stop = CancellationToken::new();
-    let (b, s) = (backend, stop.clone());
+    let (b, s) = (backend.clone(), stop.clone());
     tokio::spawn(async move {
         tranche_server::serve(listener, b, config, s)
             .await
@@ -50,6 +52,7 @@ pub async fn start_with(mut config: ServerConfig) -> Live {
     });
     Live {
         base,
+        backend,
         client: Client::new(),
         token: None,
         stop,

@@ -3,6 +3,7 @@
 
 mod auth;
 mod dashboard;
+mod engine_worker;
 mod expiry;
 mod feed;
 mod live;

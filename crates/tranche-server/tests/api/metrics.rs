@@ -8,6 +8,7 @@ use crate::live::{lease, start};
 /// names (histogram series reduced to their family).
 fn parse(text: &str) -> BTreeSet<String> {
     let mut families = BTreeSet::new();
+    let mut typed = BTreeSet::new();
     for line in text.lines() {
         if line.is_empty() || line.starts_with('#') {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
@@ -17,6 +18,7 @@ fn parse(text: &str) -> BTreeSet<String> {
                     ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
                     "bad TYPE line {line:?}"
                 );
+                assert!(typed.insert(name.to_string()), "{name} is typed twice");
                 families.insert(name.to_string());
             }
             continue;
@@ -76,7 +78,7 @@ async fn metrics_text_parses_and_has_every_family() {
     )
     .await;
     // A report for an attempt that does not hold its job counts as a lost lease (an
-    // expiry is counted only once the backend has recovered the job: see expiry.rs).
+    // expiry is counted by the backend once it has recovered the job: see expiry.rs).
     s.post_ok(
         "/v1/workers/complete",
         &json!({"results": [{"job": jobs[2]["id"], "attempt": 9}]}),
@@ -96,10 +98,13 @@ async fn metrics_text_parses_and_has_every_family() {
         "tranche_queue_depth",
         "tranche_run_jobs",
         "tranche_jobs_submitted_total",
-        "tranche_jobs_polled_total",
-        "tranche_jobs_completed_total",
+        "tranche_http_jobs_polled_total",
+        "tranche_http_jobs_reported_total",
+        "tranche_http_leases_lost_total",
+        "tranche_jobs_started_total",
+        "tranche_jobs_finished_total",
         "tranche_job_retries_total",
-        "tranche_leases_lost_total",
+        "tranche_lease_expiries_total",
         "tranche_job_queue_wait_seconds",
         "tranche_job_run_seconds",
         "tranche_http_requests_total",
@@ -119,6 +124,15 @@ async fn metrics_text_parses_and_has_every_family() {
         text.contains("tranche_run_jobs{run=\"metrics/1\",state=\"succeeded\"} 1"),
         "{text}"
     );
+    for line in [
+        "tranche_jobs_started_total{queue=\"mq\"} 3",
+        "tranche_jobs_finished_total{queue=\"mq\",outcome=\"succeeded\"} 1",
+        "tranche_job_retries_total{queue=\"mq\"} 1",
+        "tranche_job_queue_wait_seconds_count{queue=\"mq\"} 3",
+        "tranche_job_run_seconds_count{queue=\"mq\"} 2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+    }
     assert!(
         text.contains("tranche_job_run_seconds_bucket{queue=\"mq\",le="),
         "{text}"

@@ -1,5 +1,5 @@
-// Loads the dashboard during a run, watches progress and queue depth change as jobs
-// complete, opens a failed job's attempts and a finished job's artifact link, clicks
+// Loads the dashboard during a run, watches progress, queue depth and throughput
+// change as jobs complete, opens a failed job's attempts and a finished job's artifact link, clicks
 // "retry" on a failed run and "cancel" on the other, and checks the page followed the
 // change feed; saves a screenshot.
 // Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH
@@ -14,17 +14,19 @@ const api = async (path, body) => {
   return r.json();
 };
 const cell = (page, run, cls) => page.locator(`tr.run[data-run="${run}"] td.${cls}`);
+// Waits until the locator's text is `want` (or passes it, when it is a function).
 const waitFor = async (what, locator, want) => {
   const deadline = Date.now() + 30000;
   for (;;) {
     const got = (await locator.textContent({ timeout: 1000 }).catch(() => null))?.trim();
-    if (got === want) return;
+    if (typeof want === "function" ? got != null && want(got) : got === want) return;
     if (Date.now() > deadline) throw new Error(`${what}: expected ${want}, got ${got}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 };
 const waitText = (page, run, cls, want) => waitFor(`${run} ${cls}`, cell(page, run, cls), want);
 const waiting = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.waiting`);
+const doneRate = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.done-rate`);
 const artifact = "https://artifacts.example.invalid/notes/2026-11-20/C1.pdf";
 
 const browser = await chromium.launch({
@@ -49,6 +51,9 @@ try {
   });
   await waitText(page, "dash/progress", "done", "120");
   await waitFor("queue dq", waiting(page, "dq"), "80");
+  // The queue's throughput: jobs it finished per second over the last 10 s, from the
+  // backend's statistics.
+  await waitFor("queue dq done/s", doneRate(page, "dq"), (t) => Number(t) > 0);
 
   // Open the failing run, see its errors, retry it from the page.
   await page.locator('tr.run[data-run="dash/failing"] td').first().click();

@@ -3,6 +3,7 @@ use tranche_types::{
     BackendError, Completion, CompletionAck, JobId, JobState, LeaseRef, MemberOutcome, Resolution,
 };
 
+use super::stats::AttemptEnd;
 use super::{db, Op, OpResult};
 
 pub fn complete(op: &mut Op<'_>, batch: &[Completion]) -> OpResult<Vec<CompletionAck>> {
@@ -20,20 +21,53 @@ pub fn complete(op: &mut Op<'_>, batch: &[Completion]) -> OpResult<Vec<Completio
         .collect()
 }
 
-type Ended = (i64, Option<i64>, Option<i64>);
+/// What an ended attempt's row says: run, next, group, queue, started_at.
+type Ended = (i64, Option<i64>, Option<i64>, String, Option<i64>);
 
 fn ended_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Ended> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
 }
 
-/// Apply one attempt's result if the attempt still holds the job; false if stale.
+/// Who ends an attempt: its worker reporting, or the backend recovering its expired
+/// lease. They count differently in the queue statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    Reported,
+    LeaseExpired,
+}
+
+/// Apply one attempt's result, as reported by its worker, if the attempt still holds
+/// the job; false if stale.
 pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> OpResult<bool> {
+    apply_resolution_of(op, lease, res, Cause::Reported)
+}
+
+/// Count an ended attempt in its queue's statistics.
+fn count(op: &mut Op<'_>, cause: Cause, queue: &str, how: AttemptEnd, started_at: Option<i64>) {
+    let now = op.now.0;
+    match cause {
+        Cause::LeaseExpired => op.stats.expired(queue, matches!(how, AttemptEnd::Failed)),
+        Cause::Reported => op.stats.ended(queue, how, now - started_at.unwrap_or(now)),
+    }
+}
+
+pub fn apply_resolution_of(
+    op: &mut Op<'_>,
+    lease: LeaseRef,
+    res: &Resolution,
+    cause: Cause,
+) -> OpResult<bool> {
     let (id, attempt) = (lease.job.0, lease.attempt);
     let now = op.now.0;
     match res {
         Resolution::Succeeded { result } => {
-            let known = op.cache().take_route(id);
-            let row: Option<Ended> = match known {
+            // A route of another attempt (the job was reserved again elsewhere since)
+            // has the wrong start time: read the row back instead.
+            let known = op
+                .cache()
+                .take_route(id)
+                .filter(|route| route.attempt == attempt);
+            let row = match known {
                 Some(route) => {
                     let n = op
                         .conn
@@ -43,17 +77,32 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
                         )
                         .and_then(|mut s| s.execute(params![result, now, id, attempt]))
                         .map_err(db("complete job"))?;
+                    if n == 1 {
+                        count(
+                            op,
+                            cause,
+                            &route.queue,
+                            AttemptEnd::Succeeded,
+                            Some(route.started_at),
+                        );
+                    }
                     (n == 1).then_some((route.run, route.next, route.group))
                 }
-                None => op
-                .conn
-                .prepare_cached(
-                    "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
-                     WHERE id = ?3 AND state = 2 AND attempt = ?4
-                     RETURNING run_id, next_id, group_id",
-                )
-                .and_then(|mut s| s.query_row(params![result, now, id, attempt], ended_row).optional())
-                .map_err(db("complete job"))?,
+                None => {
+                    let row = op
+                        .conn
+                        .prepare_cached(
+                            "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
+                             WHERE id = ?3 AND state = 2 AND attempt = ?4
+                             RETURNING run_id, next_id, group_id, queue, started_at",
+                        )
+                        .and_then(|mut s| s.query_row(params![result, now, id, attempt], ended_row).optional())
+                        .map_err(db("complete job"))?;
+                    row.map(|(run, next, group, queue, started_at)| {
+                        count(op, cause, &queue, AttemptEnd::Succeeded, started_at);
+                        (run, next, group)
+                    })
+                }
             };
             let Some((run, next, group)) = row else {
                 return Ok(false);
@@ -67,7 +116,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             }
         }
         Resolution::Retry { error, at } => {
-            let row: Option<(i64, i64, String, Option<i64>, Option<i64>)> = op
+            let row: Option<(i64, i64, String, Option<i64>, Option<i64>, Option<i64>)> = op
                 .conn
                 .prepare_cached(
                     "UPDATE jobs SET
@@ -75,28 +124,39 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
                         finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
                         available_at = ?2, error = ?3, lease_until = NULL
                      WHERE id = ?4 AND state = 2 AND attempt = ?5
-                     RETURNING state, run_id, queue, next_id, group_id",
+                     RETURNING state, run_id, queue, next_id, group_id, started_at",
                 )
                 .and_then(|mut s| {
                     s.query_row(params![now, at.0.max(now), error, id, attempt], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
                     })
                     .optional()
                 })
                 .map_err(db("retry job"))?;
-            let Some((state, run, queue, next, group)) = row else {
+            let Some((state, run, queue, next, group, started_at)) = row else {
                 return Ok(false);
             };
             record_error(op, id, attempt, error)?;
             if state == JobState::Available.code() {
+                count(op, cause, &queue, AttemptEnd::Retried, started_at);
                 op.moved(id, run, Some(JobState::Running), JobState::Available);
                 op.wake(&queue);
             } else {
+                count(op, cause, &queue, AttemptEnd::Failed, started_at);
                 op.moved(id, run, Some(JobState::Running), JobState::Failed);
                 job_ended(op, JobId(id), next, group, true)?;
             }
         }
         Resolution::Snooze { at } => {
+            // The attempt is given back (its number reused): so is its route.
+            op.cache().take_route(id);
             let row: Option<(i64, String)> = op
                 .conn
                 .prepare_cached(
@@ -115,7 +175,7 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             op.wake(&queue);
         }
         Resolution::Cancelled { reason } => {
-            let Some((run, next, group)) =
+            let Some((run, next, group, _, _)) =
                 end_running(op, id, attempt, JobState::Cancelled, reason)?
             else {
                 return Ok(false);
@@ -124,11 +184,13 @@ pub fn apply_resolution(op: &mut Op<'_>, lease: LeaseRef, res: &Resolution) -> O
             job_ended(op, JobId(id), next, group, false)?;
         }
         Resolution::Failed { error } => {
-            let Some((run, next, group)) = end_running(op, id, attempt, JobState::Failed, error)?
+            let Some((run, next, group, queue, started_at)) =
+                end_running(op, id, attempt, JobState::Failed, error)?
             else {
                 return Ok(false);
             };
             record_error(op, id, attempt, error)?;
+            count(op, cause, &queue, AttemptEnd::Failed, started_at);
             op.moved(id, run, Some(JobState::Running), JobState::Failed);
             job_ended(op, JobId(id), next, group, true)?;
         }
@@ -147,7 +209,7 @@ fn end_running(
         .prepare_cached(
             "UPDATE jobs SET state = ?1, error = ?2, finished_at = ?3, lease_until = NULL
              WHERE id = ?4 AND state = 2 AND attempt = ?5
-             RETURNING run_id, next_id, group_id",
+             RETURNING run_id, next_id, group_id, queue, started_at",
         )
         .and_then(|mut s| {
             s.query_row(params![state.code(), why, op.now.0, id, attempt], ended_row)

@@ -1,20 +1,24 @@
 //! Write operations, each applied inside the writer thread's current transaction
 //! through an [`Op`]: the connection, the time of the transaction, and the side
 //! effects to apply only if the operation (and then the transaction) succeeds —
-//! counter deltas per run, runs created, queues to wake.
+//! counter deltas per run, per-queue statistics, runs created, queues to wake.
 
 pub mod complete;
 pub mod enqueue;
 pub mod events;
 pub mod keys;
 pub mod reserve;
+pub mod stats;
 pub mod steer;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use tranche_types::{BackendError, JobSpec, JobState, RunName, Timestamp};
+
+use stats::QueueDeltas;
 
 pub type OpResult<T> = Result<T, BackendError>;
 
@@ -39,14 +43,20 @@ pub struct RunCache {
     /// so they stay true whatever happens to the transaction that read them, and let
     /// a completion update its row without reading it back.
     routes: RefCell<HashMap<i64, Route>>,
+    /// Queue names shared by the routes, one allocation per queue.
+    queues: RefCell<HashSet<Arc<str>>>,
 }
 
-/// A job's run, chain successor and group: fixed when it is enqueued.
-#[derive(Clone, Copy, Debug)]
+/// A job's run, chain successor, group and queue (fixed when it is enqueued), and the
+/// attempt this process reserved and when (for the run-time statistics).
+#[derive(Clone, Debug)]
 pub struct Route {
     pub run: i64,
     pub next: Option<i64>,
     pub group: Option<i64>,
+    pub queue: Arc<str>,
+    pub attempt: u32,
+    pub started_at: i64,
 }
 
 impl RunCache {
@@ -70,6 +80,20 @@ impl RunCache {
     pub fn take_route(&self, job: i64) -> Option<Route> {
         self.routes.borrow_mut().remove(&job)
     }
+
+    /// The shared name of `queue`.
+    pub fn queue(&self, queue: &str) -> Arc<str> {
+        let mut queues = self.queues.borrow_mut();
+        if let Some(q) = queues.get(queue) {
+            return q.clone();
+        }
+        if queues.len() >= Self::MAX_ROUTES {
+            queues.clear();
+        }
+        let q: Arc<str> = Arc::from(queue);
+        queues.insert(q.clone());
+        q
+    }
 }
 
 /// One operation's view of the transaction and what it changed.
@@ -85,6 +109,7 @@ pub struct Op<'a> {
     pub touched: HashSet<i64>,
     /// (job, run, new state) for the change feed, in the order the changes happened.
     pub events: Vec<(i64, i64, JobState)>,
+    pub stats: QueueDeltas,
 }
 
 impl<'a> Op<'a> {
@@ -99,6 +124,7 @@ impl<'a> Op<'a> {
             new_runs: Vec::new(),
             touched: HashSet::new(),
             events: Vec::new(),
+            stats: QueueDeltas::default(),
         }
     }
 
@@ -194,6 +220,7 @@ impl<'a> Op<'a> {
             touched: self.touched,
             new_runs: self.new_runs,
             events: self.events,
+            stats: self.stats,
         }
     }
 }
@@ -205,6 +232,7 @@ pub struct OpParts {
     touched: HashSet<i64>,
     new_runs: Vec<(i64, RunName)>,
     events: Vec<(i64, i64, JobState)>,
+    stats: QueueDeltas,
 }
 
 impl OpParts {
@@ -225,6 +253,7 @@ impl OpParts {
         } else {
             txn.events.extend(self.events);
         }
+        txn.stats.merge(self.stats);
         for (id, name) in self.new_runs {
             cache.by_name.insert(name.as_str().to_string(), id);
             cache.by_id.insert(id, name);
@@ -243,4 +272,6 @@ pub struct TxnEffects {
     pub touched: HashSet<i64>,
     /// The feed's events, written once just before the commit.
     pub events: Vec<(i64, i64, JobState)>,
+    /// Per-queue statistics, written once just before the commit.
+    pub stats: QueueDeltas,
 }

@@ -3,7 +3,7 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 use tranche_types::{JobId, JobState, LeaseRef, ReservedJob, Resolution, Timestamp};
 
-use super::complete::apply_resolution;
+use super::complete::{apply_resolution_of, Cause};
 use super::{db, Op, OpResult};
 
 pub struct Reserved {
@@ -71,10 +71,24 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
         }
     }
     let mut jobs = Vec::with_capacity(rows.len());
+    let shared = op.cache().queue(queue);
+    if !rows.is_empty() {
+        // How long each job had been runnable: from its available_at (column 7).
+        op.stats.started(queue, rows.iter().map(|r| op.now.0 - r.7));
+    }
     for (id, run, kind, args, input, attempt, max_attempts, available_at, next, group) in rows {
         let attempt = attempt + 1;
-        op.cache()
-            .remember_route(id, super::Route { run, next, group });
+        op.cache().remember_route(
+            id,
+            super::Route {
+                run,
+                next,
+                group,
+                queue: shared.clone(),
+                attempt,
+                started_at: op.now.0,
+            },
+        );
         op.moved(id, run, Some(JobState::Available), JobState::Running);
         jobs.push(ReservedJob {
             id: JobId(id),
@@ -124,7 +138,7 @@ pub fn reap_expired(op: &mut Op<'_>) -> OpResult<u64> {
             ),
             at: op.now,
         };
-        if apply_resolution(op, lease, &resolution)? {
+        if apply_resolution_of(op, lease, &resolution, Cause::LeaseExpired)? {
             n += 1;
         }
     }
@@ -156,6 +170,9 @@ pub fn heartbeat(op: &mut Op<'_>, leases: &[LeaseRef], lease: Duration) -> OpRes
 pub fn release(op: &mut Op<'_>, leases: &[LeaseRef]) -> OpResult<u64> {
     let mut n = 0;
     for l in leases {
+        // The attempt's number is reused by the next reserve, maybe by another
+        // process: its route (start time) must not outlive it here.
+        op.cache().take_route(l.job.0);
         let row: Option<(i64, String)> = op
             .conn
             .prepare_cached(

@@ -309,3 +309,37 @@ pub fn s3s_fs(dir: &Path) -> (Server, u16) {
     wait_listening(port, "s3s-fs");
     (Server(child), port)
 }
+
+/// Work the jobs of `queue` (kind `k`, any arguments) with the engine's own worker in
+/// this process, beside whatever else serves the backend, until `run` has finished.
+pub async fn work_beside(
+    backend: std::sync::Arc<dyn tranche_core::Backend>,
+    queue: &str,
+    run: &str,
+) {
+    use tranche_core::{wait_finished, Engine, JobContext, Registry, TaskOptions, WorkerConfig};
+    let mut reg = Registry::new();
+    reg.register(
+        "k",
+        TaskOptions::default(),
+        |_: JobContext, _: serde_json::Value| async { Ok::<_, String>(()) },
+    );
+    let config = WorkerConfig {
+        reserve_wait: Duration::from_millis(100),
+        ..WorkerConfig::default()
+    }
+    .queues([queue], 8);
+    let worker = Engine::new(backend.clone(), reg).worker(config).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn({
+        let stop = stop.clone();
+        async move { worker.run(stop).await }
+    });
+    let run = tranche_types::RunName::new(run).unwrap();
+    let limit = Some(Duration::from_secs(60));
+    wait_finished(&*backend, &run, Duration::from_millis(20), limit, |_| {})
+        .await
+        .unwrap();
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
