@@ -408,3 +408,21 @@ async fn an_idle_worker_starts_a_lone_job_at_once() {
     })
     .await;
 }
+
+/// The client's backoff on 429 and 5xx and its refusal to retry a 4xx, against a stub
+/// server that answers them on cue (a real server cannot be made to on demand).
+#[test]
+fn the_client_retries_429_and_5xx_but_not_client_errors() {
+    let Some(python) = python() else {
+        return;
+    };
+    let out = Command::new(python)
+        .arg(sdk().join("tests/test_client_retry.py"))
+        .arg("-v")
+        .env("PYTHONPATH", sdk().join("src"))
+        .output()
+        .expect("run python3");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("Ran 3 tests"), "{log}");
+}
