@@ -139,6 +139,40 @@ async fn wait_started(dir: &Path, id: &Value) {
     .await;
 }
 
+/// A server, one job submitted to it, and a Python worker in `mode` that has started it.
+struct Working {
+    dir: tempfile::TempDir,
+    _server: Proc,
+    base: String,
+    client: reqwest::Client,
+    id: Value,
+    py: Proc,
+    python: &'static str,
+}
+
+/// None when python3 is missing (the test then skips).
+async fn python_working_on(run: &str, kind: &str, mode: &str) -> Option<Working> {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (server, base) = start_server(&dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let id = submit_one(&client, &base, run, kind).await;
+    let py = start_python(python, &base, mode, dir.path());
+    wait_started(dir.path(), &id).await;
+    Some(Working {
+        dir,
+        _server: server,
+        base,
+        client,
+        id,
+        py,
+        python,
+    })
+}
+
 async fn job(client: &reqwest::Client, base: &str, id: &Value) -> Value {
     client
         .get(format!("{base}/v1/jobs/{id}"))
@@ -237,16 +271,18 @@ async fn a_python_step_between_two_rust_steps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_python_worker_loses_its_job_to_another() {
-    let Some(python) = python() else {
-        eprintln!("skipped: python3 not found");
+    let Some(Working {
+        dir,
+        _server,
+        base,
+        client,
+        id,
+        py: mut hung,
+        python,
+    }) = python_working_on("sdk/kill", "py.hang", "hang").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (_server, base) = start_server(&dir.path().join("data"));
-    let client = reqwest::Client::new();
-    let id = submit_one(&client, &base, "sdk/kill", "py.hang").await;
-    let mut hung = start_python(python, &base, "hang", dir.path());
-    wait_started(dir.path(), &id).await;
     // kill -9: no goodbye, the lease (2 s) must expire.
     hung.0.kill().unwrap();
     hung.0.wait().unwrap();
@@ -268,16 +304,18 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm() {
-    let Some(python) = python() else {
-        eprintln!("skipped: python3 not found");
+    let Some(Working {
+        dir: _dir,
+        _server,
+        base,
+        client,
+        id,
+        mut py,
+        ..
+    }) = python_working_on("sdk/slow", "py.slow", "slow").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (_server, base) = start_server(&dir.path().join("data"));
-    let client = reqwest::Client::new();
-    let id = submit_one(&client, &base, "sdk/slow", "py.slow").await;
-    let mut py = start_python(python, &base, "slow", dir.path());
-    wait_started(dir.path(), &id).await;
     // Stopped mid-job, the worker must finish the job (3.5 s, its lease 1 s) and report
     // it. Meanwhile this test polls the queue as another worker would: it would be
     // handed the job the moment a lease lapsed for want of a heartbeat.
@@ -307,16 +345,18 @@ async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_abandons_a_hung_task_after_its_grace() {
-    let Some(python) = python() else {
-        eprintln!("skipped: python3 not found");
+    let Some(Working {
+        dir: _dir,
+        _server,
+        base,
+        client,
+        id,
+        mut py,
+        ..
+    }) = python_working_on("sdk/hung", "py.hang", "hang").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (_server, base) = start_server(&dir.path().join("data"));
-    let client = reqwest::Client::new();
-    let id = submit_one(&client, &base, "sdk/hung", "py.hang").await;
-    let mut py = start_python(python, &base, "hang", dir.path());
-    wait_started(dir.path(), &id).await;
     // The handler sleeps 300 s; the grace is 2 s.
     sigterm(&py);
     let status = exit_status(&mut py, Duration::from_secs(20)).await;
