@@ -91,21 +91,13 @@ fn histogram(
         let mut cumulative = 0;
         for (i, n) in h.buckets.iter().enumerate() {
             cumulative += n;
-            match LATENCY_BUCKETS_MS.get(i) {
-                Some(ms) => {
-                    let le = ms / 1000.0;
-                    let _ = writeln!(
-                        out,
-                        "{name}_bucket{{queue=\"{queue}\",le=\"{le}\"}} {cumulative}"
-                    );
-                }
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "{name}_bucket{{queue=\"{queue}\",le=\"+Inf\"}} {cumulative}"
-                    );
-                }
-            }
+            let le = LATENCY_BUCKETS_MS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |ms| (ms / 1000.0).to_string());
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{queue=\"{queue}\",le=\"{le}\"}} {cumulative}"
+            );
         }
         let _ = writeln!(out, "{name}_sum{{queue=\"{queue}\"}} {}", h.sum_ms / 1000.0);
         let _ = writeln!(out, "{name}_count{{queue=\"{queue}\"}} {}", h.count);
