@@ -188,3 +188,103 @@ fn unusable_files_say_where() {
     let err = load_broker(&write(dir.path(), "broker.toml", broker)).unwrap_err();
     assert!(err.to_string().contains("broker.toml:11:"), "{err}");
 }
+
+#[test]
+fn a_stray_quote_fails_only_its_row_and_every_later_row_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = TRADE_COLUMNS.join(",");
+    let text = [
+        header.as_str(),
+        "T1,O1,09:15:00,09:15:01,C1,NSE,EQ,INFY,INE009A01021,EQ,CNC,B,10,1500.50",
+        "T2,O2,09:16:00,09:16:01,C2,NSE,EQ,\"RELIANCE,INE002A01018,EQ,CNC,B,5,2400",
+        "T3,O3,09:16:00,09:16:01,C3,NSE,EQ,INFY,INE009A01021,EQ,CNC,S,10,1500",
+        "T4,O4,09:17:00,09:17:01,C4,NSE,EQ,\"TATA STEEL\",INE081A01020,EQ,CNC,B,1,150",
+        "T5,O5,09:17:00,09:17:01,C5,NSE,EQ,TCS,INE467B01029,EQ,CNC,B,1,4000",
+    ]
+    .join("\n");
+    let trades = read_trades(&write(dir.path(), "trades.csv", &text)).unwrap();
+    let codes: Vec<&String> = trades.by_client.keys().collect();
+    assert_eq!(codes, ["C1", "C3", "C4", "C5"]);
+    assert_eq!(trades.by_client["C4"][0].instrument, "TATA STEEL");
+    assert_eq!(trades.errors.len(), 1, "{:?}", trades.errors);
+    let e = &trades.errors[0];
+    assert_eq!((e.line, e.field.as_str()), (3, "instrument"));
+    assert!(e.message.contains("closing double quote"), "{e}");
+    assert_eq!(e.client.as_deref(), Some("C2"));
+    assert_eq!(trades.rows_read, 5);
+}
+
+#[test]
+fn a_row_with_more_or_fewer_fields_than_the_header_is_refused_with_the_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "client_code,name,pan,email,address,state\n\
+                C1,Asha Rao,ABCDE1234F,asha@example.in,1 MG Road, Pune,Maharashtra\n\
+                C2,Ravi Iyer,ABCDE1234G,ravi@example.in,Chennai\n\
+                C3,Sita Nair,ABCDE1234H,sita@example.in,\"Kochi, Ernakulam\",Kerala\n";
+    let path = write(dir.path(), "clients.csv", text);
+    let clients = read_clients(&path).unwrap();
+    assert_eq!(clients.by_code.keys().collect::<Vec<_>>(), ["C3"]);
+    let shown: Vec<String> = clients.errors.iter().map(|e| e.to_string()).collect();
+    let file = path.display();
+    assert_eq!(
+        shown,
+        [
+            format!("{file}:2: expected 6 fields as in the header, got 7 (a comma in a value must be inside double quotes)"),
+            format!("{file}:3: expected 6 fields as in the header, got 5 (a comma in a value must be inside double quotes)"),
+        ]
+    );
+    let who: Vec<Option<&str>> = clients.errors.iter().map(|e| e.client.as_deref()).collect();
+    assert_eq!(who, [Some("C1"), Some("C2")]);
+    assert_eq!(clients.rows_read, 3);
+}
+
+#[test]
+fn a_byte_that_is_not_utf8_fails_its_row_and_names_the_column_without_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = b"client_code,name,pan,email,address,state\n".to_vec();
+    text.extend_from_slice(b"C1,Ren\xE9e Das,ABCDE1234F,renee@example.in,Pune,Maharashtra\n");
+    text.extend_from_slice(b"C2,Ravi Iyer,ABCDE1234G,ravi@example.in,Chennai,Tamil Nadu\n");
+    let p = dir.path().join("clients.csv");
+    std::fs::write(&p, text).unwrap();
+    let clients = read_clients(&p).unwrap();
+    assert_eq!(clients.by_code.keys().collect::<Vec<_>>(), ["C2"]);
+    let e = &clients.errors[0];
+    assert_eq!(
+        (e.line, e.field.as_str(), e.client.as_deref()),
+        (2, "name", Some("C1"))
+    );
+    assert!(e.message.starts_with("expected UTF-8 text"), "{e}");
+    assert!(!e.message.contains("Ren"), "{e}");
+}
+
+#[test]
+fn quantities_and_values_beyond_any_real_trade_are_row_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = TRADE_COLUMNS.join(",");
+    let text = [
+        header.as_str(),
+        "T1,O1,09:15:00,09:15:01,C1,NSE,EQ,INFY,INE009A01021,EQ,CNC,B,18446744073709551615,1",
+        "T2,O2,09:15:00,09:15:01,C2,NSE,EQ,INFY,INE009A01021,EQ,CNC,B,1000000000000,99999999999999",
+        "T3,O3,09:15:00,09:15:01,C3,NSE,EQ,INFY,INE009A01021,EQ,CNC,B,10,1500",
+    ]
+    .join("\n");
+    let trades = read_trades(&write(dir.path(), "trades.csv", &text)).unwrap();
+    assert_eq!(trades.count(), 1);
+    let fields: Vec<(u64, &str)> = trades
+        .errors
+        .iter()
+        .map(|e| (e.line, e.field.as_str()))
+        .collect();
+    assert_eq!(fields, [(2, "quantity"), (3, "price")]);
+}
+
+#[test]
+fn a_bom_and_blank_lines_are_not_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "\u{feff}client_code,name,pan,email,address,state\n\n\
+                C1,Asha Rao,ABCDE1234F,asha@example.in,Pune,Maharashtra\r\n   \n";
+    let clients = read_clients(&write(dir.path(), "clients.csv", text)).unwrap();
+    assert!(clients.errors.is_empty(), "{:?}", clients.errors);
+    assert_eq!((clients.by_code.len(), clients.rows_read), (1, 1));
+    assert_eq!(clients.by_code["C1"].line, 3);
+}

@@ -7,18 +7,27 @@ use crate::model::Client;
 
 pub const COLUMNS: [&str; 6] = ["client_code", "name", "pan", "email", "address", "state"];
 
-/// The client master, and the rows that could not be used.
+/// The client master, and the rows that could not be used: every row read is in
+/// exactly one of the two.
 #[derive(Debug, Default)]
 pub struct Clients {
     pub by_code: BTreeMap<String, Client>,
     pub errors: Vec<RowError>,
+    /// Rows in the file (non-blank lines after the header).
+    pub rows_read: u64,
 }
 
 pub fn read_clients(path: &Path) -> Result<Clients, InputError> {
     let mut rows = CsvRows::open(path, &COLUMNS)?;
     let mut out = Clients::default();
-    while let Some(row) = rows.next_row() {
-        let row = row?;
+    while let Some(row) = rows.next_row()? {
+        let row = match row {
+            Ok(row) => row,
+            Err(e) => {
+                out.errors.push(e);
+                continue;
+            }
+        };
         match parse(&row) {
             Ok(client) => {
                 if let Some(first) = out.by_code.get(&client.client_code) {
@@ -37,6 +46,7 @@ pub fn read_clients(path: &Path) -> Result<Clients, InputError> {
             Err(e) => out.errors.push(e),
         }
     }
+    out.rows_read = rows.rows_read;
     Ok(out)
 }
 

@@ -17,6 +17,7 @@ use std::fmt;
 pub struct RowError {
     pub file: String,
     pub line: u64,
+    /// The column, or empty when the problem is the row's shape (its field count).
     pub field: String,
     pub message: String,
     /// The client whose note this row belongs to, when the row says.
@@ -25,11 +26,15 @@ pub struct RowError {
 
 impl fmt::Display for RowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}: field {}: {}",
-            self.file, self.line, self.field, self.message
-        )
+        if self.field.is_empty() {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}: field {}: {}",
+                self.file, self.line, self.field, self.message
+            )
+        }
     }
 }
 

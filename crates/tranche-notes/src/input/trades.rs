@@ -26,11 +26,20 @@ pub const COLUMNS: [&str; 14] = [
     "price",
 ];
 
-/// The day's trades by client, and the rows that could not be used.
+/// Bounds far above any real trade that keep every sum on a note (quantities in a
+/// `u64`, amounts in a `Decimal`) from overflowing, however many trades a client has.
+pub const MAX_QUANTITY: u64 = 1_000_000_000_000;
+/// Rupees: ₹1,000 lakh crore.
+pub const MAX_TRADE_VALUE: u64 = 1_000_000_000_000_000;
+
+/// The day's trades by client, and the rows that could not be used: every row read is
+/// in exactly one of the two.
 #[derive(Debug, Default)]
 pub struct Trades {
     pub by_client: BTreeMap<String, Vec<Trade>>,
     pub errors: Vec<RowError>,
+    /// Rows in the file (non-blank lines after the header).
+    pub rows_read: u64,
 }
 
 impl Trades {
@@ -43,8 +52,14 @@ pub fn read_trades(path: &Path) -> Result<Trades, InputError> {
     let mut rows = CsvRows::open(path, &COLUMNS)?;
     let mut out = Trades::default();
     let mut seen: HashMap<String, u64> = HashMap::new();
-    while let Some(row) = rows.next_row() {
-        let row = row?;
+    while let Some(row) = rows.next_row()? {
+        let row = match row {
+            Ok(row) => row,
+            Err(e) => {
+                out.errors.push(e);
+                continue;
+            }
+        };
         match parse(&row) {
             Ok(trade) => {
                 if let Some(first) = seen.get(&trade.trade_id) {
@@ -67,6 +82,7 @@ pub fn read_trades(path: &Path) -> Result<Trades, InputError> {
             Err(e) => out.errors.push(e),
         }
     }
+    out.rows_read = rows.rows_read;
     Ok(out)
 }
 
@@ -172,6 +188,13 @@ fn parse(row: &Row<'_>) -> Result<Trade, RowError> {
                 c,
             )
         })?;
+    if quantity > MAX_QUANTITY {
+        return Err(row.error(
+            "quantity",
+            format!("expected at most {MAX_QUANTITY}, got {quantity}"),
+            c,
+        ));
+    }
     let price = row.required("price", c)?;
     let price = Decimal::from_str(price)
         .ok()
@@ -183,6 +206,16 @@ fn parse(row: &Row<'_>) -> Result<Trade, RowError> {
                 c,
             )
         })?;
+    let within_bounds = Decimal::from(quantity)
+        .checked_mul(price)
+        .is_some_and(|v| v <= Decimal::from(MAX_TRADE_VALUE));
+    if !within_bounds {
+        return Err(row.error(
+            "price",
+            format!("expected quantity × price up to ₹{MAX_TRADE_VALUE}, got {quantity} × {price}"),
+            c,
+        ));
+    }
     Ok(Trade {
         trade_id: row.required("trade_id", c)?.to_string(),
         order_id: row.required("order_id", c)?.to_string(),

@@ -32,9 +32,12 @@ use crate::render::Renderer;
 pub use drive::{work_until_finished, DriveError, StepCounts, Workers};
 pub use password::PasswordRule;
 pub use plan::{
-    enqueue_night, plan_night, ChainIds, Day, EnqueueError, PlannedChain, ProcessArgs, StepArgs,
+    enqueue_night, plan_night, ChainIds, Day, EnqueueError, NightPlan, PlannedChain, ProcessArgs,
+    RowAccount, StepArgs, Unaccounted,
 };
-pub use report::{collect_report, write_report, ReportRow, ReportStatus, ReportSummary};
+pub use report::{
+    collect_report, write_accounting, write_report, ReportRow, ReportStatus, ReportSummary,
+};
 pub use source::{broker_key, publish_broker, NightSource};
 pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use tranche_core::Backend;
 use tranche_types::{BackendError, JobRecord, JobState};
 
-use super::plan::ChainIds;
+use super::plan::{ChainIds, RowAccount};
 use super::steps::{Mailed, Processed, Rendered, Signed};
 use super::STEPS;
 
@@ -45,6 +45,11 @@ pub struct ReportRow {
     pub bytes: Option<usize>,
     pub message_id: Option<String>,
     pub error: Option<String>,
+    /// Rows of the trades file in this client's note (or in the reason it failed).
+    pub trade_rows: u64,
+    /// Input rows refused for this client; 1 on a line of its own for a refused row
+    /// no client can be named for.
+    pub rejected_rows: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -130,6 +135,8 @@ pub async fn collect_report(
         bytes: None,
         message_id: None,
         error: Some(problem.clone()),
+        trade_rows: 0,
+        rejected_rows: 1,
     }));
     Ok(rows)
 }
@@ -186,6 +193,8 @@ async fn chain_row(backend: &dyn Backend, chain: &ChainIds) -> Result<ReportRow,
         bytes: reached.bytes,
         message_id: reached.message_id,
         error,
+        trade_rows: chain.trade_rows,
+        rejected_rows: chain.rejected_rows,
     })
 }
 
@@ -196,10 +205,7 @@ fn step_error(step: usize, job: &JobRecord) -> String {
 
 /// Write `report.csv` atomically (a reader never sees half a report).
 pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    {
-        let mut w = csv::Writer::from_writer(std::io::BufWriter::new(&mut tmp));
+    write_csv_atomically(path, |w| {
         w.write_record([
             "client_code",
             "status",
@@ -208,6 +214,8 @@ pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
             "bytes",
             "message_id",
             "error",
+            "trade_rows",
+            "rejected_rows",
         ])?;
         for r in rows {
             w.write_record([
@@ -218,8 +226,35 @@ pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
                 &r.bytes.map(|b| b.to_string()).unwrap_or_default(),
                 r.message_id.as_deref().unwrap_or(""),
                 r.error.as_deref().unwrap_or(""),
+                &r.trade_rows.to_string(),
+                &r.rejected_rows.to_string(),
             ])?;
         }
+        Ok(())
+    })
+}
+
+/// Write `accounting.csv`: per input file, where its rows went.
+pub fn write_accounting(path: &Path, accounts: &[RowAccount]) -> std::io::Result<()> {
+    write_csv_atomically(path, |w| {
+        for a in accounts {
+            w.serialize(a)?;
+        }
+        Ok(())
+    })
+}
+
+type CsvOut<'a> = csv::Writer<std::io::BufWriter<&'a mut tempfile::NamedTempFile>>;
+
+fn write_csv_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut CsvOut<'_>) -> csv::Result<()>,
+) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    {
+        let mut w = csv::Writer::from_writer(std::io::BufWriter::new(&mut tmp));
+        fill(&mut w)?;
         w.flush()?;
     }
     tmp.as_file_mut().flush()?;

@@ -18,7 +18,7 @@ use super::{
     artifact_key, Night, NightSource, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN,
     SIGNED_PDF_KIND, TMP_PDF_KIND,
 };
-use crate::note::{build, ClientBlock, NoteData};
+use crate::note::{ClientBlock, NoteData};
 use crate::render::evict_cache;
 use crate::render::helper::HelperError;
 
@@ -167,21 +167,12 @@ fn predecessor<T: serde::de::DeserializeOwned>(
 
 fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Processed> {
     let code = &args.client_code;
-    if !args.problems.is_empty() {
-        return Outcome::discard(format!("client {code}: {}", args.problems.join("; ")));
-    }
-    let Some(client) = &args.client else {
-        return Outcome::discard(format!("client {code}: not in the client master"));
-    };
-    let note = match build(
-        &night.broker,
-        client,
-        &args.trades,
-        night.date,
-        args.sequence,
-    ) {
-        Ok(n) => n,
-        Err(e) => return Outcome::discard(format!("client {code}: {e}")),
+    let (note, client) = match (args.note(&night.broker), &args.client) {
+        (Ok(n), Some(c)) => (n, c),
+        (Err(e), _) => return Outcome::discard(format!("client {code}: {e}")),
+        (Ok(_), None) => {
+            return Outcome::discard(format!("client {code}: not in the client master"))
+        }
     };
     let processed = Processed {
         client_code: code.clone(),

@@ -5,9 +5,10 @@ use anyhow::{Context, Result};
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use tranche_notes::generate::{generate as write_day, GenerateOptions};
-use tranche_notes::input::{load_broker, read_clients, read_trades};
-use tranche_notes::note::build;
+use tranche_notes::pipeline::plan_night;
 use tranche_notes::render::{helper, Renderer};
+
+use super::notes_run::read_day;
 
 pub fn generate(
     clients: usize,
@@ -35,52 +36,38 @@ pub fn generate(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `notes run` would do with these files, without doing it: the same reading and
+/// planning, and each note built as the `process` step would.
 pub fn check(
     trades_file: &Path,
     clients: &Path,
-    broker: &Path,
+    broker_file: &Path,
     date: NaiveDate,
     show: usize,
 ) -> Result<ExitCode> {
-    let broker = load_broker(broker)?;
-    let clients = read_clients(clients)?;
-    let trades = read_trades(trades_file)?;
-    let mut problems: Vec<String> = Vec::new();
-    problems.extend(clients.errors.iter().map(|e| e.to_string()));
-    problems.extend(trades.errors.iter().map(|e| e.to_string()));
-    let failed_clients: std::collections::BTreeSet<&str> = trades
-        .errors
-        .iter()
-        .chain(&clients.errors)
-        .filter_map(|e| e.client.as_deref())
-        .collect();
+    let day = read_day(trades_file, clients, broker_file, date)?;
+    let broker = day.broker.clone();
+    let trades = day.trades.count();
+    let plan = plan_night(day)?;
+    let mut problems: Vec<String> = plan.unattributed.clone();
     let (mut ok, mut net) = (0usize, Decimal::ZERO);
-    for (i, (code, ts)) in trades.by_client.iter().enumerate() {
-        if failed_clients.contains(code.as_str()) {
-            continue;
-        }
-        let Some(client) = clients.by_code.get(code) else {
-            let line = ts[0].line;
-            problems.push(format!(
-                "{}:{line}: field client_code: expected a client in the client master, got {code:?}",
-                trades_file.display()
-            ));
-            continue;
-        };
-        match build(&broker, client, ts, date, i as u32 + 1) {
+    for chain in &plan.chains {
+        match chain.process.note(&broker) {
             Ok(note) => {
                 ok += 1;
                 net += note.net_amount;
             }
-            Err(e) => problems.push(format!("client {code}: {e}")),
+            Err(e) => problems.push(format!("client {}: {e}", chain.client_code)),
         }
     }
-    let failing = trades.by_client.len() - ok;
+    let failing = plan.chains.len() - ok;
     println!(
-        "{} clients with {} trades on {date}: {ok} notes ready, {failing} would fail; net across notes {net} (positive: receivable by clients)",
-        trades.by_client.len(),
-        trades.count(),
+        "{} clients with {trades} trades on {date}: {ok} notes ready, {failing} would fail; net across notes {net} (positive: receivable by clients)",
+        plan.chains.len(),
     );
+    for a in &plan.accounts {
+        println!("  {a}");
+    }
     for p in problems.iter().take(show) {
         println!("  {p}");
     }
@@ -91,7 +78,8 @@ pub fn check(
             problems.len()
         );
     }
-    Ok(if problems.is_empty() {
+    let rejected: u64 = plan.accounts.iter().map(|a| a.rejected).sum();
+    Ok(if problems.is_empty() && rejected == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)

@@ -15,7 +15,7 @@ use tranche_notes::generate::{generate as write_day, GenerateOptions, Generated}
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::pipeline::{
     collect_report, enqueue_night, plan_night, publish_broker, run_name, work_until_finished,
-    write_report, ChainIds, Day, ReportRow, ReportSummary, StepCounts,
+    write_accounting, write_report, ChainIds, Day, NightPlan, ReportRow, ReportSummary, StepCounts,
 };
 
 use super::notes_setup::{open_store, setup, RunOptions};
@@ -25,7 +25,7 @@ use crate::progress::RunDisplay;
 
 /// Read the day's files. A broken broker file or an unreadable trades/clients file
 /// stops the night (nothing could be right); a bad row only fails its client.
-fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -> Result<Day> {
+pub fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -> Result<Day> {
     let broker_file = broker;
     let broker = load_broker(broker_file)?;
     if broker.rates_on(date).is_none() {
@@ -37,6 +37,7 @@ fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -> Re
     Ok(Day {
         date,
         trades_file: trades.display().to_string(),
+        clients_file: clients.display().to_string(),
         broker,
         clients: read_clients(clients)?,
         trades: read_trades(trades)?,
@@ -88,13 +89,25 @@ pub async fn work_night(
     publish_broker(&*store, date, &day.broker)
         .await
         .context("cannot publish the night's broker details to the store")?;
-    let (chains, unattributed) = plan_night(day);
+    let NightPlan {
+        chains,
+        unattributed,
+        accounts,
+    } = plan_night(day)?;
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("cannot create {}", options.out.display()))?;
+    let accounting = options.out.join("accounting.csv");
+    write_accounting(&accounting, &accounts)
+        .with_context(|| format!("cannot write {}", accounting.display()))?;
     if !quiet {
         let how = match &steps {
             Some(s) => format!("{}; {}", s.signer_note, s.mail_to),
             None => "submitted for workers elsewhere (--no-work)".to_string(),
         };
         eprintln!("{run}: {} clients, {trades} trades; {how}", chains.len());
+        for a in &accounts {
+            eprintln!("  {a}");
+        }
     }
     let started = Instant::now();
     let ids = enqueue_night(&*backend, date, &chains, 2_000, |_| {}).await?;
@@ -102,49 +115,51 @@ pub async fn work_night(
     drop(chains);
 
     let counts = Arc::new(StepCounts::default());
-    let worker = match &steps {
-        Some(s) => Some(options.workers.worker(
-            backend.clone(),
-            s.source.clone(),
-            counts.clone(),
-        )?),
-        None => None,
-    };
-    let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));
-    let stop = tranche_core::on_terminate();
     let work_started = Instant::now();
-    let c = counts.clone();
-    let finished = work_until_finished(
-        backend.clone(),
-        worker,
-        &run,
-        stop,
-        Duration::from_millis(200),
-        |p| {
-            if let Some(d) = display.as_mut() {
-                let detail = if work { c.summary() } else { String::new() };
-                d.update(p, &detail);
-            }
-        },
-    )
-    .await?;
+    // A day without trades has no run to work: its report is empty, and nothing is wrong.
+    let finished = ids.is_empty() || {
+        let worker = match &steps {
+            Some(s) => Some(options.workers.worker(
+                backend.clone(),
+                s.source.clone(),
+                counts.clone(),
+            )?),
+            None => None,
+        };
+        let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));
+        let stop = tranche_core::on_terminate();
+        let c = counts.clone();
+        let finished = work_until_finished(
+            backend.clone(),
+            worker,
+            &run,
+            stop,
+            Duration::from_millis(200),
+            |p| {
+                if let Some(d) = display.as_mut() {
+                    let detail = if work { c.summary() } else { String::new() };
+                    d.update(p, &detail);
+                }
+            },
+        )
+        .await?;
+        if let Some(d) = &display {
+            d.finish();
+        }
+        finished.is_some()
+    };
     let work_time = work_started.elapsed();
-    if let Some(d) = &display {
-        d.finish();
-    }
     if let Some(s) = &steps {
         s.mailer.close().await;
     }
     let rows = collect_report(&*backend, &ids, &unattributed).await?;
     let report = options.out.join("report.csv");
-    std::fs::create_dir_all(&options.out)
-        .with_context(|| format!("cannot create {}", options.out.display()))?;
     write_report(&report, &rows).with_context(|| format!("cannot write {}", report.display()))?;
     Ok(NightResult {
         summary: ReportSummary::of(&rows),
         rows,
         chains: ids,
-        interrupted: finished.is_none(),
+        interrupted: !finished,
         counts,
         enqueue_time,
         work_time,

@@ -160,7 +160,8 @@ pub fn run_args(input: &Path, out: &Path) -> Vec<String> {
     ]
 }
 
-/// report.csv as client → (status, pages, net_amount, bytes, message_id, error).
+/// report.csv as client → (status, pages, net_amount, bytes, message_id, error,
+/// trade_rows, rejected_rows).
 pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
     let mut r = csv::Reader::from_path(out.join("report.csv")).unwrap();
     assert_eq!(
@@ -172,7 +173,9 @@ pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
             "net_amount",
             "bytes",
             "message_id",
-            "error"
+            "error",
+            "trade_rows",
+            "rejected_rows"
         ]
     );
     r.records()
