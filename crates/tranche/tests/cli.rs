@@ -86,7 +86,11 @@ async fn operator_commands() {
     );
     assert!(stdout.contains("failed       1"), "{stdout}");
     assert!(stdout.contains("bad PAN in clients.csv line 7"), "{stdout}");
-    assert!(stdout.contains("tranche retry night/1"), "{stdout}");
+    // The hint names the same state, so it can be pasted as it is.
+    assert!(
+        stdout.contains(&format!("tranche --data {} retry night/1", data.display())),
+        "{stdout}"
+    );
 
     let out = tranche(&data, &["status", "night/1", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status --json is JSON");
@@ -219,6 +223,7 @@ fn sigterm_finishes_in_flight_jobs_and_keeps_the_rest_queued() {
             "1",
             "--keep",
         ])
+        .env("TRANCHE_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -247,6 +252,12 @@ fn sigterm_finishes_in_flight_jobs_and_keeps_the_rest_queued() {
     assert!(
         rest.contains("interrupted:") && rest.contains(" 0 running"),
         "{rest}"
+    );
+    // The log line is there, and plain: stderr is a pipe (a log file), not a terminal.
+    assert!(rest.contains("shutdown requested"), "{rest}");
+    assert!(
+        !rest.contains('\u{1b}'),
+        "colour codes in a log file: {rest}"
     );
 
     let out = tranche(&data, &["runs", "--json"]);
@@ -328,4 +339,18 @@ fn notes_generate_then_check_reports_bad_rows_by_line() {
         "{stdout}"
     );
     assert!(stdout.contains(&format!("trades.csv:{}: field client_code: expected a client in the client master, got \"NOBODY\"", lines + 2)), "{stdout}");
+}
+
+#[test]
+fn a_demo_of_no_clients_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_tranche"))
+        .args(["notes", "demo", "--clients", "0", "--dir"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
 }

@@ -5,6 +5,8 @@ mod support;
 
 use std::path::Path;
 
+use mail_parser::MimeHeaders;
+
 use support::*;
 
 fn lines(path: &Path) -> Vec<String> {
@@ -166,4 +168,36 @@ fn check_agrees_with_run_and_never_panics_on_huge_numbers() {
         shown.contains(&format!("trades.csv:{n}: field client_code: expected a code that can name a file, got \"../../etc\"")),
         "{shown}"
     );
+}
+
+#[test]
+fn a_demo_given_a_broker_runs_its_night_there() {
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (_redis, port) = redis(tmp.path());
+    let broker = format!("redis://127.0.0.1:{port}");
+    let demo = tmp.path().join("demo");
+    let out = tranche()
+        .args([
+            "--broker",
+            &broker,
+            "notes",
+            "demo",
+            "--clients",
+            "2",
+            "--dir",
+        ])
+        .arg(&demo)
+        .args(["--seed", "3"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!demo.join("state").exists(), "the demo kept its own state");
+    let runs = tranche()
+        .args(["--broker", &broker, "runs"])
+        .output()
+        .unwrap();
+    assert!(text(&runs).contains(RUN), "{}", text(&runs));
 }

@@ -371,7 +371,9 @@ async fn mail(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Mailed
                     delivery.note.client.name, night.date, night.broker.name
                 ),
                 attachments: vec![Attachment {
-                    filename: format!("{number}.pdf"),
+                    // A note number has slashes (CN/20261120/0000003); some mail
+                    // clients cut a file name at the last one, others refuse it.
+                    filename: format!("{}.pdf", number.replace(['/', '\\'], "-")),
                     content_type: "application/pdf".to_string(),
                     bytes: pdf,
                 }],

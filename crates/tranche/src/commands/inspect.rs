@@ -54,12 +54,13 @@ pub async fn status(at: &DataArgs, run: &str, failures: usize, json: bool) -> Re
             }
             if (failed.len() as u64) < p.failed {
                 println!(
-                    "  … {} more: tranche status {run} --failures {}",
+                    "  … {} more: tranche {} status {run} --failures {}",
                     p.failed - failed.len() as u64,
+                    at.as_args(),
                     p.failed
                 );
             }
-            println!("re-run them: tranche retry {run}");
+            println!("re-run them: tranche {} retry {run}", at.as_args());
         }
     }
     // Non-zero when the run has failures, so scripts can check a night in one call.

@@ -224,7 +224,7 @@ pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
 /// Marks a directory as made by `notes demo`, so a second demo may clear it.
 const DEMO_MARKER: &str = ".tranche-demo";
 
-pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
+pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
     let dir = &args.dir;
     if dir.exists() {
         if dir.join(DEMO_MARKER).exists() {
@@ -262,10 +262,12 @@ pub async fn demo(args: NotesDemo) -> Result<ExitCode> {
         g.trades,
         input.display()
     );
+    // The demo's own state directory, unless a broker was given: then the night runs
+    // on it (a previous demo's night there is resumed, not sent again).
     let at = DataArgs {
         data: dir.join("state"),
-        broker: None,
-        prefix: String::new(),
+        broker: global.broker.clone(),
+        prefix: global.prefix.clone(),
     };
     let options = RunOptions::local(dir, args.smtp.clone());
     let backend = open(&at).await?;
