@@ -5,8 +5,6 @@ mod support;
 
 use std::path::Path;
 
-use mail_parser::MimeHeaders;
-
 use support::*;
 
 fn lines(path: &Path) -> Vec<String> {
