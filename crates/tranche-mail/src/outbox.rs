@@ -19,7 +19,9 @@ impl OutboxMailer {
     /// An outbox in `dir`, created if missing.
     pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir)?;
+        // Each message shows its client's address: owner-only, like the files.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&dir)?;
         Ok(OutboxMailer {
             dir,
             writes: AtomicU64::new(0),
@@ -74,7 +76,14 @@ impl Mailer for OutboxMailer {
 
 fn write_atomically(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let result = (|| {
-        let mut f = std::fs::File::create(tmp)?;
+        let mut f = std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+            0o600,
+        )
+        .open(tmp)?;
         f.write_all(bytes)?;
         // The file is the delivery proof of an outbox run: on disk before it counts.
         f.sync_all()?;

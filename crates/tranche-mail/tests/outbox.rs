@@ -61,3 +61,15 @@ async fn an_unwritable_outbox_is_a_temporary_failure() {
     assert!(err.is_temporary(), "{err}");
     assert!(!err.to_string().contains("c@client.example"), "{err}");
 }
+
+#[tokio::test]
+async fn the_outbox_and_its_messages_are_the_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = OutboxMailer::new(dir.path().join("outbox")).unwrap();
+    let mail = conformance::sample_mail("m1@broker.example", "c@client.example", 10);
+    outbox.send(&mail).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.path().join("outbox")), 0o700);
+    assert_eq!(mode(&outbox.path_for("m1@broker.example")), 0o600);
+}

@@ -74,17 +74,46 @@ impl std::fmt::Debug for SqliteBackend {
     }
 }
 
+/// Job arguments can hold personal data: the directory and the database are the
+/// owner's alone. SQLite gives its -wal and -shm files the database file's mode, so
+/// creating that file first (or narrowing an older one) covers all three.
+fn owner_only(dir: &Path, db: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(db)?;
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
+        for side in ["-wal", "-shm"] {
+            let mut name = db.as_os_str().to_owned();
+            name.push(side);
+            match std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 impl SqliteBackend {
     pub const FILE_NAME: &'static str = "tranche.db";
 
     /// Open (creating if needed) the database in `dir`.
     pub fn open(dir: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, BackendError> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| BackendError::Store {
+        let path = dir.join(Self::FILE_NAME);
+        owner_only(dir, &path).map_err(|e| BackendError::Store {
             op: "create data directory",
             message: format!("{}: {e}", dir.display()),
         })?;
-        let path = dir.join(Self::FILE_NAME);
         let open = |what: &'static str| {
             // Each connection is used by one thread at a time, so SQLite's own
             // per-connection mutex is pure overhead.

@@ -63,3 +63,33 @@ async fn a_version_2_database_gets_queue_stats() {
     let err = open(dir.path()).unwrap_err().to_string();
     assert!(err.contains("newer tranche"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_is_the_owners_alone_and_an_older_readable_one_is_narrowed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let file = data.join(SqliteBackend::FILE_NAME);
+    let b = open(&data).unwrap();
+    b.enqueue(EnqueueRequest {
+        run: RunName::new("perm/1").unwrap(),
+        items: vec![EnqueueItem::Job(JobSpec::new("k", "{}"))],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&file), 0o600);
+    let wal = data.join(format!("{}-wal", SqliteBackend::FILE_NAME));
+    assert_eq!(
+        mode(&wal),
+        0o600,
+        "SQLite gives the WAL the database's mode"
+    );
+    drop(b);
+    // As an earlier version left it.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(open(&data).unwrap());
+    assert_eq!(mode(&file), 0o600);
+}

@@ -43,7 +43,11 @@ impl Storage for LocalStore {
     async fn put(&self, key: &StoreKey, bytes: Vec<u8>) -> Result<(), StorageError> {
         let path = self.path(key);
         if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir)
+            // Notes hold personal data: nobody but the store's owner may list or read.
+            let mut create = tokio::fs::DirBuilder::new();
+            create.recursive(true).mode(0o700);
+            create
+                .create(dir)
                 .await
                 .map_err(|e| io("create directory for", key, e))?;
         }
@@ -51,9 +55,17 @@ impl Storage for LocalStore {
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-        tokio::fs::write(&tmp, &bytes)
-            .await
-            .map_err(|e| io("write", key, e))?;
+        let written = async {
+            let mut f = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+                .await?;
+            tokio::io::AsyncWriteExt::write_all(&mut f, &bytes).await?;
+            tokio::io::AsyncWriteExt::flush(&mut f).await
+        };
+        written.await.map_err(|e| io("write", key, e))?;
         tokio::fs::rename(&tmp, &path)
             .await
             .map_err(|e| io("rename into place", key, e))

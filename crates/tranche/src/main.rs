@@ -19,6 +19,10 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Everything this process writes — state, store, outbox, reports, generated
+    // inputs — can hold personal data or secrets: owner-only, whatever the caller's
+    // umask.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

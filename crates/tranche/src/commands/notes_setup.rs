@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use rand::RngExt as _;
 use tranche_mail::{Mailer, OutboxMailer, SmtpConfig, SmtpMailer};
 use tranche_notes::pipeline::{NightSource, PasswordRule, Workers};
 use tranche_notes::render::helper::RenderHelpers;
@@ -129,7 +130,13 @@ fn owner_password(out: &Path) -> Result<String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
-    let password: String = (0..24).map(|_| fastrand::alphanumeric()).collect();
+    // A secret: from the thread's ChaCha generator, seeded by the OS (fastrand is
+    // predictable from a few outputs).
+    let password: String = rand::rng()
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect();
     secrets::write_private(&path, &password)?;
     Ok(password)
 }
