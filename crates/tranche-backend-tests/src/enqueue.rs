@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobState};
+use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobState, RunName};
 
 use crate::*;
 
@@ -63,6 +63,25 @@ pub async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
     )
     .await;
     assert!(!other[0].existed);
+
+    // What exists can be read without enqueueing.
+    let keys = ["client-43", "client-44", "client-42"].map(String::from);
+    let run = RunName::new("enq/unique").unwrap();
+    assert_eq!(
+        b.unique_jobs(&run, &keys).await.unwrap(),
+        [Some(again[1].ids[0]), None, Some(first[0].ids[0])]
+    );
+    let nowhere = RunName::new("enq/no-such-run").unwrap();
+    assert_eq!(
+        b.unique_jobs(&nowhere, &keys).await.unwrap(),
+        [None, None, None]
+    );
+    assert!(b.unique_jobs(&run, &[]).await.unwrap().is_empty());
+    assert_eq!(
+        progress(&*b, "enq/unique").await.total,
+        2,
+        "nothing was added"
+    );
 }
 
 pub async fn not_before_delays_the_job(make: &dyn MakeBackend) {

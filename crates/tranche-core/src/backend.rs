@@ -81,6 +81,15 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError>;
 
+    /// For each key, the job first enqueued under it in `run` (a chain's first step),
+    /// or `None`; in order. Reads only: a caller can tell what exists before deciding
+    /// what to enqueue.
+    async fn unique_jobs(
+        &self,
+        run: &RunName,
+        keys: &[String],
+    ) -> Result<Vec<Option<JobId>>, BackendError>;
+
     /// How many jobs of `queue` are available (runnable now or scheduled), counting at
     /// most `cap`: enough to tell whether a queue is over a limit.
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError>;

@@ -12,6 +12,11 @@ impl Keys {
     pub fn run(&self, run: &str) -> String {
         format!("{}r:{run}", self.prefix)
     }
+    /// A run's unique keys → the first job enqueued under each.
+    pub fn unique(&self, run: &str) -> String {
+        format!("{}uq:{run}", self.prefix)
+    }
+
     pub fn runs(&self) -> String {
         format!("{}runs", self.prefix)
     }

@@ -279,6 +279,14 @@ impl Backend for RedisBackend {
         read::job(self, id).await
     }
 
+    async fn unique_jobs(
+        &self,
+        run: &RunName,
+        keys: &[String],
+    ) -> Result<Vec<Option<JobId>>, BackendError> {
+        read::unique_jobs(self, run, keys).await
+    }
+
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
         read::queue_depth(self, queue, cap).await
     }

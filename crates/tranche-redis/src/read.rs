@@ -217,6 +217,23 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
     }))
 }
 
+pub async fn unique_jobs(
+    b: &RedisBackend,
+    run: &RunName,
+    keys: &[String],
+) -> Result<Vec<Option<JobId>>, BackendError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Option<i64>> = redis::cmd("HMGET")
+        .arg(b.keys.unique(run.as_str()))
+        .arg(keys)
+        .query_async(&mut b.conn())
+        .await
+        .map_err(store("find unique keys"))?;
+    Ok(ids.into_iter().map(|id| id.map(JobId)).collect())
+}
+
 pub async fn effect(b: &RedisBackend, key: &str) -> Result<Option<Effect>, BackendError> {
     let f: Fields = redis::cmd("HGETALL")
         .arg(b.keys.effect(key))

@@ -274,6 +274,15 @@ impl Backend for SqliteBackend {
         self.read(move |c| read::job(c, id)).await
     }
 
+    async fn unique_jobs(
+        &self,
+        run: &RunName,
+        keys: &[String],
+    ) -> Result<Vec<Option<JobId>>, BackendError> {
+        let (run, keys) = (run.as_str().to_string(), keys.to_vec());
+        self.read(move |c| read::unique_jobs(c, &run, &keys)).await
+    }
+
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
         let queue = queue.to_string();
         self.read(move |c| read::queue_depth(c, &queue, cap)).await

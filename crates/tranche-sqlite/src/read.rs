@@ -144,6 +144,23 @@ pub fn job(conn: &Connection, id: JobId) -> OpResult<Option<JobRecord>> {
     Ok(Some(record))
 }
 
+pub fn unique_jobs(conn: &Connection, run: &str, keys: &[String]) -> OpResult<Vec<Option<JobId>>> {
+    let mut find = conn
+        .prepare_cached(
+            "SELECT j.id FROM jobs j JOIN runs r ON r.id = j.run_id
+             WHERE r.name = ?1 AND j.unique_key = ?2",
+        )
+        .map_err(db("find unique keys"))?;
+    keys.iter()
+        .map(|k| {
+            find.query_row(rusqlite::params![run, k], |r| r.get(0))
+                .optional()
+                .map(|id| id.map(JobId))
+                .map_err(db("find unique keys"))
+        })
+        .collect()
+}
+
 pub fn effect(conn: &Connection, key: &str) -> OpResult<Option<Effect>> {
     conn.prepare_cached("SELECT key, job_id, value, at FROM effects WHERE key = ?1")
         .and_then(|mut s| {
