@@ -13,6 +13,9 @@ use crate::model::{Client, Exchange, Segment, Side, Trade};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NoteData {
     pub note_number: String,
+    /// A corrected note names the note it replaces (which was mailed with wrong data).
+    #[serde(default)]
+    pub replaces: Option<String>,
     pub trade_date: NaiveDate,
     pub settlements: Vec<Settlement>,
     pub broker: BrokerBlock,
@@ -93,6 +96,16 @@ pub enum NoteError {
 
 fn round(v: Decimal, dp: u32) -> Decimal {
     v.round_dp_with_strategy(dp, RoundingStrategy::MidpointAwayFromZero)
+}
+
+/// The number of the day's `sequence`th note, e.g. `CN/20261120/0000003`.
+pub fn note_number(broker: &Broker, date: NaiveDate, sequence: u32) -> String {
+    format!(
+        "{}/{}/{:07}",
+        broker.note_prefix,
+        date.format("%Y%m%d"),
+        sequence
+    )
 }
 
 /// The note for one client's trades of `date`. `sequence` numbers the notes of the day.
@@ -179,12 +192,8 @@ pub fn build(
         .collect();
 
     Ok(NoteData {
-        note_number: format!(
-            "{}/{}/{:07}",
-            broker.note_prefix,
-            date.format("%Y%m%d"),
-            sequence
-        ),
+        note_number: note_number(broker, date, sequence),
+        replaces: None,
         trade_date: date,
         settlements,
         broker: BrokerBlock {

@@ -164,7 +164,7 @@ pub enum Notes {
     /// TRANCHE_SIGN_P12_PASSWORD (or TRANCHE_SIGN_P12_PASSWORD_FILE), the PDFs' owner
     /// password from TRANCHE_OWNER_PASSWORD(_FILE) (else a random one kept in
     /// OUT/owner-password), the SMTP password from TRANCHE_SMTP_PASSWORD(_FILE).
-    Run(NotesRun),
+    Run(Box<NotesRun>),
     /// Generate 1,000 clients and run their night into ./tranche-demo (no server, no key,
     /// no SMTP needed), then print where to look.
     Demo(NotesDemo),
@@ -214,6 +214,12 @@ pub struct NotesRun {
     /// (`tranche worker`, sharing --broker and --store) do the steps.
     #[arg(long)]
     pub no_work: bool,
+    /// Clients whose note was already mailed and whose input has changed since (a run
+    /// submitted again lists them and sends nothing for them): send each a corrected
+    /// note, with a new number naming the one it replaces. Client codes separated by
+    /// commas, or `all`. The decision is recorded in the run.
+    #[arg(long, value_name = "CLIENTS")]
+    pub issue_corrections: Option<String>,
     #[command(flatten)]
     pub steps: StepOptions,
 }

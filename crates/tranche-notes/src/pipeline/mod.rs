@@ -16,6 +16,7 @@ mod plan;
 mod report;
 mod source;
 mod steps;
+mod submit;
 
 use std::sync::Arc;
 
@@ -32,14 +33,17 @@ use crate::render::Renderer;
 pub use drive::{work_until_finished, DriveError, StepCounts, Workers};
 pub use password::PasswordRule;
 pub use plan::{
-    enqueue_night, plan_night, ChainIds, Day, EnqueueError, NightPlan, PlannedChain, ProcessArgs,
-    RowAccount, StepArgs, Unaccounted,
+    chain_key, entity, plan_night, Day, NightPlan, PlannedChain, ProcessArgs, RowAccount, StepArgs,
+    Unaccounted,
 };
 pub use report::{
     collect_report, write_accounting, write_report, ReportRow, ReportStatus, ReportSummary,
 };
 pub use source::{broker_key, publish_broker, NightSource};
 pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
+pub use submit::{
+    mail_effect_key, submit_night, Attention, ChainIds, Corrections, EnqueueError, Submitted,
+};
 
 /// A step of the chain: its task kind, its queue (a machine role) and how many attempts
 /// it gets.
@@ -85,6 +89,8 @@ pub const STEPS: [Step; 4] = [PROCESS, RENDER, SIGN, MAIL];
 pub const DATA_KIND: &str = "contract-notes-data";
 pub const TMP_PDF_KIND: &str = "tmp-pdf";
 pub const SIGNED_PDF_KIND: &str = "signed-pdf";
+/// What stays of a note's data once it is mailed (see `steps::AuditRecord`).
+pub const AUDIT_KIND: &str = "contract-notes-audit";
 
 pub fn run_name(date: NaiveDate) -> RunName {
     RunName::new(format!("contract-notes/{date}")).expect("a date makes a valid run name")
@@ -93,7 +99,11 @@ pub fn run_name(date: NaiveDate) -> RunName {
 /// Where a client's artifact of `kind` lives. Fails for a client code that cannot name
 /// a file (the planner fails such a client's chain at `process`).
 pub fn artifact_key(kind: &str, date: NaiveDate, client: &str) -> Result<StoreKey, String> {
-    let ext = if kind == DATA_KIND { "json" } else { "pdf" };
+    let ext = if kind == DATA_KIND || kind == AUDIT_KIND {
+        "json"
+    } else {
+        "pdf"
+    };
     StoreKey::partitioned(kind, &date.to_string(), client, ext).map_err(|e| e.to_string())
 }
 

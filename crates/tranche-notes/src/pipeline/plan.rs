@@ -6,10 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
-use tranche_core::Backend;
-use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobId, JobSpec};
+use sha2::Digest as _;
 
-use super::{artifact_key, run_name, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN};
+use super::{artifact_key, DATA_KIND};
 use crate::input::{Broker, Clients, Trades};
 use crate::model::{Client, Trade};
 use crate::note::{build, NoteData};
@@ -38,9 +37,64 @@ pub struct ProcessArgs {
     pub trades: Vec<Trade>,
     /// Input problems that fail this client's note, each with file, line and field.
     pub problems: Vec<String>,
+    /// Which of the client's chains in the run this is: 1 the night's first; a later
+    /// one was submitted because the client's input changed (see `submit`).
+    #[serde(default = "first_version")]
+    pub version: u32,
+    /// The note this one corrects, when the earlier one was mailed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+}
+
+fn first_version() -> u32 {
+    1
+}
+
+/// The unique key of a client's chain of `version`.
+pub fn chain_key(client_code: &str, version: u32) -> String {
+    match version {
+        1 => format!("client:{client_code}"),
+        v => format!("client:{client_code}#{v}"),
+    }
+}
+
+/// What a chain of `version` names its artifacts and its mail effect after: the
+/// client code for the first, so each version's files and mail are its own.
+pub fn entity(client_code: &str, version: u32) -> String {
+    match version {
+        1 => client_code.to_string(),
+        v => format!("{client_code}.v{v}"),
+    }
 }
 
 impl ProcessArgs {
+    /// A digest of the client's input alone (master row, trades, input problems; not
+    /// the line numbers, which move when other rows change, nor the note's number):
+    /// equal digests mean the same note.
+    pub fn digest(&self) -> String {
+        #[derive(Serialize)]
+        struct Input<'a> {
+            client: Option<Client>,
+            trades: Vec<Trade>,
+            problems: &'a [String],
+        }
+        let input = Input {
+            client: self.client.clone().map(|c| Client { line: 0, ..c }),
+            trades: self
+                .trades
+                .iter()
+                .map(|t| Trade {
+                    line: 0,
+                    ..t.clone()
+                })
+                .collect(),
+            problems: &self.problems,
+        };
+        let bytes = serde_json::to_vec(&input).expect("input serialises");
+        let hash = sha2::Sha256::digest(&bytes);
+        hash.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The client's note, or every reason it cannot be made: what the `process` step
     /// does, and what `notes check` predicts.
     pub fn note(&self, broker: &Broker) -> Result<NoteData, String> {
@@ -50,7 +104,10 @@ impl ProcessArgs {
         let Some(client) = &self.client else {
             return Err("not in the client master".to_string());
         };
-        build(broker, client, &self.trades, self.date, self.sequence).map_err(|e| e.to_string())
+        let mut note = build(broker, client, &self.trades, self.date, self.sequence)
+            .map_err(|e| e.to_string())?;
+        note.replaces = self.replaces.clone();
+        Ok(note)
     }
 }
 
@@ -181,6 +238,8 @@ pub fn plan_night(day: Day) -> Result<NightPlan, Unaccounted> {
                     client,
                     trades,
                     problems,
+                    version: 1,
+                    replaces: None,
                 },
             }
         })
@@ -211,112 +270,18 @@ pub fn plan_night(day: Day) -> Result<NightPlan, Unaccounted> {
     })
 }
 
-/// A client's chain: the ids of its four steps, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChainIds {
-    pub client_code: String,
-    pub steps: [JobId; 4],
-    /// Rows of the trades file in this client's chain, and input rows (of either
-    /// file) refused for this client.
-    pub trade_rows: u64,
-    pub rejected_rows: u64,
-}
-
 /// The later steps only name their client: what they work on comes from the store.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepArgs {
     /// Which night: a worker serves any.
     pub date: NaiveDate,
     pub client_code: String,
+    #[serde(default = "first_version")]
+    pub version: u32,
 }
 
-fn spec(step: Step, args: String) -> JobSpec {
-    JobSpec::new(step.kind, args)
-        .queue(step.queue)
-        .max_attempts(step.max_attempts)
-}
-
-fn chain_specs(c: &PlannedChain) -> Result<Vec<JobSpec>, serde_json::Error> {
-    let later = serde_json::to_string(&StepArgs {
-        date: c.process.date,
-        client_code: c.client_code.clone(),
-    })?;
-    Ok(vec![
-        spec(PROCESS, serde_json::to_string(&c.process)?)
-            .unique_key(format!("client:{}", c.client_code)),
-        spec(RENDER, later.clone()),
-        spec(SIGN, later.clone()),
-        spec(MAIL, later),
-    ])
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum EnqueueError {
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-    #[error("could not encode a job: {0}")]
-    Encode(#[from] serde_json::Error),
-    #[error("the chain of client {0} in the existing run is not a contract-note chain")]
-    Foreign(String),
-}
-
-/// Enqueue the night's chains in batches of `batch` (each one transaction), calling
-/// `progress(done)` after each. Chains already in the run are found, not added again.
-pub async fn enqueue_night(
-    backend: &dyn Backend,
-    date: NaiveDate,
-    chains: &[PlannedChain],
-    batch: usize,
-    mut progress: impl FnMut(usize),
-) -> Result<Vec<ChainIds>, EnqueueError> {
-    let run = run_name(date);
-    let mut out = Vec::with_capacity(chains.len());
-    for part in chains.chunks(batch.max(1)) {
-        let items = part
-            .iter()
-            .map(|c| chain_specs(c).map(EnqueueItem::Chain))
-            .collect::<Result<Vec<_>, _>>()?;
-        let enqueued = backend
-            .enqueue(EnqueueRequest {
-                run: run.clone(),
-                items,
-                on_done: None,
-            })
-            .await?;
-        for (c, e) in part.iter().zip(enqueued) {
-            let steps = if e.existed {
-                walk_chain(backend, &c.client_code, e.ids[0]).await?
-            } else {
-                e.ids
-            };
-            let steps: [JobId; 4] = steps
-                .try_into()
-                .map_err(|_| EnqueueError::Foreign(c.client_code.clone()))?;
-            out.push(ChainIds {
-                client_code: c.client_code.clone(),
-                steps,
-                trade_rows: c.process.trades.len() as u64,
-                rejected_rows: c.rejected_rows,
-            });
-        }
-        progress(out.len());
+impl StepArgs {
+    pub fn entity(&self) -> String {
+        entity(&self.client_code, self.version)
     }
-    Ok(out)
-}
-
-async fn walk_chain(
-    backend: &dyn Backend,
-    client: &str,
-    first: JobId,
-) -> Result<Vec<JobId>, EnqueueError> {
-    let mut ids = vec![first];
-    let mut at = first;
-    while let Some(next) = backend.job(at).await?.and_then(|j| j.next) {
-        ids.push(next);
-        at = next;
-        if ids.len() > 4 {
-            return Err(EnqueueError::Foreign(client.to_string()));
-        }
-    }
-    Ok(ids)
 }

@@ -10,8 +10,9 @@ use serde::Serialize;
 use tranche_core::Backend;
 use tranche_types::{BackendError, JobRecord, JobState};
 
-use super::plan::{ChainIds, RowAccount};
+use super::plan::RowAccount;
 use super::steps::{Mailed, Processed, Rendered, Signed};
+use super::submit::ChainIds;
 use super::STEPS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -50,6 +51,9 @@ pub struct ReportRow {
     /// Input rows refused for this client; 1 on a line of its own for a refused row
     /// no client can be named for.
     pub rejected_rows: u64,
+    /// What resubmitting found or did: input changed after mailing, made again from
+    /// changed input, a corrected note.
+    pub remark: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -137,6 +141,7 @@ pub async fn collect_report(
         error: Some(problem.clone()),
         trade_rows: 0,
         rejected_rows: 1,
+        remark: None,
     }));
     Ok(rows)
 }
@@ -195,6 +200,7 @@ async fn chain_row(backend: &dyn Backend, chain: &ChainIds) -> Result<ReportRow,
         error,
         trade_rows: chain.trade_rows,
         rejected_rows: chain.rejected_rows,
+        remark: chain.remark.clone(),
     })
 }
 
@@ -216,6 +222,7 @@ pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
             "error",
             "trade_rows",
             "rejected_rows",
+            "remark",
         ])?;
         for r in rows {
             w.write_record([
@@ -228,6 +235,7 @@ pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
                 r.error.as_deref().unwrap_or(""),
                 &r.trade_rows.to_string(),
                 &r.rejected_rows.to_string(),
+                r.remark.as_deref().unwrap_or(""),
             ])?;
         }
         Ok(())

@@ -13,9 +13,10 @@ use tranche_sign::Protection;
 use tranche_storage::{StorageError, StoreKey};
 use tranche_types::Outcome;
 
-use super::plan::{ProcessArgs, StepArgs};
+use super::plan::{entity, ProcessArgs, StepArgs};
+use super::submit::mail_effect_key;
 use super::{
-    artifact_key, Night, NightSource, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN,
+    artifact_key, Night, NightSource, Step, AUDIT_KIND, DATA_KIND, MAIL, PROCESS, RENDER, SIGN,
     SIGNED_PDF_KIND, TMP_PDF_KIND,
 };
 use crate::note::{ClientBlock, NoteData};
@@ -39,6 +40,8 @@ struct Delivery {
 #[derive(Deserialize)]
 struct NoteHead {
     note_number: String,
+    #[serde(default)]
+    replaces: Option<String>,
     client: ClientBlock,
 }
 
@@ -47,6 +50,13 @@ pub struct Processed {
     pub client_code: String,
     pub net_amount: Decimal,
     pub trades: usize,
+    /// What the audit record keeps once the note's personal data is gone.
+    #[serde(default)]
+    pub note_number: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    #[serde(default)]
+    pub input_digest: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,6 +71,9 @@ pub struct Signed {
     #[serde(flatten)]
     pub rendered: Rendered,
     pub bytes: usize,
+    /// SHA-256 of the signed PDF, hex.
+    #[serde(default)]
+    pub sha256: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -178,6 +191,9 @@ fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Proces
         client_code: code.clone(),
         net_amount: note.net_amount,
         trades: args.trades.len(),
+        note_number: note.note_number.clone(),
+        replaces: note.replaces.clone(),
+        input_digest: args.digest(),
     };
     let artifact = NoteArtifact {
         email: client.email.clone(),
@@ -189,7 +205,7 @@ fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Proces
             return Outcome::discard(format!("client {code}: could not encode the note: {e}"))
         }
     };
-    let k = match key(night, DATA_KIND, code) {
+    let k = match key(night, DATA_KIND, &entity(code, args.version)) {
         Ok(k) => k,
         Err(e) => return Outcome::discard(format!("client {code}: {e}")),
     };
@@ -205,7 +221,8 @@ fn render(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Rendered> 
         Ok(p) => p,
         Err(e) => return Outcome::discard(e),
     };
-    let (data_key, pdf_key) = match (key(night, DATA_KIND, code), key(night, TMP_PDF_KIND, code)) {
+    let at = args.entity();
+    let (data_key, pdf_key) = match (key(night, DATA_KIND, &at), key(night, TMP_PDF_KIND, &at)) {
         (Ok(d), Ok(p)) => (d, p),
         (Err(e), _) | (_, Err(e)) => return Outcome::discard(format!("client {code}: {e}")),
     };
@@ -248,8 +265,13 @@ fn render(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Rendered> 
     }
 }
 
-fn read_delivery(night: &Night, ctx: &JobContext, code: &str) -> Result<Delivery, Outcome<()>> {
-    let k = key(night, DATA_KIND, code).map_err(Outcome::discard)?;
+fn read_delivery(
+    night: &Night,
+    ctx: &JobContext,
+    code: &str,
+    at: &str,
+) -> Result<Delivery, Outcome<()>> {
+    let k = key(night, DATA_KIND, at).map_err(Outcome::discard)?;
     let data = ctx
         .block_on(night.store.get(&k))
         .map_err(|e| store_outcome("sign", code, e))?;
@@ -263,9 +285,10 @@ fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
         Ok(p) => p,
         Err(e) => return Outcome::discard(e),
     };
+    let at = args.entity();
     let (tmp_key, signed_key) = match (
-        key(night, TMP_PDF_KIND, code),
-        key(night, SIGNED_PDF_KIND, code),
+        key(night, TMP_PDF_KIND, &at),
+        key(night, SIGNED_PDF_KIND, &at),
     ) {
         (Ok(t), Ok(s)) => (t, s),
         (Err(e), _) | (_, Err(e)) => return Outcome::discard(format!("client {code}: {e}")),
@@ -278,13 +301,14 @@ fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
                 Ok(done) => Outcome::Complete(Signed {
                     rendered,
                     bytes: done.len(),
+                    sha256: sha256_hex(&done),
                 }),
                 Err(e) => store_outcome("sign", code, e),
             }
         }
         Err(e) => return store_outcome("sign", code, e),
     };
-    let delivery = match read_delivery(night, ctx, code) {
+    let delivery = match read_delivery(night, ctx, code, &at) {
         Ok(d) => d,
         Err(o) => return reoutcome(o),
     };
@@ -298,6 +322,7 @@ fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
         Err(e) => return Outcome::discard(format!("client {code}: sign: {e}")),
     };
     let bytes = signed.len();
+    let sha256 = sha256_hex(&signed);
     if let Err(e) = ctx.block_on(night.store.put(&signed_key, signed)) {
         return store_outcome("sign", code, e);
     }
@@ -306,7 +331,11 @@ fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
         Ok(()) | Err(StorageError::NotFound { .. }) => {}
         Err(e) => return store_outcome("sign", code, e),
     }
-    Outcome::Complete(Signed { rendered, bytes })
+    Outcome::Complete(Signed {
+        rendered,
+        bytes,
+        sha256,
+    })
 }
 
 /// An outcome of `()` (an early exit) as one of another type: results never carry it.
@@ -318,6 +347,46 @@ fn reoutcome<T>(o: Outcome<()>) -> Outcome<T> {
         Outcome::Cancel(r) => Outcome::Cancel(r),
         Outcome::Discard(e) => Outcome::Discard(e),
     }
+}
+
+/// What stays of a mailed note once its personal data (PAN, e-mail, address, trades)
+/// is removed from the store: what an audit needs to tie the mail to its input and
+/// its signed PDF.
+#[derive(Serialize)]
+struct AuditRecord {
+    client_code: String,
+    trade_date: chrono::NaiveDate,
+    version: u32,
+    note_number: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replaces: Option<String>,
+    input_digest: String,
+    signed_pdf_sha256: String,
+    message_id: String,
+}
+
+/// Write the audit record, then remove the note data: in that order, so a retry after
+/// a crash between the two still finds one of them, and repeating both is harmless.
+async fn forget_personal_data(
+    night: &Night,
+    audit: &AuditRecord,
+    audit_key: &StoreKey,
+    data_key: &StoreKey,
+) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec(audit).expect("an audit record serialises");
+    night.store.put(audit_key, bytes).await?;
+    match night.store.delete(data_key).await {
+        Ok(()) | Err(StorageError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Why the mail effect was not performed.
@@ -347,27 +416,38 @@ async fn mail(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Mailed
         Ok(p) => p,
         Err(e) => return Outcome::discard(e),
     };
-    let (data_key, pdf_key) = match (
-        key(night, DATA_KIND, code),
-        key(night, SIGNED_PDF_KIND, code),
+    let at = args.entity();
+    let (data_key, pdf_key, audit_key) = match (
+        key(night, DATA_KIND, &at),
+        key(night, SIGNED_PDF_KIND, &at),
+        key(night, AUDIT_KIND, &at),
     ) {
-        (Ok(d), Ok(p)) => (d, p),
-        (Err(e), _) | (_, Err(e)) => return Outcome::discard(format!("client {code}: {e}")),
+        (Ok(d), Ok(p), Ok(a)) => (d, p, a),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            return Outcome::discard(format!("client {code}: {e}"))
+        }
     };
-    let effect = format!("mail:{}:{code}", ctx.run());
+    let effect = mail_effect_key(ctx.run(), code, args.version);
     let sent = ctx
         .once(&effect, || async {
             let data = night.store.get(&data_key).await.map_err(MailStepError::Store)?;
             let delivery: Delivery = serde_json::from_slice(&data).map_err(MailStepError::Data)?;
             let pdf = night.store.get(&pdf_key).await.map_err(MailStepError::Store)?;
             let number = &delivery.note.note_number;
+            let (subject, corrects) = match &delivery.note.replaces {
+                None => (format!("Contract note {number} for trades of {}", night.date), String::new()),
+                Some(old) => (
+                    format!("Corrected contract note {number} for trades of {} (replaces {old})", night.date),
+                    format!("\r\nIt replaces contract note {old}, which was sent to you with incorrect details: please disregard that one.\r\n"),
+                ),
+            };
             let mail = Mail {
                 message_id: message_id(night, number),
                 from: night.broker.sender(),
                 to: delivery.email,
-                subject: format!("Contract note {number} for trades of {}", night.date),
+                subject,
                 text: format!(
-                    "Dear {},\r\n\r\nPlease find attached your contract note cum tax invoice {number} for your trades of {}.\r\nThe PDF is digitally signed by {} and protected with a password (as notified to you).\r\n\r\nThis is an automated message.\r\n",
+                    "Dear {},\r\n\r\nPlease find attached your contract note cum tax invoice {number} for your trades of {}.\r\n{corrects}The PDF is digitally signed by {} and protected with a password (as notified to you).\r\n\r\nThis is an automated message.\r\n",
                     delivery.note.client.name, night.date, night.broker.name
                 ),
                 attachments: vec![Attachment {
@@ -387,7 +467,22 @@ async fn mail(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Mailed
         })
         .await;
     match sent {
-        Ok(message_id) => Outcome::Complete(Mailed { signed, message_id }),
+        Ok(message_id) => {
+            let audit = AuditRecord {
+                client_code: code.clone(),
+                trade_date: night.date,
+                version: args.version,
+                note_number: signed.rendered.processed.note_number.clone(),
+                replaces: signed.rendered.processed.replaces.clone(),
+                input_digest: signed.rendered.processed.input_digest.clone(),
+                signed_pdf_sha256: signed.sha256.clone(),
+                message_id: message_id.clone(),
+            };
+            match forget_personal_data(night, &audit, &audit_key, &data_key).await {
+                Ok(()) => Outcome::Complete(Mailed { signed, message_id }),
+                Err(e) => store_outcome("mail", code, e),
+            }
+        }
         Err(EffectError::Cancelled) => Outcome::cancel("cancelled before the mail was sent"),
         Err(EffectError::Backend(e)) => Outcome::retry(format!("client {code}: mail: {e}")),
         Err(EffectError::Effect(MailStepError::Store(e))) => store_outcome("mail", code, e),

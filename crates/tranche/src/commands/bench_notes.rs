@@ -10,7 +10,7 @@ use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use tranche_notes::generate::GenerateOptions;
 use tranche_notes::note::build;
-use tranche_notes::pipeline::{Workers, STEPS};
+use tranche_notes::pipeline::{Corrections, Workers, STEPS};
 use tranche_notes::render::typst_sources;
 use tranche_sign::Cipher;
 
@@ -101,7 +101,15 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
         None => "outbox (.eml files)".to_string(),
     };
     let backend = open_with(&dir.join("state"), Default::default())?;
-    let result = work_night(backend.clone(), day, &options, true, false).await?;
+    let result = work_night(
+        backend.clone(),
+        day,
+        &options,
+        &Corrections::default(),
+        true,
+        false,
+    )
+    .await?;
     ensure!(!result.interrupted, "interrupted");
     let s = &result.summary;
 

@@ -50,7 +50,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             heavy_trades,
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
-        Command::Notes(Notes::Run(args)) => notes_run::run(at, args).await,
+        Command::Notes(Notes::Run(args)) => notes_run::run(at, *args).await,
         Command::Notes(Notes::Demo(args)) => notes_run::demo(at, args).await,
         Command::Notes(Notes::RenderHelper { template }) => {
             notes::render_helper(template.as_deref())

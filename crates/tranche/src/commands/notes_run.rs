@@ -14,8 +14,9 @@ use tranche_core::Backend;
 use tranche_notes::generate::{generate as write_day, GenerateOptions, Generated};
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::pipeline::{
-    collect_report, enqueue_night, plan_night, publish_broker, run_name, work_until_finished,
-    write_accounting, write_report, ChainIds, Day, NightPlan, ReportRow, ReportSummary, StepCounts,
+    collect_report, plan_night, publish_broker, run_name, submit_night, work_until_finished,
+    write_accounting, write_report, Attention, ChainIds, Corrections, Day, NightPlan, ReportRow,
+    ReportSummary, StepCounts,
 };
 
 use super::notes_setup::{open_store, setup, RunOptions};
@@ -61,6 +62,8 @@ pub fn generated_day(input: &Path, options: &GenerateOptions) -> Result<(Generat
 pub struct NightResult {
     pub rows: Vec<ReportRow>,
     pub chains: Vec<ChainIds>,
+    /// Clients a person must look at: input changed after mailing, or while mailing.
+    pub attention: Vec<Attention>,
     pub summary: ReportSummary,
     pub interrupted: bool,
     pub counts: Arc<StepCounts>,
@@ -74,6 +77,7 @@ pub async fn work_night(
     backend: Arc<dyn Backend>,
     day: Day,
     options: &RunOptions,
+    corrections: &Corrections,
     work: bool,
     quiet: bool,
 ) -> Result<NightResult> {
@@ -89,6 +93,7 @@ pub async fn work_night(
     publish_broker(&*store, date, &day.broker)
         .await
         .context("cannot publish the night's broker details to the store")?;
+    let broker = day.broker.clone();
     let NightPlan {
         chains,
         unattributed,
@@ -110,9 +115,36 @@ pub async fn work_night(
         }
     }
     let started = Instant::now();
-    let ids = enqueue_night(&*backend, date, &chains, 2_000, |_| {}).await?;
+    let submitted = submit_night(
+        &*backend,
+        &broker,
+        date,
+        &chains,
+        corrections,
+        2_000,
+        |_| {},
+    )
+    .await?;
     let enqueue_time = started.elapsed();
     drop(chains);
+    if !quiet {
+        if submitted.redone > 0 {
+            eprintln!(
+                "  {} client(s) not yet mailed had changed input: their notes are made again from it",
+                submitted.redone
+            );
+        }
+        if submitted.corrected > 0 {
+            eprintln!(
+                "  {} corrected note(s) decided (--issue-corrections), recorded in the run",
+                submitted.corrected
+            );
+        }
+        for a in &submitted.attention {
+            eprintln!("  attention: {a}");
+        }
+    }
+    let ids = submitted.chains;
 
     let counts = Arc::new(StepCounts::default());
     let work_started = Instant::now();
@@ -159,6 +191,7 @@ pub async fn work_night(
         summary: ReportSummary::of(&rows),
         rows,
         chains: ids,
+        attention: submitted.attention,
         interrupted: !finished,
         counts,
         enqueue_time,
@@ -177,6 +210,10 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         (r.enqueue_time + r.work_time).as_secs_f64()
     );
     println!("  report   {}", out.join("report.csv").display());
+    println!(
+        "  rows     {} (every input row: in a note, not needed, or rejected)",
+        out.join("accounting.csv").display()
+    );
     println!("  artifacts under the store's signed-pdf/ and contract-notes-data/ prefixes");
     let data_arg = format!(" {}", at.as_args());
     if r.interrupted {
@@ -201,8 +238,18 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         }
         println!("  details:  tranche{data_arg} status {run}");
         println!(
-            "  re-run only the failed clients: tranche{data_arg} retry {run}, then this command again"
+            "  bad input: fix the files and run this command again (clients whose input changed are made again)"
         );
+        println!(
+            "  a passing failure (mail server down): tranche{data_arg} retry {run}, then this command again"
+        );
+        return ExitCode::from(2);
+    }
+    if !r.attention.is_empty() {
+        println!("needs a decision:");
+        for a in &r.attention {
+            println!("  {a}");
+        }
         return ExitCode::from(2);
     }
     ExitCode::SUCCESS
@@ -212,7 +259,12 @@ pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
     let options = RunOptions::new(&args.out, &args.steps, Vec::new());
     let day = read_day(&args.trades, &args.clients, &args.broker_file, args.date)?;
     let backend = open(at).await?;
-    let result = work_night(backend, day, &options, !args.no_work, false).await?;
+    let corrections = args
+        .issue_corrections
+        .as_deref()
+        .map(Corrections::parse)
+        .unwrap_or_default();
+    let result = work_night(backend, day, &options, &corrections, !args.no_work, false).await?;
     Ok(print_outcome(
         run_name(args.date).as_str(),
         at,
@@ -272,7 +324,7 @@ pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
     let options = RunOptions::local(dir, args.smtp.clone());
     let backend = open(&at).await?;
     let run = run_name(date);
-    let result = work_night(backend, day, &options, true, false).await?;
+    let result = work_night(backend, day, &options, &Corrections::default(), true, false).await?;
     let code = print_outcome(run.as_str(), &at, dir, &result);
     let mailed = result.rows.iter().find(|r| r.message_id.is_some());
     println!("where to look:");

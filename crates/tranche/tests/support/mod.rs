@@ -161,7 +161,7 @@ pub fn run_args(input: &Path, out: &Path) -> Vec<String> {
 }
 
 /// report.csv as client → (status, pages, net_amount, bytes, message_id, error,
-/// trade_rows, rejected_rows).
+/// trade_rows, rejected_rows, remark).
 pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
     let mut r = csv::Reader::from_path(out.join("report.csv")).unwrap();
     assert_eq!(
@@ -175,7 +175,8 @@ pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
             "message_id",
             "error",
             "trade_rows",
-            "rejected_rows"
+            "rejected_rows",
+            "remark"
         ]
     );
     r.records()
