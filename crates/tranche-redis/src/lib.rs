@@ -9,7 +9,9 @@
 //! the backend's [`Clock`] as a script argument, never from Redis. Waiting reserves and
 //! feed reads sleep on a pub/sub wake-up (one channel per prefix) with a bounded
 //! fallback poll. Commands go through a [`ConnectionManager`], which reconnects with
-//! backoff; a failed call is reported as [`BackendError::Store`] and the engine retries.
+//! backoff; a call that fails because the server is unreachable (or still loading
+//! after a restart) is reported as [`BackendError::Unavailable`], saying whether it
+//! may have been applied, and the engine (or `tranche_core::Reconnecting`) retries it.
 //!
 //! Key layout, all under the prefix `P` (default `{tranche}:`):
 //! - `P b:<id without its last three digits>` a bucket of a thousand jobs (hash): per
@@ -51,6 +53,7 @@
 
 mod complete;
 mod enqueue;
+mod failure;
 mod feed;
 mod keys;
 mod notify;
@@ -74,6 +77,7 @@ use tranche_types::{
     ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
+pub(crate) use failure::store;
 use keys::Keys;
 use notify::Notifier;
 use scripts::Scripts;
@@ -139,10 +143,6 @@ impl Drop for RedisBackend {
     fn drop(&mut self) {
         self.listener.abort();
     }
-}
-
-pub(crate) fn store(op: &'static str) -> impl Fn(redis::RedisError) -> BackendError {
-    move |e| BackendError::store(op, e)
 }
 
 impl RedisBackend {
