@@ -336,3 +336,42 @@ impl Backend for Reconnecting {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tranche_types::{EnqueueItem, EnqueueRequest, JobSpec, RunName};
+
+    use super::repeatable;
+
+    fn request(items: Vec<EnqueueItem>) -> EnqueueRequest {
+        EnqueueRequest {
+            run: RunName::new("r").unwrap(),
+            items,
+            on_done: None,
+        }
+    }
+
+    #[test]
+    fn an_enqueue_is_repeated_only_when_every_item_has_a_unique_key() {
+        let keyed = || JobSpec::new("k", "null").unique_key("client:1");
+        let plain = || JobSpec::new("k", "null");
+        assert!(repeatable(&request(vec![
+            EnqueueItem::Job(keyed()),
+            EnqueueItem::Chain(vec![keyed(), plain()]),
+            EnqueueItem::Group {
+                members: vec![plain()],
+                callback: keyed(),
+            },
+        ])));
+        assert!(!repeatable(&request(vec![
+            EnqueueItem::Job(keyed()),
+            EnqueueItem::Job(plain()),
+        ])));
+        // A chain is found by its head's key only.
+        assert!(!repeatable(&request(vec![EnqueueItem::Chain(vec![
+            plain(),
+            keyed()
+        ])])));
+        assert!(!repeatable(&request(vec![EnqueueItem::Chain(vec![])])));
+    }
+}
