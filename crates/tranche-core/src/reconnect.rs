@@ -19,6 +19,10 @@
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
+//!
+//! Once the process has been asked to stop ([`on_terminate`](crate::on_terminate)), a
+//! failed call is no longer tried again, so that a shutdown during an outage takes
+//! seconds, not the outage.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -132,7 +136,13 @@ impl Reconnecting {
                 self.give_up(waited);
                 return Err(error);
             }
-            tokio::time::sleep(pause.min(self.retry_for - waited)).await;
+            // A process shutting down (see on_terminate) does not wait out the outage:
+            // its worker hands back what it can and lets the leases expire.
+            let terminating = crate::signals::terminating();
+            tokio::select! {
+                _ = tokio::time::sleep(pause.min(self.retry_for - waited)) => {}
+                _ = terminating.cancelled() => return Err(error),
+            }
             pause = (pause * 2).min(MAX_PAUSE);
         }
     }

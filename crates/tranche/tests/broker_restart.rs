@@ -235,3 +235,27 @@ fn bench_engine_rides_out_broker_restarts_while_enqueueing_and_working() {
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON report");
     assert_eq!(report["jobs"], 60000, "{all}");
 }
+
+#[test]
+fn a_worker_stopped_during_an_outage_does_not_wait_it_out() {
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut redis = RestartableRedis::start(&redis_dir(tmp.path()));
+    let mut cmd = tranche();
+    cmd.args(["--broker", &redis.url(), "--prefix", "{stop-restart}:"])
+        .args(["worker", "--queues", "process", "--out"])
+        .arg(tmp.path().join("worker"));
+    let mut worker = Watched::spawn(cmd, tmp.path().join("worker.log"), "tranche worker");
+    worker.wait_for("tranche worker: queues process", Duration::from_secs(30));
+    redis.stop();
+    worker.wait_for(LOST, Duration::from_secs(30));
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.child.id().to_string()])
+        .status();
+    // Well under the 60 s a call would otherwise keep trying for.
+    let (status, _, all) = worker.finish(Duration::from_secs(20));
+    assert!(status.success(), "{all}");
+}
