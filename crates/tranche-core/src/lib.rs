@@ -10,9 +10,12 @@
 //!   they run and reports results in batches; a result is durable before its slot is
 //!   reused. Handlers reach the world only through [`JobContext`].
 //! - [`Engine`] ties a backend and a registry together for callers that enqueue.
+//! - [`Reconnecting`] wraps a remote backend so that long-running callers ride out an
+//!   outage (a broker restart) instead of failing on the first broken connection.
 
 mod backend;
 mod context;
+mod reconnect;
 mod runs;
 mod signals;
 mod task;
@@ -22,6 +25,7 @@ use std::sync::Arc;
 
 pub use backend::Backend;
 pub use context::{EffectError, JobContext};
+pub use reconnect::{Outage, Reconnecting};
 pub use runs::{wait_finished, WaitError};
 pub use signals::on_terminate;
 pub use task::{Backoff, Registry, TaskOptions};

@@ -1,4 +1,14 @@
+use std::sync::OnceLock;
+
 use tokio_util::sync::CancellationToken;
+
+/// Cancelled with the tokens of [`on_terminate`]: the process has been asked to stop.
+/// Process-wide because signals are; it stays untouched in a process that never asked
+/// for graceful shutdown (a signal then ends it as usual).
+pub(crate) fn terminating() -> &'static CancellationToken {
+    static TERMINATING: OnceLock<CancellationToken> = OnceLock::new();
+    TERMINATING.get_or_init(CancellationToken::new)
+}
 
 /// A token cancelled on the first SIGINT or SIGTERM, for graceful shutdown: pass it to
 /// [`Worker::run`](crate::Worker::run), which then stops reserving, lets in-flight jobs
@@ -29,6 +39,7 @@ pub fn on_terminate() -> CancellationToken {
         }
         tracing::info!("shutdown requested: finishing in-flight jobs");
         t.cancel();
+        terminating().cancel();
     });
     token
 }

@@ -9,7 +9,9 @@
 //! the backend's [`Clock`] as a script argument, never from Redis. Waiting reserves and
 //! feed reads sleep on a pub/sub wake-up (one channel per prefix) with a bounded
 //! fallback poll. Commands go through a [`ConnectionManager`], which reconnects with
-//! backoff; a failed call is reported as [`BackendError::Store`] and the engine retries.
+//! backoff; a call that fails because the server is unreachable (or still loading
+//! after a restart) is reported as [`BackendError::Unavailable`], saying whether it
+//! may have been applied, and the engine (or `tranche_core::Reconnecting`) retries it.
 //!
 //! Key layout, all under the prefix `P` (default `{tranche}:`):
 //! - `P b:<id without its last three digits>` a bucket of a thousand jobs (hash): per
@@ -51,11 +53,13 @@
 
 mod complete;
 mod enqueue;
+mod failure;
 mod feed;
 mod keys;
 mod notify;
 mod packed;
 mod read;
+mod redact;
 mod reserve;
 mod scripts;
 mod stats;
@@ -74,14 +78,17 @@ use tranche_types::{
     ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
+pub(crate) use failure::store;
 use keys::Keys;
 use notify::Notifier;
+pub use redact::redacted_url;
 use scripts::Scripts;
 
 /// How to reach Redis and lay out keys.
 #[derive(Clone)]
 pub struct RedisOptions {
-    /// e.g. `redis://127.0.0.1:6379/0`. Without a password: it appears in errors.
+    /// e.g. `redis://127.0.0.1:6379/0`. Without a password (one is refused); messages
+    /// show it through [`redacted_url`] all the same.
     pub url: String,
     /// The server's password (AUTH), kept out of the URL so it is never printed.
     pub password: Option<String>,
@@ -129,7 +136,7 @@ pub struct RedisBackend {
 impl std::fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisBackend")
-            .field("url", &self.options.url)
+            .field("url", &redacted_url(&self.options.url))
             .field("prefix", &self.options.prefix)
             .finish()
     }
@@ -139,10 +146,6 @@ impl Drop for RedisBackend {
     fn drop(&mut self) {
         self.listener.abort();
     }
-}
-
-pub(crate) fn store(op: &'static str) -> impl Fn(redis::RedisError) -> BackendError {
-    move |e| BackendError::store(op, e)
 }
 
 impl RedisBackend {
@@ -160,7 +163,7 @@ impl RedisBackend {
         let bad_url = |why: String| BackendError::Invalid {
             field: "redis url",
             expected: "redis://host:port[/db] without a password".into(),
-            got: format!("{:?}: {why}", options.url),
+            got: format!("{}: {why}", redacted_url(&options.url)),
         };
         let mut info = redis::IntoConnectionInfo::into_connection_info(options.url.as_str())
             .map_err(|e| bad_url(e.to_string()))?;
@@ -181,7 +184,7 @@ impl RedisBackend {
             .await
             .map_err(|e| BackendError::Store {
                 op: "connect to redis",
-                message: format!("{}: {e}", options.url),
+                message: format!("{}: {e}", redacted_url(&options.url)),
             })?;
         let keys = Keys {
             prefix: options.prefix.clone(),
@@ -206,7 +209,10 @@ impl RedisBackend {
             Ok(Ok(())) => Ok(backend),
             _ => Err(BackendError::Store {
                 op: "subscribe to wake-ups",
-                message: format!("{}: no subscription within 10 s", backend.options.url),
+                message: format!(
+                    "{}: no subscription within 10 s",
+                    redacted_url(&backend.options.url)
+                ),
             }),
         }
     }

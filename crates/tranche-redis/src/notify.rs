@@ -75,10 +75,12 @@ pub async fn listen(
                         _ => {}
                     }
                 }
-                tracing::warn!(channel = %channel, "wake-up subscription lost; reconnecting");
+                // Not a warning: the calls that fail meanwhile say the broker is gone
+                // (once, see tranche_core::Reconnecting); a line per retry would drown it.
+                tracing::info!(channel = %channel, "wake-up subscription lost; reconnecting");
             }
             Err(e) => {
-                tracing::warn!(channel = %channel, error = %e, retry_in = ?pause, "could not subscribe to wake-ups");
+                tracing::debug!(channel = %channel, error = %e, retry_in = ?pause, "could not subscribe to wake-ups");
             }
         }
         tokio::time::sleep(pause).await;

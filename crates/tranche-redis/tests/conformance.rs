@@ -49,21 +49,41 @@ async fn make(clock: Arc<dyn Clock>) -> Arc<dyn Backend> {
 }
 
 macro_rules! area {
-    ($($name:ident),*) => {$(
+    ($make:ident: $($name:ident),*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
             if shared().is_none() {
                 return;
             }
-            suite::$name::all(&make).await;
+            suite::$name::all(&$make).await;
         }
     )*};
 }
 
 area!(
-    enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats, feed,
-    worker
+    make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
+    feed, worker
 );
+
+/// The suite again through `tranche_core::Reconnecting`, which the long-running
+/// commands wrap this backend in: while the server is up it must change nothing.
+mod reconnecting {
+    use super::*;
+
+    async fn make_reconnecting(clock: Arc<dyn Clock>) -> Arc<dyn Backend> {
+        let inner = make(clock).await;
+        Arc::new(tranche_core::Reconnecting::new(
+            inner,
+            Duration::from_secs(5),
+            |outage| panic!("no outage expected: {outage:?}"),
+        ))
+    }
+
+    area!(
+        make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
+        effects, queues, stats, feed, worker
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_kill_and_resume() {

@@ -49,6 +49,23 @@ fn options(url: &str, prefix: &str) -> RedisOptions {
 }
 
 #[tokio::test]
+async fn a_password_in_the_url_is_refused_without_being_shown() {
+    // Refused before any connection: no server needed.
+    for url in [
+        "redis://:hunter2-secret@127.0.0.1:6379/0",
+        "redis://admin:hunter2-secret@127.0.0.1:6379",
+    ] {
+        let err = RedisBackend::connect(options(url, "{t}:"))
+            .await
+            .expect_err("a password in the URL is refused");
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("redis://***@127.0.0.1:6379"), "{shown}");
+        assert!(shown.contains("it holds a password"), "{shown}");
+    }
+}
+
+#[tokio::test]
 async fn prefix_needs_one_hash_tag() {
     let Some(url) = shared() else { return };
     for bad in ["tranche:", "{a}{b}:"] {

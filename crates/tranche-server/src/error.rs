@@ -56,7 +56,8 @@ impl From<BackendError> for ApiError {
         match &e {
             BackendError::Invalid { field, .. } => ApiError::invalid(*field, e.to_string()),
             BackendError::NotFound { .. } => ApiError::not_found(e.to_string()),
-            BackendError::Closed => ApiError::new(
+            // A broker outage is transient: 503 tells clients to try again.
+            BackendError::Closed | BackendError::Unavailable { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 e.to_string(),

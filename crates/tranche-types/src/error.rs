@@ -2,9 +2,20 @@
 /// where the caller supplied something wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
-    /// The store itself failed (I/O, corruption, connection lost).
+    /// The store itself failed (I/O, corruption, a script error).
     #[error("{op}: {message}")]
     Store { op: &'static str, message: String },
+    /// The store could not be reached, or cannot serve yet (connection refused or lost,
+    /// a reply timed out, a restarted server still loading its data): the same call may
+    /// succeed later. With `maybe_applied` the request may have reached the store and
+    /// taken effect (only its reply was lost), so a write that is not safe to repeat
+    /// must not simply be sent again.
+    #[error("{op}: {message}")]
+    Unavailable {
+        op: &'static str,
+        message: String,
+        maybe_applied: bool,
+    },
     /// The caller asked for something invalid.
     #[error("invalid {field}: expected {expected}, got {got}")]
     Invalid {

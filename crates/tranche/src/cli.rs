@@ -14,7 +14,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct DataArgs {
     /// Directory of the embedded state (SQLite, WAL mode).
     #[arg(
@@ -37,6 +37,33 @@ pub struct DataArgs {
         default_value = "{tranche}:"
     )]
     pub prefix: String,
+    /// When the broker becomes unreachable (a Redis restart, a network cut), how long
+    /// long-running commands (worker, wait, notes run, bench engine) keep reconnecting,
+    /// with backoff, before giving up. They say on stderr when the broker is lost and
+    /// when it is back.
+    #[arg(
+        long,
+        global = true,
+        env = "TRANCHE_RECONNECT_FOR",
+        value_name = "SECS",
+        default_value_t = 60
+    )]
+    pub reconnect_for: u64,
+}
+
+/// By hand: the broker URL is shown masked (see `tranche_redis::redacted_url`).
+impl std::fmt::Debug for DataArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataArgs")
+            .field("data", &self.data)
+            .field(
+                "broker",
+                &self.broker.as_deref().map(tranche_redis::redacted_url),
+            )
+            .field("prefix", &self.prefix)
+            .field("reconnect_for", &self.reconnect_for)
+            .finish()
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,15 +3,16 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tranche_core::Backend;
-use tranche_redis::{RedisBackend, RedisOptions};
+use tranche_core::{Backend, Outage, Reconnecting};
+use tranche_redis::{redacted_url, RedisBackend, RedisOptions};
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
-use tranche_types::RunName;
+use tranche_types::{Clock, RunName, SystemClock};
 
 use crate::cli::DataArgs;
-use crate::output::server_address;
+use crate::output::{duration, server_address, when};
 use crate::secrets;
 
 /// The Redis password comes from here (or the file named by `…_FILE`), never the URL.
@@ -34,7 +35,7 @@ impl DataArgs {
     /// printed for the user to run next.
     pub fn as_args(&self) -> String {
         match &self.broker {
-            Some(url) => format!("--broker {url}"),
+            Some(url) => format!("--broker {}", redacted_url(url)),
             None => format!("--data {}", self.data.display()),
         }
     }
@@ -65,6 +66,35 @@ pub async fn open_redis(url: &str, prefix: &str) -> Result<Arc<dyn Backend>> {
         .await
         .with_context(|| format!("could not use the broker {}", server_address(url, 6379)))?;
     Ok(Arc::new(backend))
+}
+
+/// For a long-running command: on a broker, calls ride out an outage of up to
+/// `--reconnect-for` instead of failing on the first broken connection, and stderr
+/// says once when the broker is lost and once when it is back.
+pub fn riding_outages(backend: Arc<dyn Backend>, at: &DataArgs) -> Arc<dyn Backend> {
+    let Some(url) = &at.broker else {
+        return backend;
+    };
+    let broker = server_address(url, 6379);
+    let report = move |outage: Outage<'_>| match outage {
+        Outage::Lost { error, retry_for } => eprintln!(
+            "lost the broker {broker} at {} ({error}): reconnecting for up to {} s",
+            when(Some(SystemClock.now())),
+            retry_for.as_secs()
+        ),
+        Outage::Back { after } => {
+            eprintln!("the broker {broker} is back (after {})", duration(after))
+        }
+        Outage::GaveUp { after } => eprintln!(
+            "gave up on the broker {broker}: unreachable for {} (see --reconnect-for)",
+            duration(after)
+        ),
+    };
+    Arc::new(Reconnecting::new(
+        backend,
+        Duration::from_secs(at.reconnect_for),
+        report,
+    ))
 }
 
 /// Open state that must already exist: commands that only inspect or steer must not

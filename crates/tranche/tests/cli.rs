@@ -186,6 +186,21 @@ fn bench_engine_processes_every_job() {
 }
 
 #[test]
+fn a_broker_password_is_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "redis://:hunter2-secret@127.0.0.1:9/0";
+    let out = tranche(dir.path(), &["--broker", url, "wait", "night/1"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stdout.contains("hunter2") && !stderr.contains("hunter2"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("redis://***@127.0.0.1:9/0"), "{stderr}");
+    assert!(stderr.contains("holds a password"), "{stderr}");
+}
+
+#[test]
 fn help_explains_every_command() {
     let dir = tempfile::tempdir().unwrap();
     for cmd in [

@@ -8,12 +8,12 @@ use anyhow::{Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConfig};
-use tranche_types::{EnqueueItem, RunProgress};
+use tranche_types::{BackendError, EnqueueItem, JobSpec, RunName, RunProgress};
 
 use super::bench_processes;
 use crate::cli::BenchEngine;
 use crate::cli::DataArgs;
-use crate::data::{open_redis, open_with, run_name};
+use crate::data::{open_redis, open_with, riding_outages, run_name};
 use crate::output::duration;
 
 #[derive(Default)]
@@ -160,6 +160,56 @@ pub(crate) fn worker_config(
     .queues(["default"], args.concurrency)
 }
 
+/// `n` no-op jobs, or chains of `chain_length` of them.
+fn noop_items(spec: &JobSpec, chain_length: u32, n: u64) -> Vec<EnqueueItem> {
+    (0..n)
+        .map(|_| {
+            if chain_length == 1 {
+                EnqueueItem::Job(spec.clone())
+            } else {
+                EnqueueItem::Chain(vec![spec.clone(); chain_length as usize])
+            }
+        })
+        .collect()
+}
+
+/// After enqueues cut by a broker outage: the bench's jobs are interchangeable, so
+/// counting what the run holds tells how many are missing (nobody can tell which call
+/// landed), and those are enqueued again, until the run holds all `items`.
+async fn top_up(
+    engine: &Engine,
+    run: &RunName,
+    spec: &JobSpec,
+    chain_length: u32,
+    items: u64,
+    per_call: u64,
+) -> Result<()> {
+    'count: loop {
+        let jobs = engine
+            .backend()
+            .run_progress(run)
+            .await?
+            .map_or(0, |p| p.total);
+        let missing = items.saturating_sub(jobs / u64::from(chain_length));
+        if missing == 0 {
+            return Ok(());
+        }
+        eprintln!("  {missing} of {items} items lost in the broker outage: enqueueing them again");
+        let mut left = missing;
+        while left > 0 {
+            let n = left.min(per_call);
+            match engine.enqueue(run, noop_items(spec, chain_length, n)).await {
+                Ok(_) => left -= n,
+                Err(BackendError::Unavailable {
+                    maybe_applied: true,
+                    ..
+                }) => continue 'count,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
 fn progress_line(what: &str, done: u64, total: u64, started: Instant) {
     let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
     eprintln!("  {what}: {done}/{total} ({rate:.0}/s)");
@@ -201,7 +251,10 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
                 "Redis at {} (prefix {prefix})",
                 crate::output::server_address(url, 6379)
             );
-            (open_redis(url, &prefix).await?, location)
+            (
+                riding_outages(open_redis(url, &prefix).await?, at),
+                location,
+            )
         }
         None => (open_with(&dir, options)?, dir.display().to_string()),
     };
@@ -227,23 +280,28 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         .map(|start| per_call.min(args.jobs - start));
     let mut enqueues = futures::stream::iter(calls)
         .map(|n| {
-            let items: Vec<EnqueueItem> = (0..n)
-                .map(|_| {
-                    if chain_length == 1 {
-                        EnqueueItem::Job(spec.clone())
-                    } else {
-                        EnqueueItem::Chain(vec![spec.clone(); chain_length as usize])
-                    }
-                })
-                .collect();
+            let items = noop_items(&spec, chain_length, n);
             let (engine, run) = (&engine, &run);
-            async move { engine.enqueue(run, items).await.map(|_| n) }
+            async move {
+                match engine.enqueue(run, items).await {
+                    Ok(_) => Ok((n, 0)),
+                    // Cut by a broker outage: it may or may not have landed. Settled by
+                    // counting once the other calls are done.
+                    Err(BackendError::Unavailable {
+                        maybe_applied: true,
+                        ..
+                    }) => Ok((0, n)),
+                    Err(e) => Err(e),
+                }
+            }
         })
         .buffer_unordered(in_flight);
     let mut enqueued = 0u64;
+    let mut unsure = 0u64;
     let mut last = Instant::now();
-    while let Some(n) = enqueues.try_next().await? {
+    while let Some((n, cut)) = enqueues.try_next().await? {
         enqueued += n;
+        unsure += cut;
         // bench/engine-vs-asynq-tasqueue.sh reads Redis memory on the final line.
         if enqueued == args.jobs || last.elapsed() >= Duration::from_secs(1) {
             progress_line(
@@ -256,6 +314,10 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         }
     }
     drop(enqueues);
+    if unsure > 0 {
+        top_up(&engine, &run, &spec, chain_length, args.jobs, per_call).await?;
+        progress_line("enqueued", total_jobs, total_jobs, started);
+    }
     let enqueue_time = started.elapsed();
 
     let stop = tranche_core::on_terminate();
@@ -268,9 +330,8 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     };
     let latencies = Arc::new(Latencies::default());
     let workers = if args.processes > 0 {
-        let url = at.broker.as_deref().unwrap_or_default();
         let prefix = format!("{{bench-{stamp}}}:");
-        Workers::Processes(bench_processes::start(url, &prefix, &run, &args)?)
+        Workers::Processes(bench_processes::start(at, &prefix, &run, &args)?)
     } else {
         let worker = engine.worker(worker_config(&args, &latencies, redis))?;
         let s = stop.clone();

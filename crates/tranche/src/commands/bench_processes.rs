@@ -13,20 +13,28 @@ use tranche_types::RunName;
 
 use super::bench::{registry, worker_config, Latencies, LatencySummary};
 use crate::cli::{BenchEngine, DataArgs};
-use crate::data::{open_redis, run_name};
+use crate::data::{open_redis, riding_outages, run_name};
 
 pub(crate) struct Fleet {
     children: Vec<tokio::process::Child>,
 }
 
 /// Starts the worker processes on `run`, under the bench's key prefix.
-pub(crate) fn start(url: &str, prefix: &str, run: &RunName, args: &BenchEngine) -> Result<Fleet> {
+pub(crate) fn start(
+    at: &DataArgs,
+    prefix: &str,
+    run: &RunName,
+    args: &BenchEngine,
+) -> Result<Fleet> {
+    let url = at.broker.as_deref().unwrap_or_default();
+    let reconnect_for = at.reconnect_for;
     let exe = std::env::current_exe().context("could not find this program to start workers")?;
     let children = (1..=args.processes)
         .map(|i| {
             tokio::process::Command::new(&exe)
                 .args(["--broker", url, "--prefix", prefix, "bench", "engine"])
                 .args(["--work-run", run.as_str()])
+                .args(["--reconnect-for", &reconnect_for.to_string()])
                 .args(["--concurrency", &args.concurrency.to_string()])
                 .args(["--batch", &args.batch.to_string()])
                 .stdin(Stdio::null())
@@ -80,7 +88,7 @@ pub(crate) async fn work(at: &DataArgs, args: &BenchEngine, run: &str) -> Result
         .broker
         .as_deref()
         .context("a bench worker process needs --broker")?;
-    let backend = open_redis(url, &at.prefix).await?;
+    let backend = riding_outages(open_redis(url, &at.prefix).await?, at);
     let run = run_name(run)?;
     let engine = Engine::new(backend.clone(), registry());
     let latencies = Arc::new(Latencies::default());

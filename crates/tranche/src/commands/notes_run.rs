@@ -21,7 +21,7 @@ use tranche_notes::pipeline::{
 
 use super::notes_setup::{open_store, setup, RunOptions};
 use crate::cli::{DataArgs, NotesDemo, NotesRun};
-use crate::data::open;
+use crate::data::{open, riding_outages};
 use crate::progress::RunDisplay;
 
 /// Read the day's files. A broken broker file or an unreadable trades/clients file
@@ -258,7 +258,7 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
 pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
     let options = RunOptions::new(&args.out, &args.steps, Vec::new());
     let day = read_day(&args.trades, &args.clients, &args.broker_file, args.date)?;
-    let backend = open(at).await?;
+    let backend = riding_outages(open(at).await?, at);
     let corrections = args
         .issue_corrections
         .as_deref()
@@ -320,6 +320,7 @@ pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
         data: dir.join("state"),
         broker: global.broker.clone(),
         prefix: global.prefix.clone(),
+        reconnect_for: global.reconnect_for,
     };
     let options = RunOptions::local(dir, args.smtp.clone());
     let backend = open(&at).await?;

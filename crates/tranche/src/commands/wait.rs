@@ -2,9 +2,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use tranche_types::BackendError;
 
 use crate::cli::DataArgs;
-use crate::data::{open_existing, run_name};
+use crate::data::{open_existing, riding_outages, run_name};
 use crate::output::run_line;
 
 pub async fn wait(
@@ -13,8 +14,9 @@ pub async fn wait(
     on_done: Option<String>,
     timeout: Option<u64>,
 ) -> Result<ExitCode> {
-    let backend = open_existing(at).await?;
+    let backend = riding_outages(open_existing(at).await?, at);
     let name = run_name(run)?;
+    eprintln!("waiting for {run} to finish ({})", at.describe());
     let mut last = std::time::Instant::now();
     let p = tranche_core::wait_finished(
         &*backend,
@@ -33,7 +35,22 @@ pub async fn wait(
     if let Some(cmd) = on_done {
         // Claimed in the backend, so one command runs per finish however many
         // processes wait on the run.
-        if backend.claim_finish_hook(&name, &cmd, p.finishes).await? {
+        let claimed = backend
+            .claim_finish_hook(&name, &cmd, p.finishes)
+            .await
+            .map_err(|e| match e {
+                // Repeating the claim would answer "claimed elsewhere" if this one did
+                // land, and nobody would run the command: say so instead.
+                BackendError::Unavailable {
+                    maybe_applied: true,
+                    ..
+                } => anyhow::anyhow!(e).context(format!(
+                    "the broker went away while claiming the --on-done command for {run}; \
+                     if no waiter runs it, run it by hand"
+                )),
+                e => anyhow::anyhow!(e).context("could not claim the --on-done command"),
+            })?;
+        if claimed {
             let status = tokio::process::Command::new("sh")
                 .arg("-c")
                 .arg(&cmd)

@@ -10,7 +10,7 @@ use tranche_notes::pipeline::{StepCounts, STEPS};
 
 use super::notes_setup::{open_store, setup, RunOptions};
 use crate::cli::{DataArgs, WorkerArgs};
-use crate::data::open;
+use crate::data::{open, riding_outages};
 
 pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     for q in &args.queues {
@@ -25,7 +25,7 @@ pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     let options = RunOptions::new(&args.out, &args.steps, args.queues.clone());
     let store = open_store(&options)?;
     let steps = setup(&options, store)?;
-    let backend = open(at).await?;
+    let backend = riding_outages(open(at).await?, at);
     let counts = Arc::new(StepCounts::default());
     let worker = options
         .workers

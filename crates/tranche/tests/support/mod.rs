@@ -347,3 +347,162 @@ pub async fn work_beside(
     stop.cancel();
     running.await.unwrap().unwrap();
 }
+
+/// A redis-server that can be restarted on the same port and keeps its data across
+/// restarts: an append-only file synced on every write, in `dir`.
+pub struct RestartableRedis {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl RestartableRedis {
+    pub fn start(dir: &Path) -> RestartableRedis {
+        let mut redis = RestartableRedis {
+            child: None,
+            port: free_port(),
+            dir: dir.to_path_buf(),
+        };
+        redis.launch();
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        wait_listening(self.port, "redis-server");
+    }
+
+    /// Stop as a service manager would (SIGTERM: the server syncs its file and exits)
+    /// and wait until it has exited.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start again on the same port with the same data.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "redis-server is already running");
+        self.launch();
+    }
+}
+
+impl Drop for RestartableRedis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A child process whose stderr goes to a file, so a test can watch what it says.
+pub struct Watched {
+    pub child: Child,
+    pub log: PathBuf,
+    pub name: String,
+}
+
+impl Watched {
+    pub fn spawn(mut cmd: Command, log: PathBuf, name: &str) -> Watched {
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        Watched {
+            child,
+            log,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until its stderr contains `what`; fails if it exits first or `within` passes.
+    pub fn wait_for(&mut self, what: &str, within: Duration) {
+        self.wait_for_nth(what, 1, within);
+    }
+
+    /// Wait until its stderr contains `what` `n` times.
+    pub fn wait_for_nth(&mut self, what: &str, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.stderr().matches(what).count() < n {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "{} exited ({status}) before saying {what:?}; stderr:\n{}",
+                    self.name,
+                    self.stderr()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not say {what:?} within {within:?}; stderr:\n{}",
+                self.name,
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait for it to exit (at most `within`): its status, its stdout, and a text of
+    /// both its stdout and stderr for messages.
+    pub fn finish(mut self, within: Duration) -> (std::process::ExitStatus, String, String) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut stdout = String::new();
+                if let Some(mut out) = self.child.stdout.take() {
+                    std::io::Read::read_to_string(&mut out, &mut stdout).unwrap();
+                }
+                let all = format!(
+                    "{} exited {status}\n--- stdout\n{stdout}--- stderr\n{}",
+                    self.name,
+                    self.stderr()
+                );
+                return (status, stdout, all);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "{} did not finish within {within:?}; stderr:\n{}",
+                    self.name,
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
