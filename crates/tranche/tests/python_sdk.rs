@@ -26,7 +26,8 @@ fn python() -> Option<&'static str> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok
-        && (std::env::var_os("CI").is_some() || std::env::var_os("TRANCHE_REQUIRE_TOOLS").is_some())
+        && (std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+            || std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1"))
     {
         panic!("python3 is required (CI or TRANCHE_REQUIRE_TOOLS is set)");
     }

@@ -33,7 +33,7 @@ pub fn available() -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        let required = std::env::var_os("CI").is_some()
+        let required = std::env::var_os("CI").is_some_and(|v| !v.is_empty())
             || std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
         assert!(
             !required,

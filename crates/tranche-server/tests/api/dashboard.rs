@@ -12,8 +12,8 @@ use serde_json::json;
 use crate::live::start;
 
 /// node, chromium and playwright-core, or None (skip). Missing ones fail the test
-/// instead when it must run: `TRANCHE_REQUIRE_BROWSER=1` (set by `.ci/run`), `CI` or
-/// `TRANCHE_REQUIRE_TOOLS`.
+/// instead when it must run: `TRANCHE_REQUIRE_TOOLS=1` (set by `.ci/run`), `CI` or
+/// `TRANCHE_REQUIRE_BROWSER=1`.
 fn browser_tools(dir: &Path) -> Option<()> {
     let node = Command::new("node")
         .arg("--version")
@@ -29,8 +29,8 @@ fn browser_tools(dir: &Path) -> Option<()> {
         dir.display()
     );
     let required = std::env::var("TRANCHE_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
-        || std::env::var_os("CI").is_some()
-        || std::env::var_os("TRANCHE_REQUIRE_TOOLS").is_some();
+        || std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+        || std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     if required {
         panic!("the dashboard test {why}");
     }
