@@ -7,14 +7,6 @@ use std::path::Path;
 
 use support::*;
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 fn column(header: &str, name: &str) -> usize {
     header.split(',').position(|h| h == name).unwrap()
 }

@@ -10,14 +10,6 @@ use std::process::{Command, Output};
 use mail_parser::MessageParser;
 use support::*;
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Set `field` on the first trade row of `client`; returns the line number (1-based).
 fn edit_trade(trades: &Path, client: &str, field: &str, value: &str) -> usize {
     let mut all = lines(trades);

@@ -19,35 +19,28 @@ pub struct Clients {
 
 pub fn read_clients(path: &Path) -> Result<Clients, InputError> {
     let mut rows = CsvRows::open(path, &COLUMNS)?;
-    let mut out = Clients::default();
-    while let Some(row) = rows.next_row()? {
-        let row = match row {
-            Ok(row) => row,
-            Err(e) => {
-                out.errors.push(e);
-                continue;
-            }
-        };
-        match parse(&row) {
-            Ok(client) => {
-                if let Some(first) = out.by_code.get(&client.client_code) {
-                    out.errors.push(row.error(
-                        "client_code",
-                        format!(
-                            "expected a unique client code, got {:?} again (first on line {})",
-                            client.client_code, first.line
-                        ),
-                        Some(&client.client_code),
-                    ));
-                    continue;
-                }
-                out.by_code.insert(client.client_code.clone(), client);
-            }
-            Err(e) => out.errors.push(e),
+    let mut by_code: BTreeMap<String, Client> = BTreeMap::new();
+    let mut errors = Vec::new();
+    rows.each_row(&mut errors, |row| {
+        let client = parse(row)?;
+        if let Some(first) = by_code.get(&client.client_code) {
+            return Err(row.error(
+                "client_code",
+                format!(
+                    "expected a unique client code, got {:?} again (first on line {})",
+                    client.client_code, first.line
+                ),
+                Some(&client.client_code),
+            ));
         }
-    }
-    out.rows_read = rows.rows_read;
-    Ok(out)
+        by_code.insert(client.client_code.clone(), client);
+        Ok(())
+    })?;
+    Ok(Clients {
+        by_code,
+        errors,
+        rows_read: rows.rows_read,
+    })
 }
 
 /// A PAN is five letters, four digits and a letter (e.g. ABCDE1234F).

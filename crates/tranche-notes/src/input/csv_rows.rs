@@ -142,6 +142,21 @@ impl CsvRows {
         }))
     }
 
+    /// Hand every readable row to `take`; the errors of the rest, and those `take`
+    /// returns, go to `errors`: every row ends in exactly one of the two.
+    pub fn each_row(
+        &mut self,
+        errors: &mut Vec<RowError>,
+        mut take: impl FnMut(&Row<'_>) -> Result<(), RowError>,
+    ) -> Result<(), InputError> {
+        while let Some(row) = self.next_row()? {
+            if let Err(e) = row.and_then(|r| take(&r)) {
+                errors.push(e);
+            }
+        }
+        Ok(())
+    }
+
     /// The client code of a row whose fields before `upto` could be read.
     fn client_in(&self, text: &str, ends: &[usize], upto: usize) -> Option<String> {
         let at = *self.columns.get("client_code")?;

@@ -50,40 +50,33 @@ impl Trades {
 
 pub fn read_trades(path: &Path) -> Result<Trades, InputError> {
     let mut rows = CsvRows::open(path, &COLUMNS)?;
-    let mut out = Trades::default();
+    let mut by_client: BTreeMap<String, Vec<Trade>> = BTreeMap::new();
+    let mut errors = Vec::new();
     let mut seen: HashMap<String, u64> = HashMap::new();
-    while let Some(row) = rows.next_row()? {
-        let row = match row {
-            Ok(row) => row,
-            Err(e) => {
-                out.errors.push(e);
-                continue;
-            }
-        };
-        match parse(&row) {
-            Ok(trade) => {
-                if let Some(first) = seen.get(&trade.trade_id) {
-                    out.errors.push(row.error(
-                        "trade_id",
-                        format!(
-                            "expected a unique trade id, got {:?} again (first on line {first})",
-                            trade.trade_id
-                        ),
-                        Some(&trade.client_code),
-                    ));
-                    continue;
-                }
-                seen.insert(trade.trade_id.clone(), trade.line);
-                out.by_client
-                    .entry(trade.client_code.clone())
-                    .or_default()
-                    .push(trade);
-            }
-            Err(e) => out.errors.push(e),
+    rows.each_row(&mut errors, |row| {
+        let trade = parse(row)?;
+        if let Some(first) = seen.get(&trade.trade_id) {
+            return Err(row.error(
+                "trade_id",
+                format!(
+                    "expected a unique trade id, got {:?} again (first on line {first})",
+                    trade.trade_id
+                ),
+                Some(&trade.client_code),
+            ));
         }
-    }
-    out.rows_read = rows.rows_read;
-    Ok(out)
+        seen.insert(trade.trade_id.clone(), trade.line);
+        by_client
+            .entry(trade.client_code.clone())
+            .or_default()
+            .push(trade);
+        Ok(())
+    })?;
+    Ok(Trades {
+        by_client,
+        errors,
+        rows_read: rows.rows_read,
+    })
 }
 
 fn parse(row: &Row<'_>) -> Result<Trade, RowError> {

@@ -188,6 +188,15 @@ pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
+/// A text file's lines.
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// client code → (pan, email) from the generated client master.
 pub fn clients(input: &Path) -> BTreeMap<String, (String, String)> {
     let mut r = csv::Reader::from_path(input.join("clients.csv")).unwrap();
