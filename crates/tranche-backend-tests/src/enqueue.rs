@@ -2,13 +2,14 @@
 
 use std::time::Duration;
 
-use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobState, RunName};
+use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobId, JobState, RunName};
 
 use crate::*;
 
 pub async fn all(make: &dyn MakeBackend) {
     batch_is_counted(make).await;
     unique_key_returns_existing_job(make).await;
+    unique_keys_are_listed_page_by_page(make).await;
     not_before_delays_the_job(make).await;
     invalid_item_rejects_the_whole_batch(make).await;
 }
@@ -82,6 +83,43 @@ pub async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
         2,
         "nothing was added"
     );
+}
+
+pub async fn unique_keys_are_listed_page_by_page(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let mut items: Vec<EnqueueItem> = (0..7)
+        .map(|i| EnqueueItem::Job(job("mail", "x").unique_key(format!("client:C{i}"))))
+        .collect();
+    items.push(EnqueueItem::Job(job("mail", "no key")));
+    let ids: Vec<_> = enqueue(&*b, "enq/list", items)
+        .await
+        .iter()
+        .map(|e| e.ids[0])
+        .collect();
+    enqueue(
+        &*b,
+        "enq/list-other",
+        vec![EnqueueItem::Job(job("mail", "x").unique_key("client:Z"))],
+    )
+    .await;
+    let run = RunName::new("enq/list").unwrap();
+    let (mut seen, mut cursor, mut pages) = (std::collections::BTreeMap::new(), String::new(), 0);
+    loop {
+        let (page, next) = b.unique_keys(&run, &cursor, 2).await.unwrap();
+        seen.extend(page);
+        pages += 1;
+        assert!(pages < 100, "the listing ends");
+        match next {
+            Some(n) => cursor = n,
+            None => break,
+        }
+    }
+    let expected: std::collections::BTreeMap<String, JobId> =
+        (0..7).map(|i| (format!("client:C{i}"), ids[i])).collect();
+    assert_eq!(seen, expected);
+    let nowhere = RunName::new("enq/no-such-run").unwrap();
+    let (page, next) = b.unique_keys(&nowhere, "", 10).await.unwrap();
+    assert!(page.is_empty() && next.is_none());
 }
 
 pub async fn not_before_delays_the_job(make: &dyn MakeBackend) {

@@ -90,6 +90,17 @@ pub trait Backend: Send + Sync + 'static {
         keys: &[String],
     ) -> Result<Vec<Option<JobId>>, BackendError>;
 
+    /// A page of `run`'s unique keys with the job first enqueued under each, at most
+    /// about `limit`, from `cursor` (`""` for the first page); the cursor of the next
+    /// page, `None` after the last. A key present for the whole listing is listed at
+    /// least once (a backend may list one twice).
+    async fn unique_keys(
+        &self,
+        run: &RunName,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, JobId)>, Option<String>), BackendError>;
+
     /// How many jobs of `queue` are available (runnable now or scheduled), counting at
     /// most `cap`: enough to tell whether a queue is over a limit.
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError>;

@@ -286,6 +286,18 @@ impl Backend for Reconnecting {
             .await
     }
 
+    async fn unique_keys(
+        &self,
+        run: &RunName,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, JobId)>, Option<String>), BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.unique_keys(run, cursor, limit)
+        })
+        .await
+    }
+
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
         self.call(Repeat::Always, || self.inner.queue_depth(queue, cap))
             .await

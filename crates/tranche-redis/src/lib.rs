@@ -293,6 +293,15 @@ impl Backend for RedisBackend {
         read::unique_jobs(self, run, keys).await
     }
 
+    async fn unique_keys(
+        &self,
+        run: &RunName,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, JobId)>, Option<String>), BackendError> {
+        read::unique_keys(self, run, cursor, limit).await
+    }
+
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
         read::queue_depth(self, queue, cap).await
     }

@@ -234,6 +234,26 @@ pub async fn unique_jobs(
     Ok(ids.into_iter().map(|id| id.map(JobId)).collect())
 }
 
+/// HSCAN over the run's unique keys: the cursor is Redis's own.
+pub async fn unique_keys(
+    b: &RedisBackend,
+    run: &RunName,
+    cursor: &str,
+    limit: usize,
+) -> Result<(Vec<(String, JobId)>, Option<String>), BackendError> {
+    let from = if cursor.is_empty() { "0" } else { cursor };
+    let (next, flat): (String, Vec<(String, i64)>) = redis::cmd("HSCAN")
+        .arg(b.keys.unique(run.as_str()))
+        .arg(from)
+        .arg("COUNT")
+        .arg(limit.max(1))
+        .query_async(&mut b.conn())
+        .await
+        .map_err(store("list unique keys"))?;
+    let page = flat.into_iter().map(|(k, id)| (k, JobId(id))).collect();
+    Ok((page, (next != "0").then_some(next)))
+}
+
 pub async fn effect(b: &RedisBackend, key: &str) -> Result<Option<Effect>, BackendError> {
     let f: Fields = redis::cmd("HGETALL")
         .arg(b.keys.effect(key))

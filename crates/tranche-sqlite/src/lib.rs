@@ -283,6 +283,17 @@ impl Backend for SqliteBackend {
         self.read(move |c| read::unique_jobs(c, &run, &keys)).await
     }
 
+    async fn unique_keys(
+        &self,
+        run: &RunName,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, JobId)>, Option<String>), BackendError> {
+        let (run, after) = (run.as_str().to_string(), cursor.to_string());
+        self.read(move |c| read::unique_keys(c, &run, &after, limit))
+            .await
+    }
+
     async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
         let queue = queue.to_string();
         self.read(move |c| read::queue_depth(c, &queue, cap)).await

@@ -161,6 +161,29 @@ pub fn unique_jobs(conn: &Connection, run: &str, keys: &[String]) -> OpResult<Ve
         .collect()
 }
 
+pub fn unique_keys(
+    conn: &Connection,
+    run: &str,
+    after: &str,
+    limit: usize,
+) -> OpResult<(Vec<(String, JobId)>, Option<String>)> {
+    let page: Vec<(String, JobId)> = conn
+        .prepare_cached(
+            "SELECT unique_key, id FROM jobs
+             WHERE run_id = (SELECT id FROM runs WHERE name = ?1) AND unique_key > ?2
+             ORDER BY unique_key LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(rusqlite::params![run, after, limit.max(1) as i64], |r| {
+                Ok((r.get(0)?, JobId(r.get(1)?)))
+            })?
+            .collect()
+        })
+        .map_err(db("list unique keys"))?;
+    let next = (page.len() >= limit.max(1)).then(|| page.last().map(|(k, _)| k.clone()));
+    Ok((page, next.flatten()))
+}
+
 pub fn effect(conn: &Connection, key: &str) -> OpResult<Option<Effect>> {
     conn.prepare_cached("SELECT key, job_id, value, at FROM effects WHERE key = ?1")
         .and_then(|mut s| {

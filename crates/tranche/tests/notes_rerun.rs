@@ -161,6 +161,33 @@ fn changed_input_is_redone_before_mailing_and_corrected_only_by_decision_after()
     assert!(fourth.status.success(), "{}", text(&fourth));
     assert_eq!(outbox(&out).len(), traders.len() + 1);
 
+    // A mailed client whose trades are all gone from the input: said, nothing sent.
+    let gone = traders[6].clone();
+    let col = lines(&trades_csv)[0]
+        .split(',')
+        .position(|h| h == "client_code")
+        .unwrap();
+    let kept: Vec<String> = lines(&trades_csv)
+        .into_iter()
+        .filter(|l| l.split(',').nth(col) != Some(gone.as_str()))
+        .collect();
+    std::fs::write(&trades_csv, kept.join("\n") + "\n").unwrap();
+    let fifth = night(tmp.path(), &input, &out, &[]);
+    let shown = text(&fifth);
+    assert_eq!(fifth.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains(&format!("client {gone}: note "))
+            && shown.contains("no trades in the input any more"),
+        "{shown}"
+    );
+    let rows = report(&out);
+    assert_eq!(rows[&gone][0], "mailed");
+    assert!(
+        rows[&gone][8].contains("no longer in the input"),
+        "{rows:?}"
+    );
+    assert_eq!(outbox(&out).len(), traders.len() + 1);
+
     // Once mailed, a note's personal data leaves the store; its audit record stays.
     let store = walk(&out.join("store"));
     let named = |kind: &str| {

@@ -88,6 +88,11 @@ pub enum Attention {
     },
     /// Its input changed while its note is being mailed: submit again once it is.
     MailInFlight { client_code: String },
+    /// Mailed already, and the client is not in the input any more.
+    RemovedAfterMail {
+        client_code: String,
+        note_number: String,
+    },
 }
 
 impl std::fmt::Display for Attention {
@@ -104,6 +109,13 @@ impl std::fmt::Display for Attention {
             Attention::MailInFlight { client_code } => write!(
                 f,
                 "client {client_code}: its input changed while its note is being mailed; run again once it is"
+            ),
+            Attention::RemovedAfterMail {
+                client_code,
+                note_number,
+            } => write!(
+                f,
+                "client {client_code}: note {note_number} was mailed, and the client has no trades in the input any more; nothing was sent (withdraw the note outside Tranche if it is wrong)"
             ),
         }
     }
@@ -324,7 +336,90 @@ pub async fn submit_night(
         progress(done);
     }
     out.chains = kept.into_values().collect();
+    if !first {
+        settle_removed(backend, broker, date, chains, &mut out).await?;
+    }
     Ok(out)
+}
+
+/// Clients the run has chains for but the input no longer names: a chain not yet
+/// mailed is cancelled (nothing to send any more); a mailed one needs a person.
+async fn settle_removed(
+    backend: &dyn Backend,
+    broker: &Broker,
+    date: NaiveDate,
+    chains: &[PlannedChain],
+    out: &mut Submitted,
+) -> Result<(), EnqueueError> {
+    let run = run_name(date);
+    let planned: BTreeSet<&str> = chains.iter().map(|c| c.client_code.as_str()).collect();
+    let mut newest: BTreeMap<String, (u32, JobId)> = BTreeMap::new();
+    let mut cursor = String::new();
+    loop {
+        let (page, next) = backend.unique_keys(&run, &cursor, 10_000).await?;
+        for (key, id) in page {
+            let Some((code, version)) = parse_chain_key(&key) else {
+                continue;
+            };
+            if planned.contains(code) {
+                continue;
+            }
+            let newer = newest.get(code).is_none_or(|(v, _)| *v < version);
+            if newer {
+                newest.insert(code.to_string(), (version, id));
+            }
+        }
+        match next {
+            Some(n) => cursor = n,
+            None => break,
+        }
+    }
+    for (code, (version, first)) in newest {
+        let (steps, records) = walk_chain(backend, &code, first).await?;
+        let foreign = || EnqueueError::Foreign(code.clone());
+        let steps: [JobId; 4] = steps.try_into().map_err(|_| foreign())?;
+        let args: ProcessArgs = serde_json::from_str(&records[0].args).map_err(|_| foreign())?;
+        let mailed = records[3].state == JobState::Succeeded
+            || backend
+                .effect(&mail_effect_key(&run, &code, version))
+                .await?
+                .is_some();
+        let remark = if mailed {
+            out.attention.push(Attention::RemovedAfterMail {
+                client_code: code.clone(),
+                note_number: note_number(broker, date, args.sequence),
+            });
+            "mailed, and no longer in the input: nothing sent"
+        } else {
+            backend
+                .cancel(
+                    CancelTarget::Chain(steps[0]),
+                    "the client is no longer in the input",
+                )
+                .await?;
+            "no longer in the input: not mailed, its chain cancelled"
+        };
+        out.chains.push(ChainIds {
+            client_code: code,
+            steps,
+            trade_rows: 0,
+            rejected_rows: 0,
+            remark: Some(remark.to_string()),
+        });
+    }
+    Ok(())
+}
+
+/// The client and version a chain's unique key names (see [`chain_key`]).
+fn parse_chain_key(key: &str) -> Option<(&str, u32)> {
+    let rest = key.strip_prefix("client:")?;
+    match rest.rsplit_once('#') {
+        Some((code, v)) => match v.parse::<u32>() {
+            Ok(v) if v >= 2 => Some((code, v)),
+            _ => Some((rest, 1)),
+        },
+        None => Some((rest, 1)),
+    }
 }
 
 fn ids(planned: &PlannedChain, steps: [JobId; 4], remark: Option<String>) -> ChainIds {
