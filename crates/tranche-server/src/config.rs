@@ -21,6 +21,17 @@ pub struct ServerConfig {
     pub max_poll: usize,
     /// Lease given to polled jobs when the worker does not ask for one.
     pub default_lease: Duration,
+    /// Longest a client may take to send a request's headers, and so also how long an
+    /// idle keep-alive connection is kept: a client trickling its headers (slowloris)
+    /// is disconnected after it.
+    pub header_timeout: Duration,
+    /// Longest a client may take to send a request's body once its headers are in:
+    /// answered 408 after it. Only reading the request is timed, never the answer, so
+    /// long-polls still wait their whole `wait`.
+    pub body_timeout: Duration,
+    /// Most connections open at once. Further ones wait in the listen backlog until
+    /// one closes, so they are served late rather than refused.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +45,9 @@ impl Default for ServerConfig {
             max_wait: Duration::from_secs(60),
             max_poll: 1000,
             default_lease: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }
@@ -90,6 +104,24 @@ impl ServerConfig {
             "default_lease",
             "at least 1 s",
             format!("{:?}", self.default_lease),
+        )?;
+        check(
+            !self.header_timeout.is_zero(),
+            "header_timeout",
+            "more than 0",
+            format!("{:?}", self.header_timeout),
+        )?;
+        check(
+            !self.body_timeout.is_zero(),
+            "body_timeout",
+            "more than 0",
+            format!("{:?}", self.body_timeout),
+        )?;
+        check(
+            self.max_connections > 0,
+            "max_connections",
+            "at least 1",
+            self.max_connections.to_string(),
         )
     }
 
@@ -150,6 +182,27 @@ mod tests {
         c.listen = "[::1]:8080".parse().unwrap();
         c.tokens = Tokens::default();
         assert!(c.validate().is_ok(), "loopback needs no token");
+    }
+
+    #[test]
+    fn timeouts_and_the_connection_cap_must_be_positive() {
+        for c in [
+            ServerConfig {
+                header_timeout: Duration::ZERO,
+                ..ServerConfig::default()
+            },
+            ServerConfig {
+                body_timeout: Duration::ZERO,
+                ..ServerConfig::default()
+            },
+            ServerConfig {
+                max_connections: 0,
+                ..ServerConfig::default()
+            },
+        ] {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+        assert!(ServerConfig::default().validate().is_ok());
     }
 
     #[test]

@@ -135,6 +135,19 @@ pub struct ServerArgs {
     /// every queue, or `QUEUE=N`. Repeatable.
     #[arg(long, value_name = "[QUEUE=]N")]
     pub queue_limit: Vec<String>,
+    /// Seconds a client may take to send a request's headers; also how long an idle
+    /// keep-alive connection is kept. Slower clients are disconnected.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// Seconds a client may take to send a request's body once its headers are in;
+    /// slower requests are answered 408. Only reading the request is timed: long-polls
+    /// (/v1/workers/poll, /v1/events?wait=) still wait their whole wait.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: u64,
+    /// Most connections open at once; further ones wait in the listen backlog until one
+    /// closes (served late, not refused).
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
 }
 
 #[derive(Debug, Subcommand)]

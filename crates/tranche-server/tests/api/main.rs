@@ -9,5 +9,6 @@ mod feed;
 mod live;
 mod metrics;
 mod runs;
+mod slow_clients;
 mod submit;
 mod workers;
