@@ -32,6 +32,9 @@ pub struct ServerConfig {
     /// Most connections open at once. Further ones wait in the listen backlog until
     /// one closes, so they are served late rather than refused.
     pub max_connections: usize,
+    /// Show personal data (PANs, e-mail addresses) in job text to every caller of a
+    /// server without tokens; masked otherwise. With tokens, `TOKEN pii` entries decide.
+    pub show_personal_data: bool,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +51,7 @@ impl Default for ServerConfig {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            show_personal_data: false,
         }
     }
 }
@@ -69,6 +73,15 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::OpenWithoutTokens(self.listen));
+        }
+        // One way to grant it: with tokens, a setting for everyone would silently
+        // override the per-token choice.
+        if self.show_personal_data && !self.tokens.is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "show_personal_data",
+                expected: "only without tokens (with tokens, give `TOKEN pii` to who may see personal data)",
+                got: format!("{} token(s)", self.tokens.len()),
+            });
         }
         let check = |ok: bool, field, expected, got: String| {
             if ok {
@@ -182,6 +195,18 @@ mod tests {
         c.listen = "[::1]:8080".parse().unwrap();
         c.tokens = Tokens::default();
         assert!(c.validate().is_ok(), "loopback needs no token");
+    }
+
+    #[test]
+    fn personal_data_is_shown_to_all_only_without_tokens() {
+        let mut c = ServerConfig {
+            show_personal_data: true,
+            ..ServerConfig::default()
+        };
+        assert!(c.validate().is_ok());
+        c.tokens = Tokens::parse("secret-1").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("TOKEN pii"), "{err}");
     }
 
     #[test]

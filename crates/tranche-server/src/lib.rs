@@ -12,6 +12,8 @@
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
 //! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
+//! - Personal data (PANs, e-mail addresses) in the job text the API shows is masked
+//!   unless the token may see it; workers polling get the real arguments.
 //! - Slow clients are cut off (header and body timeouts) and connections are capped.
 //! - A dashboard at `/`: one static page (no build step) over this same API, updated
 //!   live from the change feed.
@@ -30,7 +32,9 @@ mod error;
 mod events;
 mod intake;
 mod longpoll;
+mod mask;
 mod openapi;
+mod personal_data;
 mod queue_stats;
 mod runs;
 mod state;

@@ -1,5 +1,6 @@
 //! Request and response bodies. Job arguments and results travel as JSON values and
-//! are kept as raw text end to end: the server never re-encodes a payload.
+//! are kept as raw text end to end: the server never re-encodes a payload (masking
+//! personal data only replaces characters inside its strings).
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;

@@ -8,6 +8,7 @@ mod expiry;
 mod feed;
 mod live;
 mod metrics;
+mod personal_data;
 mod runs;
 mod slow_clients;
 mod submit;

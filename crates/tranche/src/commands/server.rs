@@ -30,6 +30,7 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         header_timeout: Duration::from_secs(args.header_timeout),
         body_timeout: Duration::from_secs(args.body_timeout),
         max_connections: usize::try_from(args.max_connections)?,
+        show_personal_data: args.show_personal_data,
         ..ServerConfig::default()
     };
     config.validate()?;
