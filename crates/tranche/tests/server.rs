@@ -17,7 +17,7 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "# test tokens\nops-1\nwork-2 worker\n").unwrap();
-    let (child, base, line) = spawn_server(
+    let (server, base, line) = spawn_server(
         dir.path(),
         &["--tokens", tokens.to_str().unwrap(), "--queue-limit", "10"],
     );
@@ -119,23 +119,38 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
     }
 
     // SIGTERM: a graceful stop with exit code 0.
-    stop(child).await;
+    stop(server).await;
+}
+
+/// A `tranche server` process, killed if its test fails before stopping it: left
+/// running, it would hold the test's output open and hang whoever reads it.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// `tranche server` on a free loopback port with `args`: the process, its base URL and
 /// the line it announced itself with.
-fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Child, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(dir.join("data"))
-        .args(["server", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .env_remove("TRANCHE_TOKENS")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start tranche server");
+fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Server, String, String) {
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_tranche"))
+            .arg("--data")
+            .arg(dir.join("data"))
+            .args(["server", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("TRANCHE_TOKENS")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tranche server"),
+    );
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    BufReader::new(server.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     let base = line
@@ -143,11 +158,12 @@ fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Child, String, String)
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
-    (child, base, line)
+    (server, base, line)
 }
 
 /// SIGTERM, then expect a graceful exit with code 0.
-async fn stop(mut child: Child) {
+async fn stop(mut server: Server) {
+    let child = &mut server.0;
     let pid = child.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -166,7 +182,7 @@ async fn stop(mut child: Child) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_flags_set_its_timeouts_and_personal_data() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, base, _) = spawn_server(
+    let (server, base, _) = spawn_server(
         dir.path(),
         &[
             "--header-timeout",
@@ -217,7 +233,7 @@ async fn the_server_flags_set_its_timeouts_and_personal_data() {
         .await
         .unwrap();
     assert_eq!(job["args"]["pan"], "ABCDE1234F");
-    stop(child).await;
+    stop(server).await;
 }
 
 #[test]
