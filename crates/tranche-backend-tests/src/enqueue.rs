@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobId, JobState, RunName};
+use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobId, JobSpec, JobState, RunName};
 
 use crate::*;
 
@@ -12,6 +12,7 @@ pub async fn all(make: &dyn MakeBackend) {
     unique_keys_are_listed_page_by_page(make).await;
     not_before_delays_the_job(make).await;
     invalid_item_rejects_the_whole_batch(make).await;
+    over_long_names_are_refused(make).await;
 }
 
 pub async fn batch_is_counted(make: &dyn MakeBackend) {
@@ -170,4 +171,58 @@ pub async fn invalid_item_rejects_the_whole_batch(make: &dyn MakeBackend) {
         "nothing of a failed batch is enqueued"
     );
     assert!(take(&*b, "default", 10).await.is_empty());
+}
+
+/// Kinds, queues and unique keys are bounded (they become metric labels and keys): one
+/// over its limit fails the batch with the field, the limit and the length got.
+pub async fn over_long_names_are_refused(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let at_limit = job(&"k".repeat(JobSpec::MAX_KIND_LEN), "1")
+        .queue("q".repeat(JobSpec::MAX_QUEUE_LEN))
+        .unique_key("u".repeat(JobSpec::MAX_UNIQUE_KEY_LEN));
+    enqueue(&*b, "enq/long", vec![EnqueueItem::Job(at_limit)]).await;
+    let over = [
+        (
+            "kind",
+            job(&"k".repeat(JobSpec::MAX_KIND_LEN + 1), "2"),
+            "129 bytes",
+        ),
+        (
+            "queue",
+            job("noop", "3").queue("q".repeat(1 << 20)),
+            "1048576 bytes",
+        ),
+        (
+            "unique_key",
+            job("noop", "4").unique_key("u".repeat(JobSpec::MAX_UNIQUE_KEY_LEN + 1)),
+            "513 bytes",
+        ),
+    ];
+    for (field, spec, got) in over {
+        let err = b
+            .enqueue(EnqueueRequest {
+                run: run("enq/long"),
+                items: vec![
+                    EnqueueItem::Job(job("noop", "5")),
+                    EnqueueItem::Chain(vec![job("noop", "6"), spec]),
+                ],
+                on_done: None,
+            })
+            .await
+            .expect_err("an over-long name is invalid");
+        match &err {
+            BackendError::Invalid {
+                field: f,
+                expected,
+                got: g,
+            } => {
+                assert_eq!(*f, field, "{err}");
+                assert!(expected.starts_with("at most "), "{err}");
+                assert_eq!(g, got, "{err}");
+            }
+            _ => panic!("expected Invalid, got {err}"),
+        }
+    }
+    let p = progress(&*b, "enq/long").await;
+    assert_eq!(p.total, 1, "only the job at the limits was enqueued");
 }

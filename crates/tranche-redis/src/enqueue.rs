@@ -32,6 +32,7 @@ fn check(spec: &JobSpec) -> Result<(), BackendError> {
     if spec.max_attempts == 0 {
         return Err(invalid("max_attempts", "at least 1", "0"));
     }
+    spec.check_lengths()?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
-//! Bearer tokens. Each token is either full (every endpoint) or limited to the worker
-//! endpoints (`/v1/workers/...`), so a fleet of remote workers can poll and report
-//! without being able to cancel runs. Tokens are compared in constant time.
+//! Bearer tokens. Each token is full (every endpoint), full with personal data shown
+//! (see [`crate::personal_data`]), or limited to the worker endpoints
+//! (`/v1/workers/...`), so a fleet of remote workers can poll and report without being
+//! able to cancel runs. Tokens are compared in constant time.
 
 use std::path::Path;
 
@@ -11,11 +12,16 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
+use crate::personal_data::PersonalData;
 use crate::state::AppState;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
+    /// Every endpoint; personal data in job text is masked (`TOKEN`).
     All,
+    /// Every endpoint, personal data shown (`TOKEN pii`).
+    AllWithPersonalData,
+    /// The worker endpoints only (`TOKEN worker`).
     Worker,
 }
 
@@ -35,7 +41,9 @@ impl std::fmt::Debug for Tokens {
 pub enum TokenError {
     #[error("could not read tokens from {path}: {message}")]
     Read { path: String, message: String },
-    #[error("{source_name} line {line}: expected `TOKEN` or `TOKEN worker`, got {got}")]
+    #[error(
+        "{source_name} line {line}: expected `TOKEN`, `TOKEN pii` or `TOKEN worker`, got {got}"
+    )]
     Syntax {
         source_name: String,
         line: usize,
@@ -53,7 +61,8 @@ impl Tokens {
     }
 
     /// One token per line (or comma-separated, for an environment variable):
-    /// `TOKEN` for full access, `TOKEN worker` for the worker endpoints only. Blank
+    /// `TOKEN` for full access with personal data masked, `TOKEN pii` for full access
+    /// with personal data shown, `TOKEN worker` for the worker endpoints only. Blank
     /// lines and `#` comments are skipped.
     pub fn parse(text: &str) -> Result<Tokens, TokenError> {
         Self::parse_named(text, "tokens")
@@ -71,6 +80,7 @@ impl Tokens {
             let scope = match (words.next(), words.next()) {
                 (None, _) => Scope::All,
                 (Some("worker"), None) => Scope::Worker,
+                (Some("pii"), None) => Scope::AllWithPersonalData,
                 (Some(other), _) => {
                     // The token itself is never echoed.
                     return Err(TokenError::Syntax {
@@ -119,10 +129,19 @@ fn is_worker_endpoint(path: &str) -> bool {
     path.starts_with("/v1/workers/")
 }
 
-pub async fn require_token(State(app): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_token(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
     let tokens = &app.config().tokens;
     let path = req.uri().path();
-    if !app.config().auth_required() || is_open(path) {
+    if is_open(path) {
+        return next.run(req).await;
+    }
+    if !app.config().auth_required() {
+        let shown = app.config().show_personal_data;
+        req.extensions_mut().insert(if shown {
+            PersonalData::Shown
+        } else {
+            PersonalData::Masked
+        });
         return next.run(req).await;
     }
     let presented = req
@@ -143,7 +162,13 @@ pub async fn require_token(State(app): State<AppState>, req: Request, next: Next
             "this token may only use the worker endpoints (/v1/workers/...)",
         )
         .into_response(),
-        Some(_) => next.run(req).await,
+        Some(scope) => {
+            req.extensions_mut().insert(match scope {
+                Scope::AllWithPersonalData => PersonalData::Shown,
+                Scope::All | Scope::Worker => PersonalData::Masked,
+            });
+            next.run(req).await
+        }
     }
 }
 
@@ -168,8 +193,16 @@ mod tests {
         assert_eq!(t.check(b"worker-secret"), Some(Scope::Worker));
         assert_eq!(t.check(b"admin-secre"), None);
         assert_eq!(t.check(b""), None);
-        let env = Tokens::parse("a1, b2 worker").unwrap();
+        let env = Tokens::parse("a1, b2 worker, c3 pii").unwrap();
         assert_eq!(env.check(b"b2"), Some(Scope::Worker));
+        assert_eq!(env.check(b"c3"), Some(Scope::AllWithPersonalData));
+        assert_eq!(
+            env.check(b"a1"),
+            Some(Scope::All),
+            "a plain token stays full"
+        );
+        assert!(Tokens::parse("t pii worker").is_err());
+        assert!(Tokens::parse("t PII").is_err(), "scopes are lower case");
         let err = Tokens::parse("s3cret admin").unwrap_err().to_string();
         assert!(!err.contains("s3cret"), "never echo a token: {err}");
         assert!(format!("{t:?}").contains("2 configured"));

@@ -1,6 +1,11 @@
 //! The JSON body extractor: like axum's, but a malformed body is answered 400 with the
 //! path of the offending field (`items[2].job.max_attempts`), found by
-//! `serde_path_to_error`, and an oversized one 413.
+//! `serde_path_to_error`, an oversized one 413, and one not received within the body
+//! timeout 408.
+//!
+//! The timeout is a deadline for the whole body, not tower-http's
+//! `RequestBodyTimeoutLayer`: that one times the gap between chunks, so a client
+//! dripping a byte every few seconds would still hold the request open for ever.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, OptionalFromRequest, Request};
@@ -8,22 +13,23 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub struct Json<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         parse(&read(req, state).await?).map(Json)
     }
 }
 
 /// An optional body: absent, blank or `null` is `None`.
-impl<S: Send + Sync, T: DeserializeOwned> OptionalFromRequest<S> for Json<T> {
+impl<T: DeserializeOwned> OptionalFromRequest<AppState> for Json<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+    async fn from_request(req: Request, state: &AppState) -> Result<Option<Self>, Self::Rejection> {
         let bytes = read(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
@@ -32,8 +38,21 @@ impl<S: Send + Sync, T: DeserializeOwned> OptionalFromRequest<S> for Json<T> {
     }
 }
 
-async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
-    Bytes::from_request(req, state).await.map_err(|e| {
+async fn read(req: Request, app: &AppState) -> Result<Bytes, ApiError> {
+    let timeout = app.config().body_timeout;
+    let body = tokio::time::timeout(timeout, Bytes::from_request(req, app))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within {} ms",
+                    timeout.as_millis()
+                ),
+            )
+        })?;
+    body.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(status, "too_large", "request body is over the size limit")

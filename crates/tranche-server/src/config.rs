@@ -21,6 +21,20 @@ pub struct ServerConfig {
     pub max_poll: usize,
     /// Lease given to polled jobs when the worker does not ask for one.
     pub default_lease: Duration,
+    /// Longest a client may take to send a request's headers, and so also how long an
+    /// idle keep-alive connection is kept: a client trickling its headers (slowloris)
+    /// is disconnected after it.
+    pub header_timeout: Duration,
+    /// Longest a client may take to send a request's body once its headers are in:
+    /// answered 408 after it. Only reading the request is timed, never the answer, so
+    /// long-polls still wait their whole `wait`.
+    pub body_timeout: Duration,
+    /// Most connections open at once. Further ones wait in the listen backlog until
+    /// one closes, so they are served late rather than refused.
+    pub max_connections: usize,
+    /// Show personal data (PANs, e-mail addresses) in job text to every caller of a
+    /// server without tokens; masked otherwise. With tokens, `TOKEN pii` entries decide.
+    pub show_personal_data: bool,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +48,10 @@ impl Default for ServerConfig {
             max_wait: Duration::from_secs(60),
             max_poll: 1000,
             default_lease: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            show_personal_data: false,
         }
     }
 }
@@ -55,6 +73,15 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::OpenWithoutTokens(self.listen));
+        }
+        // One way to grant it: with tokens, a setting for everyone would silently
+        // override the per-token choice.
+        if self.show_personal_data && !self.tokens.is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "show_personal_data",
+                expected: "only without tokens (with tokens, give `TOKEN pii` to who may see personal data)",
+                got: format!("{} token(s)", self.tokens.len()),
+            });
         }
         let check = |ok: bool, field, expected, got: String| {
             if ok {
@@ -90,6 +117,24 @@ impl ServerConfig {
             "default_lease",
             "at least 1 s",
             format!("{:?}", self.default_lease),
+        )?;
+        check(
+            !self.header_timeout.is_zero(),
+            "header_timeout",
+            "more than 0",
+            format!("{:?}", self.header_timeout),
+        )?;
+        check(
+            !self.body_timeout.is_zero(),
+            "body_timeout",
+            "more than 0",
+            format!("{:?}", self.body_timeout),
+        )?;
+        check(
+            self.max_connections > 0,
+            "max_connections",
+            "at least 1",
+            self.max_connections.to_string(),
         )
     }
 
@@ -150,6 +195,39 @@ mod tests {
         c.listen = "[::1]:8080".parse().unwrap();
         c.tokens = Tokens::default();
         assert!(c.validate().is_ok(), "loopback needs no token");
+    }
+
+    #[test]
+    fn personal_data_is_shown_to_all_only_without_tokens() {
+        let mut c = ServerConfig {
+            show_personal_data: true,
+            ..ServerConfig::default()
+        };
+        assert!(c.validate().is_ok());
+        c.tokens = Tokens::parse("secret-1").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("TOKEN pii"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_and_the_connection_cap_must_be_positive() {
+        for c in [
+            ServerConfig {
+                header_timeout: Duration::ZERO,
+                ..ServerConfig::default()
+            },
+            ServerConfig {
+                body_timeout: Duration::ZERO,
+                ..ServerConfig::default()
+            },
+            ServerConfig {
+                max_connections: 0,
+                ..ServerConfig::default()
+            },
+        ] {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+        assert!(ServerConfig::default().validate().is_ok());
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
 //! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
+//! - Personal data (PANs, e-mail addresses) in the job text the API shows is masked
+//!   unless the token may see it; workers polling get the real arguments.
+//! - Slow clients are cut off (header and body timeouts) and connections are capped.
 //! - A dashboard at `/`: one static page (no build step) over this same API, updated
 //!   live from the change feed.
 //!
@@ -23,12 +26,15 @@
 mod auth;
 mod body;
 mod config;
+mod connections;
 mod dashboard;
 mod error;
 mod events;
 mod intake;
 mod longpoll;
+mod mask;
 mod openapi;
+mod personal_data;
 mod queue_stats;
 mod runs;
 mod state;
@@ -108,7 +114,8 @@ fn with_routes(app: AppState) -> Router {
 }
 
 /// Serve on `listener` until `shutdown` is cancelled, then finish the requests in
-/// flight. Validates `config` first.
+/// flight. Validates `config` first. Connections are capped and slow requests timed
+/// out as `config` says (see [`ServerConfig::header_timeout`]).
 pub async fn serve(
     listener: TcpListener,
     backend: Arc<dyn Backend>,
@@ -116,10 +123,13 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     config.validate()?;
+    let limits = connections::Limits {
+        header_timeout: config.header_timeout,
+        max_connections: config.max_connections,
+    };
     let app = app(backend, config);
     telemetry::spawn_upkeep(shutdown.clone());
-    axum::serve(listener, with_routes(app))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    connections::serve(listener, with_routes(app), limits, shutdown)
         .await
         .map_err(ServeError::Io)
 }

@@ -15,6 +15,7 @@ use tranche_types::{
 
 use crate::body::Json;
 use crate::error::ApiError;
+use crate::personal_data::PersonalData;
 use crate::state::AppState;
 use crate::wire::{raw, Reason};
 
@@ -80,6 +81,7 @@ pub struct FailuresOut {
 
 pub async fn failures(
     State(app): State<AppState>,
+    personal_data: PersonalData,
     Path(run): Path<String>,
     q: Result<Query<FailuresQuery>, QueryRejection>,
 ) -> Result<axum::Json<FailuresOut>, ApiError> {
@@ -96,6 +98,13 @@ pub async fn failures(
     let next = (failures.len() == limit)
         .then(|| failures.last().map(|f| f.id))
         .flatten();
+    let failures = failures
+        .into_iter()
+        .map(|f| JobFailure {
+            error: personal_data.text(f.error),
+            ..f
+        })
+        .collect();
     Ok(axum::Json(FailuresOut { failures, next }))
 }
 
@@ -175,7 +184,8 @@ pub async fn cancel_chain(
     cancel_job_or_chain(&app, id, true, body).await
 }
 
-/// A job with its payloads as JSON values rather than JSON text in a string.
+/// A job with its payloads as JSON values rather than JSON text in a string, and
+/// personal data in its text masked unless the caller may see it.
 #[derive(Serialize)]
 pub struct JobOut {
     id: JobId,
@@ -198,8 +208,10 @@ pub struct JobOut {
     finished_at: Option<Timestamp>,
 }
 
-impl From<JobRecord> for JobOut {
-    fn from(r: JobRecord) -> Self {
+impl JobOut {
+    fn new(r: JobRecord, personal_data: PersonalData) -> Self {
+        let payload = |stored: String| personal_data.json(raw(stored));
+        let text = |stored: String| personal_data.text(stored);
         JobOut {
             id: r.id,
             run: r.run,
@@ -208,12 +220,19 @@ impl From<JobRecord> for JobOut {
             state: r.state,
             attempt: r.attempt,
             max_attempts: r.max_attempts,
-            args: raw(r.args),
-            input: r.input.map(raw),
-            result: r.result.map(raw),
-            error: r.error,
-            errors: r.errors,
-            unique_key: r.unique_key,
+            args: payload(r.args),
+            input: r.input.map(payload),
+            result: r.result.map(payload),
+            error: r.error.map(text),
+            errors: r
+                .errors
+                .into_iter()
+                .map(|e| AttemptError {
+                    error: text(e.error),
+                    ..e
+                })
+                .collect(),
+            unique_key: r.unique_key.map(text),
             next: r.next,
             created_at: r.created_at,
             available_at: r.available_at,
@@ -225,10 +244,11 @@ impl From<JobRecord> for JobOut {
 
 pub async fn job(
     State(app): State<AppState>,
+    personal_data: PersonalData,
     Path(id): Path<i64>,
 ) -> Result<axum::Json<JobOut>, ApiError> {
     match app.backend().job(JobId(id)).await? {
-        Some(r) => Ok(axum::Json(r.into())),
+        Some(r) => Ok(axum::Json(JobOut::new(r, personal_data))),
         None => Err(ApiError::not_found(format!("job {id} not found"))),
     }
 }

@@ -1,16 +1,18 @@
 //! Request and response bodies. Job arguments and results travel as JSON values and
-//! are kept as raw text end to end: the server never re-encodes a payload.
+//! are kept as raw text end to end: the server never re-encodes a payload (masking
+//! personal data only replaces characters inside its strings).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
-use tranche_types::{JobId, JobSpec, LeaseRef, ReservedJob, RunName, Timestamp};
+use tranche_types::{JobId, JobSpec, LeaseRef, ReservedJob, RunName, Timestamp, TooLong};
 
 /// A job as submitted. Only `kind` is required.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobIn {
+    #[serde(deserialize_with = "kind")]
     pub kind: String,
-    #[serde(default = "default_queue")]
+    #[serde(default = "default_queue", deserialize_with = "queue")]
     pub queue: String,
     /// Any JSON value; `null` when absent.
     #[serde(default)]
@@ -19,11 +21,40 @@ pub struct JobIn {
     pub max_attempts: u32,
     #[serde(default)]
     pub priority: i16,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_key")]
     pub unique_key: Option<String>,
     /// Not runnable before this time, in microseconds since the Unix epoch.
     #[serde(default)]
     pub not_before: Option<i64>,
+}
+
+// The backends refuse over-long names too (`JobSpec::check_lengths`); checked here as
+// well so the answer names the field's place in the request (`items[3].job.queue`) and
+// nothing of an over-long name reaches the intake counters or metric labels.
+
+fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    at_most(String::deserialize(d)?, "kind", JobSpec::MAX_KIND_LEN)
+}
+
+pub fn queue<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    at_most(String::deserialize(d)?, "queue", JobSpec::MAX_QUEUE_LEN)
+}
+
+fn unique_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|k| at_most(k, "unique_key", JobSpec::MAX_UNIQUE_KEY_LEN))
+        .transpose()
+}
+
+fn at_most<E: serde::de::Error>(s: String, field: &'static str, max: usize) -> Result<String, E> {
+    if s.len() > max {
+        return Err(E::custom(TooLong {
+            field,
+            max,
+            got: s.len(),
+        }));
+    }
+    Ok(s)
 }
 
 fn default_queue() -> String {

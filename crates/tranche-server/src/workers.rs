@@ -23,6 +23,7 @@ use crate::wire::{LeaseIn, PolledJob};
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PollIn {
+    #[serde(deserialize_with = "crate::wire::queue")]
     queue: String,
     /// Most jobs to return.
     #[serde(default = "default_max")]

@@ -38,3 +38,22 @@ impl BackendError {
         }
     }
 }
+
+/// A name or key longer than its limit, in bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: expected at most {max} bytes, got {got}")]
+pub struct TooLong {
+    pub field: &'static str,
+    pub max: usize,
+    pub got: usize,
+}
+
+impl From<TooLong> for BackendError {
+    fn from(e: TooLong) -> Self {
+        BackendError::Invalid {
+            field: e.field,
+            expected: format!("at most {} bytes", e.max),
+            got: format!("{} bytes", e.got),
+        }
+    }
+}

@@ -19,10 +19,19 @@ impl fmt::Display for JobId {
 pub struct RunName(String);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid run name {name:?}: {reason}")]
+#[error("invalid run name {}: {reason}", shown(.name))]
 pub struct InvalidName {
     pub name: String,
     pub reason: &'static str,
+}
+
+/// The name quoted, or only its length when it is too long to echo back in an error.
+fn shown(name: &str) -> String {
+    if name.len() > RunName::MAX_LEN {
+        format!("of {} bytes", name.len())
+    } else {
+        format!("{name:?}")
+    }
 }
 
 impl RunName {
@@ -35,7 +44,7 @@ impl RunName {
         let reason = if name.is_empty() {
             Some("expected a non-empty name")
         } else if name.len() > Self::MAX_LEN {
-            Some("expected at most 200 characters")
+            Some("expected at most 200 bytes")
         } else if !name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./:#@+".contains(&b))
@@ -93,6 +102,11 @@ mod tests {
             "expected a non-empty name"
         );
         assert!(RunName::new("a b").is_err());
-        assert!(RunName::new("x".repeat(201)).is_err());
+        let long = RunName::new("x".repeat(1 << 20)).unwrap_err().to_string();
+        assert_eq!(
+            long,
+            "invalid run name of 1048576 bytes: expected at most 200 bytes"
+        );
+        assert!(RunName::new("x".repeat(RunName::MAX_LEN)).is_ok());
     }
 }

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{JobId, JobState, RunName, Timestamp};
+use crate::{JobId, JobState, RunName, Timestamp, TooLong};
 
 /// One job to enqueue. `args` is JSON text, serialised once by the caller and handed to
 /// the handler untouched, so backends never parse it.
@@ -27,6 +27,31 @@ pub struct JobSpec {
 impl JobSpec {
     pub const DEFAULT_QUEUE: &'static str = "default";
     pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+    /// Longest task kind, in bytes. Kinds and queues are metric labels, index keys and
+    /// Redis key parts: a bound keeps one careless caller from bloating all of them.
+    pub const MAX_KIND_LEN: usize = 128;
+    /// Longest queue name, in bytes.
+    pub const MAX_QUEUE_LEN: usize = 128;
+    /// Longest unique key, in bytes: room for a composite of several ids.
+    pub const MAX_UNIQUE_KEY_LEN: usize = 512;
+
+    /// The first of kind, queue and unique key that is longer than its limit. Backends
+    /// check this on enqueue, so every way in (library, CLI, HTTP) is bounded alike.
+    pub fn check_lengths(&self) -> Result<(), TooLong> {
+        let fields = [
+            ("kind", self.kind.len(), Self::MAX_KIND_LEN),
+            ("queue", self.queue.len(), Self::MAX_QUEUE_LEN),
+            (
+                "unique_key",
+                self.unique_key.as_ref().map_or(0, String::len),
+                Self::MAX_UNIQUE_KEY_LEN,
+            ),
+        ];
+        match fields.into_iter().find(|(_, got, max)| got > max) {
+            Some((field, got, max)) => Err(TooLong { field, max, got }),
+            None => Ok(()),
+        }
+    }
 
     /// A job with default queue and attempts; `args` must be JSON text.
     pub fn new(kind: impl Into<String>, args: impl Into<String>) -> Self {
@@ -223,4 +248,30 @@ pub struct JobRecord {
     pub available_at: Timestamp,
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_are_bounded() {
+        let at_limit = JobSpec::new("k".repeat(JobSpec::MAX_KIND_LEN), "null")
+            .queue("q".repeat(JobSpec::MAX_QUEUE_LEN))
+            .unique_key("u".repeat(JobSpec::MAX_UNIQUE_KEY_LEN));
+        assert_eq!(at_limit.check_lengths(), Ok(()));
+        let over = |spec: JobSpec| spec.check_lengths().unwrap_err().to_string();
+        assert_eq!(
+            over(JobSpec::new("k".repeat(129), "null")),
+            "kind: expected at most 128 bytes, got 129"
+        );
+        assert_eq!(
+            over(JobSpec::new("k", "null").queue("q".repeat(1 << 20))),
+            "queue: expected at most 128 bytes, got 1048576"
+        );
+        assert_eq!(
+            over(JobSpec::new("k", "null").unique_key("u".repeat(513))),
+            "unique_key: expected at most 512 bytes, got 513"
+        );
+    }
 }

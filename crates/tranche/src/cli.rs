@@ -154,14 +154,34 @@ pub struct ServerArgs {
     /// Without tokens only a loopback address is accepted.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: std::net::SocketAddr,
-    /// Bearer tokens, one per line: `TOKEN` (every endpoint) or `TOKEN worker` (the
-    /// worker endpoints only). TRANCHE_TOKENS adds more (comma-separated).
+    /// Bearer tokens, one per line: `TOKEN` (every endpoint, personal data in job
+    /// text masked: PANs as ABXXXXXX4F, e-mails as r***@example.com), `TOKEN pii`
+    /// (every endpoint, personal data shown) or `TOKEN worker` (the worker endpoints
+    /// only; polled jobs carry their real arguments). TRANCHE_TOKENS adds more
+    /// (comma-separated).
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
     /// Refuse submissions (429) to a queue holding this many waiting jobs: `N` for
     /// every queue, or `QUEUE=N`. Repeatable.
     #[arg(long, value_name = "[QUEUE=]N")]
     pub queue_limit: Vec<String>,
+    /// Seconds a client may take to send a request's headers; also how long an idle
+    /// keep-alive connection is kept. Slower clients are disconnected.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// Seconds a client may take to send a request's body once its headers are in;
+    /// slower requests are answered 408. Only reading the request is timed: long-polls
+    /// (/v1/workers/poll, /v1/events?wait=) still wait their whole wait.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: u64,
+    /// Most connections open at once; further ones wait in the listen backlog until one
+    /// closes (served late, not refused).
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// Without tokens (loopback only): show personal data (PANs, e-mail addresses) in
+    /// job text instead of masking it. With tokens, give `TOKEN pii` instead.
+    #[arg(long)]
+    pub show_personal_data: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,8 +4,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,25 +17,10 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "# test tokens\nops-1\nwork-2 worker\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .args(["server", "--listen", "127.0.0.1:0", "--tokens"])
-        .arg(&tokens)
-        .args(["--queue-limit", "10"])
-        .env_remove("TRANCHE_TOKENS")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start tranche server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let (server, base, line) = spawn_server(
+        dir.path(),
+        &["--tokens", tokens.to_str().unwrap(), "--queue-limit", "10"],
+    );
     assert!(line.contains("2 token(s)"), "{line}");
 
     let client = reqwest::Client::new();
@@ -134,6 +119,51 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
     }
 
     // SIGTERM: a graceful stop with exit code 0.
+    stop(server).await;
+}
+
+/// A `tranche server` process, killed if its test fails before stopping it: left
+/// running, it would hold the test's output open and hang whoever reads it.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `tranche server` on a free loopback port with `args`: the process, its base URL and
+/// the line it announced itself with.
+fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Server, String, String) {
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_tranche"))
+            .arg("--data")
+            .arg(dir.join("data"))
+            .args(["server", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("TRANCHE_TOKENS")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tranche server"),
+    );
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (server, base, line)
+}
+
+/// SIGTERM, then expect a graceful exit with code 0.
+async fn stop(mut server: Server) {
+    let child = &mut server.0;
     let pid = child.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -145,6 +175,101 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "{status:?}");
+}
+
+/// The command line reaches the server: `--header-timeout` cuts off a client that
+/// stops half way through its headers, `--show-personal-data` shows a job's PAN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_flags_set_its_timeouts_and_personal_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, base, _) = spawn_server(
+        dir.path(),
+        &[
+            "--header-timeout",
+            "1",
+            "--body-timeout",
+            "1",
+            "--max-connections",
+            "8",
+            "--show-personal-data",
+        ],
+    );
+    let addr = base.trim_start_matches("http://").to_string();
+    let cut_off = tokio::task::spawn_blocking(move || {
+        let mut half = std::net::TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /healthz HTTP/1.1\r\nHost: tran")
+            .unwrap();
+        half.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut rest = Vec::new();
+        match half.read_to_end(&mut rest) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("not cut off after the header timeout: {e}"),
+        }
+        started.elapsed()
+    })
+    .await
+    .unwrap();
+    assert!(cut_off >= Duration::from_millis(900), "{cut_off:?}");
+
+    let client = reqwest::Client::new();
+    let submitted: Value = client
+        .post(format!("{base}/v1/jobs"))
+        .json(&json!({"run": "bin/pd", "job": {"kind": "x", "args": {"pan": "ABCDE1234F"}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let job: Value = client
+        .get(format!("{base}/v1/jobs/{}", submitted["ids"][0]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["args"]["pan"], "ABCDE1234F");
+    stop(server).await;
+}
+
+#[test]
+fn the_server_refuses_to_show_personal_data_to_every_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
+        .arg("--data")
+        .arg(dir.path())
+        .args(["server", "--listen", "127.0.0.1:0", "--show-personal-data"])
+        .env("TRANCHE_TOKENS", "ops-1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A server that starts instead of refusing would run until killed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the server started with --show-personal-data and tokens");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("TOKEN pii"), "{err}");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The dashboard in a real headless browser (Debian's chromium driven by
 //! playwright-core, see tests/browser): progress, queue depth and queue throughput
 //! change live during a run, a failed job shows its attempts and timings and a
-//! finished one its artifact link, "retry" re-queues a failed run and "cancel" ends the
-//! rest of a run. Leaves a screenshot in the target dir.
+//! finished one its artifact link (and its client's PAN and e-mail masked), "retry"
+//! re-queues a failed run and "cancel" ends the rest of a run. Leaves a screenshot in
+//! the target dir.
 
 use std::path::Path;
 use std::process::Command;
@@ -55,7 +56,10 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
     )
     .await;
     let items: Vec<_> = (0..3)
-        .map(|_| json!({"job": {"kind": "note", "queue": "df", "max_attempts": 1}}))
+        .map(|_| {
+            json!({"job": {"kind": "note", "queue": "df", "max_attempts": 1,
+            "args": {"client": {"pan": "ABCDE1234F", "email": "r.sharma@example.com"}}}})
+        })
         .collect();
     s.post_ok(
         "/v1/batches",

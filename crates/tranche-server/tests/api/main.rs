@@ -8,6 +8,8 @@ mod expiry;
 mod feed;
 mod live;
 mod metrics;
+mod personal_data;
 mod runs;
+mod slow_clients;
 mod submit;
 mod workers;

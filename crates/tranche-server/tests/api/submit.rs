@@ -220,3 +220,71 @@ async fn a_full_queue_answers_429_until_it_drains() {
         }
     }
 }
+
+/// Kinds, queues, run names and unique keys are bounded: an over-long one is answered
+/// 400 naming where it is, its limit and its length, and leaves no trace in /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_names_are_refused_naming_the_field() {
+    let s = start().await;
+    let huge = "q".repeat(1 << 20);
+    let refused = [
+        (
+            "/v1/jobs",
+            json!({"run": "api/long", "job": {"kind": "x", "queue": huge}}),
+            "job.queue",
+            ["128", "1048576"],
+        ),
+        (
+            "/v1/batches",
+            json!({"run": "api/long", "items": [
+                {"job": {"kind": "x"}},
+                {"chain": [{"kind": "k".repeat(129)}]}
+            ]}),
+            "items[1].chain[0].kind",
+            ["128", "129"],
+        ),
+        (
+            "/v1/jobs",
+            json!({"run": "api/long", "job": {"kind": "x", "unique_key": "u".repeat(513)}}),
+            "job.unique_key",
+            ["512", "513"],
+        ),
+        (
+            "/v1/groups",
+            json!({"run": "r".repeat(201), "members": [{"kind": "x"}], "callback": {"kind": "y"}}),
+            "run",
+            ["200", "201"],
+        ),
+        (
+            "/v1/workers/poll",
+            json!({"queue": "q".repeat(129)}),
+            "queue",
+            ["128", "129"],
+        ),
+    ];
+    for (path, body, field, [limit, got]) in refused {
+        let err = expect(s.post(path, &body).await, 400).await;
+        assert_eq!(err["error"]["field"], field, "{err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("at most {limit} bytes")) && message.contains(got),
+            "{message}"
+        );
+        assert!(message.len() < 300, "the name is not echoed: {message}");
+    }
+    // Exactly at the limits is fine.
+    s.post_ok(
+        "/v1/jobs",
+        &json!({"run": "r".repeat(200), "job": {
+            "kind": "k".repeat(128), "queue": "q".repeat(128), "unique_key": "u".repeat(512)
+        }}),
+        201,
+    )
+    .await;
+    expect(s.get("/v1/runs/api%2Flong").await, 404).await;
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    assert!(
+        !metrics.contains(&"q".repeat(129)),
+        "no over-long queue label"
+    );
+}

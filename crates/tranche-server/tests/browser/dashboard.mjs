@@ -67,6 +67,10 @@ try {
   if (!attempts.includes("bad PAN")) throw new Error("attempt error not shown: " + attempts);
   const body = await page.locator("#job-body").textContent();
   if (!/started\s*\d{4}-\d\d-\d\d/.test(body) || !/finished\s*\d{4}-/.test(body)) throw new Error("timings not shown: " + body);
+  // Its client's PAN and e-mail address are masked (a server without tokens).
+  if (!body.includes("ABXXXXXX4F") || !body.includes("r***@example.com") || body.includes("ABCDE1234F") || body.includes("r.sharma@")) {
+    throw new Error("personal data not masked: " + body);
+  }
   await page.locator('button.retry[data-run="dash/failing"]').click();
   await waitText(page, "dash/failing", "failed", "0");
   const run = await api("/v1/runs/" + encodeURIComponent("dash/failing"));

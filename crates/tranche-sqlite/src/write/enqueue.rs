@@ -22,6 +22,7 @@ fn check(spec: &JobSpec) -> OpResult<()> {
     if spec.max_attempts == 0 {
         return invalid("max_attempts", "at least 1", "0".into());
     }
+    spec.check_lengths()?;
     Ok(())
 }
 

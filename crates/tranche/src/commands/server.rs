@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tranche_server::{QueueLimits, ServerConfig, Tokens};
@@ -26,6 +27,10 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         listen: args.listen,
         tokens,
         queue_limits,
+        header_timeout: Duration::from_secs(args.header_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
+        max_connections: usize::try_from(args.max_connections)?,
+        show_personal_data: args.show_personal_data,
         ..ServerConfig::default()
     };
     config.validate()?;
