@@ -15,6 +15,7 @@ mod password;
 mod plan;
 mod report;
 mod source;
+mod space;
 mod steps;
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use report::{
     collect_report, write_accounting, write_report, ReportRow, ReportStatus, ReportSummary,
 };
 pub use source::{broker_key, publish_broker, NightSource};
+pub use space::{StoreFull, StoreSpace};
 pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
 
 /// A step of the chain: its task kind, its queue (a machine role) and how many attempts
@@ -103,6 +105,8 @@ pub struct Night {
     pub date: NaiveDate,
     pub broker: Broker,
     pub store: Arc<dyn Storage>,
+    /// Whether `store` has room: the writing steps pause on it.
+    pub space: Arc<StoreSpace>,
     pub renderer: Arc<Renderer>,
     /// Render in these helper processes instead of in this one, when given.
     pub helpers: Option<Arc<RenderHelpers>>,

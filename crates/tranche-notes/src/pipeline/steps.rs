@@ -1,6 +1,7 @@
 //! The four handlers. Failures are sorted by whether trying again can help: input and
 //! template problems, a refused signature and a 5xx mail reply end the client's chain
-//! at once with the reason; store and mail-server hiccups are retried with backoff.
+//! at once with the reason; store and mail-server hiccups are retried with backoff; a
+//! full store pauses the steps that write to it (see [`super::space`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use tranche_storage::{StorageError, StoreKey};
 use tranche_types::Outcome;
 
 use super::plan::{ProcessArgs, StepArgs};
+use super::space::SNOOZE_WHEN_FULL;
 use super::{
     artifact_key, Night, NightSource, Step, DATA_KIND, MAIL, PROCESS, RENDER, SIGN,
     SIGNED_PDF_KIND, TMP_PDF_KIND,
@@ -144,14 +146,24 @@ fn key(night: &Night, kind: &str, client: &str) -> Result<StoreKey, String> {
 }
 
 /// A store failure is worth retrying; a missing artifact is not (its step must run
-/// again first — a retry of the run does that).
+/// again first — a retry of the run does that); a full store is waited for, without
+/// using up an attempt.
 fn store_outcome<T>(step: &str, client: &str, e: StorageError) -> Outcome<T> {
     match e {
         StorageError::NotFound { key } => Outcome::discard(format!(
             "client {client}: {step}: {key} is missing from the store"
         )),
+        StorageError::Full { .. } => Outcome::Snooze(SNOOZE_WHEN_FULL),
         other => Outcome::retry(format!("client {client}: {step}: {other}")),
     }
+}
+
+/// While the store is full, a step that writes to it waits before doing its work
+/// (rendering a note only to find it cannot be stored wastes a core); `Some` gives the
+/// job back for later.
+fn paused_for_space<T>(night: &Night, ctx: &JobContext) -> Option<Outcome<T>> {
+    let go = ctx.block_on(night.space.wait_for_room(ctx));
+    (!go).then_some(Outcome::Snooze(SNOOZE_WHEN_FULL))
 }
 
 fn predecessor<T: serde::de::DeserializeOwned>(
@@ -166,6 +178,9 @@ fn predecessor<T: serde::de::DeserializeOwned>(
 }
 
 fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Processed> {
+    if let Some(o) = paused_for_space(night, ctx) {
+        return o;
+    }
     let code = &args.client_code;
     let (note, client) = match (args.note(&night.broker), &args.client) {
         (Ok(n), Some(c)) => (n, c),
@@ -200,6 +215,9 @@ fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Proces
 }
 
 fn render(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Rendered> {
+    if let Some(o) = paused_for_space(night, ctx) {
+        return o;
+    }
     let code = &args.client_code;
     let processed: Processed = match predecessor(ctx, code) {
         Ok(p) => p,
@@ -258,6 +276,9 @@ fn read_delivery(night: &Night, ctx: &JobContext, code: &str) -> Result<Delivery
 }
 
 fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
+    if let Some(o) = paused_for_space(night, ctx) {
+        return o;
+    }
     let code = &args.client_code;
     let rendered: Rendered = match predecessor(ctx, code) {
         Ok(p) => p,
