@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,9 @@ pub struct WorkerStats {
     pub released: AtomicU64,
     /// Set while the backend refuses this worker's calls.
     trouble: Mutex<Option<BackendTrouble>>,
+    /// The caller tells the operator about `trouble` itself: logging it too would say
+    /// it twice.
+    trouble_shown: AtomicBool,
 }
 
 /// The backend has failed every write this worker asked of it since `since`: the work
@@ -198,6 +201,12 @@ impl WorkerStats {
             + self.stale.load(Ordering::Relaxed)
             + self.released.load(Ordering::Relaxed);
         self.reserved.load(Ordering::Relaxed).saturating_sub(ended)
+    }
+
+    /// The caller shows [`trouble`](Self::trouble) to the operator (e.g. on a progress
+    /// display): the worker logs it at debug level only.
+    pub fn show_trouble_elsewhere(&self) {
+        self.trouble_shown.store(true, Ordering::Relaxed);
     }
 
     /// Whether the backend is refusing this worker's calls, and why.
@@ -240,16 +249,21 @@ impl WorkerStats {
 /// reserve, report and heartbeat is retried meanwhile, and logging each would bury the
 /// cause (a full disk) under a line a second.
 fn backend_failed(shared: &Shared, call: &str, e: &BackendError) {
-    if shared.stats.backend_failed(e) {
+    let first = shared.stats.backend_failed(e);
+    if first && !shared.stats.trouble_shown.load(Ordering::Relaxed) {
         tracing::warn!(error = %e, "{call} failed; retrying until the backend works again");
     } else {
-        tracing::debug!(error = %e, "{call} failed again");
+        tracing::debug!(error = %e, "{call} failed; retrying");
     }
 }
 
 fn backend_works(shared: &Shared) {
     if let Some(after) = shared.stats.backend_works() {
-        tracing::warn!(after = ?after, "the backend works again");
+        if shared.stats.trouble_shown.load(Ordering::Relaxed) {
+            tracing::debug!(after = ?after, "the backend works again");
+        } else {
+            tracing::warn!(after = ?after, "the backend works again");
+        }
     }
 }
 

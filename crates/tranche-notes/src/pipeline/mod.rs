@@ -30,7 +30,7 @@ use crate::input::Broker;
 use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
-pub use drive::{work_until_finished, DriveError, StepCounts, Workers};
+pub use drive::{work_until_finished, DriveError, StepCounts, Workers, LEASE};
 pub use password::PasswordRule;
 pub use plan::{
     enqueue_night, plan_night, ChainIds, Day, EnqueueError, NightPlan, PlannedChain, ProcessArgs,

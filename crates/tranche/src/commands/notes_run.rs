@@ -3,7 +3,7 @@
 //! second run of the same night adds nothing and resumes), this process works the four
 //! step queues until the run finishes, and `OUT/report.csv` is written.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,13 +15,15 @@ use tranche_notes::generate::{generate as write_day, GenerateOptions, Generated}
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::pipeline::{
     collect_report, enqueue_night, plan_night, publish_broker, run_name, work_until_finished,
-    write_accounting, write_report, ChainIds, Day, NightPlan, ReportRow, ReportSummary, StepCounts,
+    write_accounting, ChainIds, Day, NightPlan, ReportRow, ReportSummary, StepCounts, LEASE,
 };
 
+use super::notes_report::place_report;
 use super::notes_setup::{open_store, setup, RunOptions};
 use crate::cli::{DataArgs, NotesDemo, NotesRun};
 use crate::data::open;
 use crate::progress::RunDisplay;
+use crate::stall::StallWatch;
 
 /// Read the day's files. A broken broker file or an unreadable trades/clients file
 /// stops the night (nothing could be right); a bad row only fails its client.
@@ -59,6 +61,8 @@ pub fn generated_day(input: &Path, options: &GenerateOptions) -> Result<(Generat
 
 /// The result of working a night in this process.
 pub struct NightResult {
+    /// Where the report was written; `None`: nowhere (said on stderr).
+    pub report: Option<PathBuf>,
     pub rows: Vec<ReportRow>,
     pub chains: Vec<ChainIds>,
     pub summary: ReportSummary,
@@ -127,6 +131,12 @@ pub async fn work_night(
             None => None,
         };
         let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));
+        let mut stalls = match (&display, &steps, &worker) {
+            (Some(_), Some(s), Some(w)) => {
+                Some(StallWatch::new(s.source.space.clone(), w.stats(), LEASE))
+            }
+            _ => None,
+        };
         let stop = tranche_core::on_terminate();
         let c = counts.clone();
         let finished = work_until_finished(
@@ -137,6 +147,9 @@ pub async fn work_night(
             Duration::from_millis(200),
             |p| {
                 if let Some(d) = display.as_mut() {
+                    if let Some(w) = stalls.as_mut() {
+                        d.stalled(w.check(p));
+                    }
                     let detail = if work { c.summary() } else { String::new() };
                     d.update(p, &detail);
                 }
@@ -153,9 +166,9 @@ pub async fn work_night(
         s.mailer.close().await;
     }
     let rows = collect_report(&*backend, &ids, &unattributed).await?;
-    let report = options.out.join("report.csv");
-    write_report(&report, &rows).with_context(|| format!("cannot write {}", report.display()))?;
+    let report = place_report(&options.out.join("report.csv"), &run, &rows);
     Ok(NightResult {
+        report,
         summary: ReportSummary::of(&rows),
         rows,
         chains: ids,
@@ -166,7 +179,7 @@ pub async fn work_night(
     })
 }
 
-fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitCode {
+fn print_outcome(run: &str, at: &DataArgs, r: &NightResult) -> ExitCode {
     let s = &r.summary;
     println!(
         "{run}: {} mailed, {} failed, {} cancelled, {} not finished  ({:.1} s)",
@@ -176,7 +189,10 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         s.pending,
         (r.enqueue_time + r.work_time).as_secs_f64()
     );
-    println!("  report   {}", out.join("report.csv").display());
+    match &r.report {
+        Some(report) => println!("  report   {}", report.display()),
+        None => println!("  report   not written: free space and run this command again"),
+    }
     println!("  artifacts under the store's signed-pdf/ and contract-notes-data/ prefixes");
     let data_arg = format!(" {}", at.as_args());
     if r.interrupted {
@@ -205,6 +221,9 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         );
         return ExitCode::from(2);
     }
+    if r.report.is_none() {
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
 }
 
@@ -213,12 +232,7 @@ pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
     let day = read_day(&args.trades, &args.clients, &args.broker_file, args.date)?;
     let backend = open(at).await?;
     let result = work_night(backend, day, &options, !args.no_work, false).await?;
-    Ok(print_outcome(
-        run_name(args.date).as_str(),
-        at,
-        &options.out,
-        &result,
-    ))
+    Ok(print_outcome(run_name(args.date).as_str(), at, &result))
 }
 
 /// Marks a directory as made by `notes demo`, so a second demo may clear it.
@@ -273,7 +287,7 @@ pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
     let backend = open(&at).await?;
     let run = run_name(date);
     let result = work_night(backend, day, &options, true, false).await?;
-    let code = print_outcome(run.as_str(), &at, dir, &result);
+    let code = print_outcome(run.as_str(), &at, &result);
     let mailed = result.rows.iter().find(|r| r.message_id.is_some());
     println!("where to look:");
     println!("  inputs        {}", input.display());
