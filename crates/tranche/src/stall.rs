@@ -128,6 +128,7 @@ impl StallWatch {
     /// `lease`: how long the night's leases last.
     pub fn new(space: Arc<StoreSpace>, worker: Arc<WorkerStats>, lease: Duration) -> Self {
         worker.show_trouble_elsewhere();
+        space.show_elsewhere();
         StallWatch {
             space,
             worker,

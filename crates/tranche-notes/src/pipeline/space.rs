@@ -8,6 +8,7 @@
 //! and resumes by itself once the disk has room for the write that failed. The state
 //! is read by the progress display to tell the operator, once, what is full.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,9 @@ const LOOK_EVERY: Duration = Duration::from_millis(250);
 pub struct StoreSpace {
     store: Arc<dyn Storage>,
     full: Mutex<Option<Paused>>,
+    /// A progress display tells the operator; else (a fleet's `tranche worker`) the
+    /// log does, once per pause.
+    shown_elsewhere: AtomicBool,
 }
 
 struct Paused {
@@ -72,8 +76,18 @@ impl StoreSpace {
         let space = Arc::new(StoreSpace {
             store,
             full: Mutex::new(None),
+            shown_elsewhere: AtomicBool::new(false),
         });
         (Arc::new(WatchedStore(space.clone())), space)
+    }
+
+    /// The caller shows [`full`](Self::full) to the operator: no log lines for it.
+    pub fn show_elsewhere(&self) {
+        self.shown_elsewhere.store(true, Ordering::Relaxed);
+    }
+
+    fn logged(&self) -> bool {
+        !self.shown_elsewhere.load(Ordering::Relaxed)
     }
 
     /// Whether the night is paused for space, and on what.
@@ -131,6 +145,12 @@ impl StoreSpace {
                 p.location = location.to_string();
             }
             None => {
+                if self.logged() {
+                    tracing::warn!(
+                        free = ?self.store.free_space(),
+                        "the store at {location} is full ({bytes} bytes did not fit): the steps that write to it wait, and resume by themselves when space is freed there"
+                    );
+                }
                 *full = Some(Paused {
                     location: location.to_string(),
                     bytes,
@@ -148,6 +168,9 @@ impl StoreSpace {
         let mut full = self.full.lock().expect("store space");
         if let Some(p) = full.as_ref() {
             if self.store.free_space().is_none() || self.has_room(p.bytes) {
+                if self.logged() {
+                    tracing::warn!(after = ?p.since.elapsed(), "the store at {} has room again", p.location);
+                }
                 *full = None;
             }
         }
