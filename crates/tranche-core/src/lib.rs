@@ -30,7 +30,9 @@ pub use runs::{wait_finished, WaitError};
 pub use signals::on_terminate;
 pub use task::{Backoff, Registry, TaskOptions};
 pub use tranche_types as types;
-pub use worker::{Finished, Observer, Worker, WorkerConfig, WorkerError, WorkerStats};
+pub use worker::{
+    BackendTrouble, Finished, Observer, Worker, WorkerConfig, WorkerError, WorkerStats,
+};
 
 use serde::Serialize;
 use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobSpec, RunName};

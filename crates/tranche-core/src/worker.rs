@@ -1,8 +1,8 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -167,6 +167,22 @@ pub struct WorkerStats {
     pub stale: AtomicU64,
     /// Jobs handed back unfinished at shutdown.
     pub released: AtomicU64,
+    /// Set while the backend refuses this worker's calls.
+    trouble: Mutex<Option<BackendTrouble>>,
+    /// The caller tells the operator about `trouble` itself: logging it too would say
+    /// it twice.
+    trouble_shown: AtomicBool,
+}
+
+/// The backend has failed every write this worker asked of it since `since`: the work
+/// waits (results are kept and reported again) until it works.
+#[derive(Clone, Debug)]
+pub struct BackendTrouble {
+    pub since: Instant,
+    /// The latest failure.
+    pub error: String,
+    /// When the failure is a full disk, the file that could not grow.
+    pub full: Option<String>,
 }
 
 impl WorkerStats {
@@ -176,6 +192,78 @@ impl WorkerStats {
             + self.failed.load(Ordering::Relaxed)
             + self.cancelled.load(Ordering::Relaxed)
             + self.snoozed.load(Ordering::Relaxed)
+    }
+
+    /// Jobs this worker holds: reserved and not yet reported or handed back. A backend
+    /// marks jobs running a moment before they are counted here.
+    pub fn in_flight(&self) -> u64 {
+        let ended = self.completed()
+            + self.stale.load(Ordering::Relaxed)
+            + self.released.load(Ordering::Relaxed);
+        self.reserved.load(Ordering::Relaxed).saturating_sub(ended)
+    }
+
+    /// The caller shows [`trouble`](Self::trouble) to the operator (e.g. on a progress
+    /// display): the worker logs it at debug level only.
+    pub fn show_trouble_elsewhere(&self) {
+        self.trouble_shown.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the backend is refusing this worker's calls, and why.
+    pub fn trouble(&self) -> Option<BackendTrouble> {
+        self.trouble.lock().expect("trouble lock").clone()
+    }
+
+    /// Note a failed call; true for the first of a run of failures.
+    fn backend_failed(&self, e: &BackendError) -> bool {
+        let mut trouble = self.trouble.lock().expect("trouble lock");
+        let full = match e {
+            BackendError::Full { path, .. } => Some(path.clone()),
+            _ => None,
+        };
+        match trouble.as_mut() {
+            Some(t) => {
+                t.error = e.to_string();
+                t.full = full;
+                false
+            }
+            None => {
+                *trouble = Some(BackendTrouble {
+                    since: Instant::now(),
+                    error: e.to_string(),
+                    full,
+                });
+                true
+            }
+        }
+    }
+
+    /// Note a call that wrote; how long the backend had been failing, if it was.
+    fn backend_works(&self) -> Option<Duration> {
+        let mut trouble = self.trouble.lock().expect("trouble lock");
+        trouble.take().map(|t| t.since.elapsed())
+    }
+}
+
+/// One line when the backend starts failing and one when it works again: every
+/// reserve, report and heartbeat is retried meanwhile, and logging each would bury the
+/// cause (a full disk) under a line a second.
+fn backend_failed(shared: &Shared, call: &str, e: &BackendError) {
+    let first = shared.stats.backend_failed(e);
+    if first && !shared.stats.trouble_shown.load(Ordering::Relaxed) {
+        tracing::warn!(error = %e, "{call} failed; retrying until the backend works again");
+    } else {
+        tracing::debug!(error = %e, "{call} failed; retrying");
+    }
+}
+
+fn backend_works(shared: &Shared) {
+    if let Some(after) = shared.stats.backend_works() {
+        if shared.stats.trouble_shown.load(Ordering::Relaxed) {
+            tracing::debug!(after = ?after, "the backend works again");
+        } else {
+            tracing::warn!(after = ?after, "the backend works again");
+        }
     }
 }
 
@@ -349,12 +437,17 @@ async fn fetch_loop(
         let jobs = match jobs {
             Ok(jobs) => {
                 failures = 0;
+                // An empty reserve may have written nothing: it does not show that
+                // the backend can be written again.
+                if !jobs.is_empty() {
+                    backend_works(&shared);
+                }
                 jobs
             }
             Err(e) => {
                 failures += 1;
                 let pause = Duration::from_millis(100 * 2u64.pow(failures.min(6)));
-                tracing::warn!(queue = %queue, error = %e, retry_in = ?pause, "reserve failed");
+                backend_failed(&shared, &format!("reserve of queue {queue}"), &e);
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => continue,
                     _ = shutdown.cancelled() => break,
@@ -536,7 +629,10 @@ async fn report(shared: Arc<Shared>, batch: Vec<Done>, stop: CancellationToken) 
     let mut tries = 0u32;
     let acks = loop {
         match shared.backend.complete(completions.clone()).await {
-            Ok(acks) => break Some(acks),
+            Ok(acks) => {
+                backend_works(&shared);
+                break Some(acks);
+            }
             Err(e) => {
                 tries += 1;
                 if stop.is_cancelled() && tries > 5 {
@@ -544,7 +640,7 @@ async fn report(shared: Arc<Shared>, batch: Vec<Done>, stop: CancellationToken) 
                     break None;
                 }
                 let pause = Duration::from_millis(50 * 2u64.pow(tries.min(7)));
-                tracing::warn!(error = %e, retry_in = ?pause, "reporting results failed");
+                backend_failed(&shared, "reporting results", &e);
                 tokio::time::sleep(pause).await;
             }
         }
@@ -601,6 +697,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
         }
         match shared.backend.heartbeat(leases, shared.config.lease).await {
             Ok(lost) => {
+                backend_works(&shared);
                 let inflight = shared.inflight.lock().expect("inflight lock");
                 for lease in lost {
                     if let Some(token) = inflight.get(&lease) {
@@ -608,7 +705,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+            Err(e) => backend_failed(&shared, "lease heartbeat", &e),
         }
     }
 }

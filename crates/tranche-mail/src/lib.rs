@@ -87,12 +87,17 @@ pub enum MailError {
     /// The mail or the configuration is malformed; nothing was sent.
     #[error("invalid mail: {0}")]
     Invalid(String),
+    /// The disk the mail goes to (an outbox) is full: nothing was written, and the same
+    /// mail succeeds once space is freed. Apart from `Temporary` so that callers wait for
+    /// space instead of spending their attempts.
+    #[error("mail not written, the disk is full: {0}")]
+    Full(String),
 }
 
 impl MailError {
     /// Whether the same mail may succeed if sent again later.
     pub fn is_temporary(&self) -> bool {
-        matches!(self, MailError::Temporary(_))
+        matches!(self, MailError::Temporary(_) | MailError::Full(_))
     }
 }
 

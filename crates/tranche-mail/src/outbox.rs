@@ -64,13 +64,22 @@ impl Mailer for OutboxMailer {
         tokio::task::spawn_blocking(move || write_atomically(&tmp, &target, &bytes))
             .await
             .map_err(|e| MailError::Temporary(format!("outbox writer stopped: {e}")))?
-            .map_err(|e| {
-                MailError::Temporary(format!("writing to the outbox {}: {e}", self.dir.display()))
-            })?;
+            .map_err(|e| outbox_error(&self.dir, e))?;
         Ok(Sent {
             message_id: mail.message_id.clone(),
             reply: path.display().to_string(),
         })
+    }
+}
+
+/// A full disk is `Full` (wait for space); any other write failure is `Temporary`.
+fn outbox_error(dir: &Path, e: std::io::Error) -> MailError {
+    let what = format!("writing to the outbox {}: {e}", dir.display());
+    match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            MailError::Full(what)
+        }
+        _ => MailError::Temporary(what),
     }
 }
 
@@ -93,4 +102,20 @@ fn write_atomically(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<
         let _ = std::fs::remove_file(tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_write_failures() {
+        let dir = Path::new("/outbox");
+        let enospc = std::io::Error::from_raw_os_error(28);
+        assert!(matches!(outbox_error(dir, enospc), MailError::Full(_)));
+        let edquot = std::io::Error::from_raw_os_error(122);
+        assert!(matches!(outbox_error(dir, edquot), MailError::Full(_)));
+        let denied = std::io::Error::from_raw_os_error(13);
+        assert!(matches!(outbox_error(dir, denied), MailError::Temporary(_)));
+    }
 }

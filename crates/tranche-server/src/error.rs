@@ -62,6 +62,16 @@ impl From<BackendError> for ApiError {
                 "unavailable",
                 e.to_string(),
             ),
+            // 507 Insufficient Storage: the server cannot store what was asked until
+            // an operator frees space; clients may retry later.
+            BackendError::Full { .. } => {
+                tracing::error!(error = %e, "backend's disk is full");
+                ApiError::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "storage_full",
+                    e.to_string(),
+                )
+            }
             BackendError::Store { .. } => {
                 tracing::error!(error = %e, "backend failed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "backend", e.to_string())

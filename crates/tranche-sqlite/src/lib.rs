@@ -164,7 +164,21 @@ impl SqliteBackend {
             .expect("command channel lock")
             .send(make(tx))
             .map_err(|_| BackendError::Closed)?;
-        rx.await.map_err(|_| BackendError::Closed)?
+        rx.await
+            .map_err(|_| BackendError::Closed)?
+            .map_err(|e| self.name_full(e))
+    }
+
+    /// A full disk names the database, so the operator knows where to free space.
+    fn name_full(&self, e: BackendError) -> BackendError {
+        match e {
+            BackendError::Full { op, message, .. } => BackendError::Full {
+                op,
+                path: self.path.display().to_string(),
+                message,
+            },
+            other => other,
+        }
     }
 
     async fn read<T: Send + 'static>(

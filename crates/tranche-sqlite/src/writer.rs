@@ -3,6 +3,12 @@
 //! command fails alone), moves the run counters once per run and the queue statistics
 //! once per queue, commits once and only then answers. Many small completions thus
 //! cost one commit (group commit).
+//!
+//! A full disk (SQLITE_FULL) fails the whole transaction, never one command of it:
+//! SQLite may already have rolled the transaction back, and applying the rest would
+//! commit it statement by statement. Every caller gets [`BackendError::Full`] and
+//! retries; the writer carries on, and once space is freed the same commands commit.
+//! Leases are pushed back by how long the disk was full (nobody could extend them).
 
 use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -74,6 +80,7 @@ pub fn run(
 ) {
     let mut cache = RunCache::default();
     let mut orphans: Vec<LeaseRef> = Vec::new();
+    let mut full_since: Option<Timestamp> = None;
     loop {
         let mut cmds = Vec::new();
         if orphans.is_empty() {
@@ -98,10 +105,13 @@ pub fn run(
             &notifier,
             cmds,
             orphaned,
+            &mut full_since,
         );
     }
 }
 
+/// `full_since`: when the disk was first found full, if it still is as far as this
+/// writer knows.
 fn transact(
     conn: &mut Connection,
     now: Timestamp,
@@ -109,6 +119,7 @@ fn transact(
     notifier: &Notifier,
     cmds: Vec<Command>,
     orphans: Vec<LeaseRef>,
+    full_since: &mut Option<Timestamp>,
 ) -> Vec<LeaseRef> {
     let mut answers: Vec<Answer> = Vec::with_capacity(cmds.len());
     let mut fx = TxnEffects::default();
@@ -116,6 +127,12 @@ fn transact(
         let mut tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db("begin transaction"))?;
+        if let Some(since) = *full_since {
+            // Before any expired lease is reaped below.
+            direct(&mut tx, now, cache, &mut fx, |op| {
+                write::reserve::extend_all_leases(op, now.since(since))
+            })?;
+        }
         if !orphans.is_empty() {
             let _ = step(&mut tx, now, cache, &mut fx, |op| {
                 write::reserve::release(op, &orphans)
@@ -138,6 +155,13 @@ fn transact(
         tx.commit().map_err(db("commit"))
     })();
     let err = outcome.err();
+    match &err {
+        Some(BackendError::Full { .. }) => {
+            full_since.get_or_insert(now);
+        }
+        None => *full_since = None,
+        Some(_) => {}
+    }
     if err.is_some() {
         cache.clear();
     } else {
@@ -178,15 +202,20 @@ fn direct<T>(
     fx: &mut TxnEffects,
     f: impl FnOnce(&mut Op<'_>) -> OpResult<T>,
 ) -> OpResult<T> {
+    if let Some(e) = &fx.poisoned {
+        return Err(failed_transaction(e));
+    }
     let (result, parts) = run_op(conn, now, cache, f);
     match &result {
         Ok(_) => parts.merge_into(fx, cache),
-        Err(e) => fx.poisoned = Some(BackendError::store("transaction", e)),
+        Err(e) => fx.poisoned = Some(failed_transaction(e)),
     }
     result
 }
 
 /// Run one operation in its own savepoint; its effects are kept only if it succeeds.
+/// Nothing runs in a transaction that will not commit: one already failed (a
+/// savepoint opened after SQLite rolled it back would start and commit a new one).
 fn step<T>(
     conn: &mut Transaction<'_>,
     now: Timestamp,
@@ -194,19 +223,44 @@ fn step<T>(
     fx: &mut TxnEffects,
     f: impl FnOnce(&mut Op<'_>) -> OpResult<T>,
 ) -> OpResult<T> {
+    if let Some(e) = &fx.poisoned {
+        return Err(failed_transaction(e));
+    }
+    if conn.is_autocommit() {
+        let e = BackendError::store("transaction", "rolled back by SQLite after an error");
+        fx.poisoned = Some(failed_transaction(&e));
+        return Err(e);
+    }
     let sp = conn.savepoint().map_err(db("savepoint"))?;
     let (result, parts) = run_op(&sp, now, cache, f);
-    if result.is_ok() {
-        sp.commit().map_err(db("release savepoint"))?;
-        parts.merge_into(fx, cache);
+    match &result {
+        Ok(_) => {
+            sp.commit().map_err(db("release savepoint"))?;
+            parts.merge_into(fx, cache);
+        }
+        // The disk, not the command: the whole transaction fails and is retried.
+        Err(e @ BackendError::Full { .. }) => fx.poisoned = Some(failed_transaction(e)),
+        Err(_) => {}
     }
     result
+}
+
+/// A transaction's failure as each of its commands reports it: a full disk stays one.
+fn failed_transaction(e: &BackendError) -> BackendError {
+    match e {
+        BackendError::Full { path, message, .. } => BackendError::Full {
+            op: "transaction",
+            path: path.clone(),
+            message: message.clone(),
+        },
+        other => BackendError::store("transaction", other),
+    }
 }
 
 fn answer<T: Send + 'static>(reply: Reply<T>, result: OpResult<T>) -> Answer {
     Box::new(move |txn_err| {
         let _ = reply.send(match (txn_err, result) {
-            (Some(e), _) => Err(BackendError::store("transaction", e)),
+            (Some(e), _) => Err(failed_transaction(e)),
             (None, r) => r,
         });
         Vec::new()
@@ -237,7 +291,7 @@ fn apply(
             });
             Box::new(move |txn_err| match (txn_err, result) {
                 (Some(e), _) => {
-                    let _ = reply.send(Err(BackendError::store("transaction", e)));
+                    let _ = reply.send(Err(failed_transaction(e)));
                     Vec::new()
                 }
                 (None, result) => match reply.send(result) {

@@ -7,7 +7,8 @@
 //! digit of the entity, so an object store spreads a night's writes over ten prefixes
 //! (S3 scales request rates per prefix) instead of one hot one. Throttling (503
 //! SlowDown), 5xx and timeouts are retried with jittered exponential backoff (numbers in
-//! [`s3`]); a missing key is [`StorageError::NotFound`] in every store.
+//! [`s3`]); a missing key is [`StorageError::NotFound`] in every store, and a full disk
+//! [`StorageError::Full`] (waiting for space helps, retrying soon does not).
 //! [`conformance::exercise`] is the suite every implementation passes, against a real
 //! store.
 
@@ -15,10 +16,12 @@ pub mod conformance;
 mod key;
 mod local;
 pub mod s3;
+mod space;
 
 pub use key::{InvalidKey, StoreKey};
 pub use local::LocalStore;
 pub use s3::S3Store;
+pub use space::{free_space, human_bytes, is_full};
 
 use std::sync::Arc;
 
@@ -33,6 +36,19 @@ pub enum StorageError {
         op: &'static str,
         key: String,
         message: String,
+    },
+    /// No room left where the store writes (ENOSPC, EDQUOT): nothing was stored, and the
+    /// same write succeeds once space is freed at `location`.
+    #[error("{op} {key}: the store at {location} is full ({} to write): free space there", human_bytes(*.bytes))]
+    Full {
+        op: &'static str,
+        key: String,
+        /// The store's root (a directory, an s3:// URL): where space must be freed.
+        location: String,
+        /// The size of the write that did not fit.
+        bytes: u64,
+        #[source]
+        source: std::io::Error,
     },
     /// A store that cannot be opened: a bad location or configuration.
     #[error("{0}")]
@@ -75,4 +91,10 @@ pub trait Storage: Send + Sync + 'static {
 
     /// A human-readable location of `key`, e.g. a path or an s3:// URL.
     fn locate(&self, key: &StoreKey) -> String;
+
+    /// Bytes still free where new objects go, when the store can tell (a local disk);
+    /// `None` for a store without a notion of it (an object store).
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
 }

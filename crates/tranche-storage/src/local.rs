@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use crate::{Storage, StorageError, StoreKey};
+use crate::{free_space, is_full, Storage, StorageError, StoreKey};
 
 /// A store in a local directory: one file per key. Writes go to a temporary file that
 /// is renamed into place, so a reader (or a crash) never sees half an object.
@@ -22,6 +22,26 @@ impl LocalStore {
 
     fn path(&self, key: &StoreKey) -> PathBuf {
         self.root.join(key.as_str())
+    }
+
+    /// A failed write of `bytes`: a full disk is told apart, naming the store's root.
+    fn failed(
+        &self,
+        op: &'static str,
+        key: &StoreKey,
+        bytes: usize,
+        e: std::io::Error,
+    ) -> StorageError {
+        if is_full(&e) {
+            return StorageError::Full {
+                op,
+                key: key.to_string(),
+                location: self.root.display().to_string(),
+                bytes: bytes as u64,
+                source: e,
+            };
+        }
+        io(op, key, e)
     }
 }
 
@@ -49,7 +69,7 @@ impl Storage for LocalStore {
             create
                 .create(dir)
                 .await
-                .map_err(|e| io("create directory for", key, e))?;
+                .map_err(|e| self.failed("create directory for", key, bytes.len(), e))?;
         }
         // Unique per write, so concurrent writers of one key never share a temporary.
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -65,10 +85,16 @@ impl Storage for LocalStore {
             tokio::io::AsyncWriteExt::write_all(&mut f, &bytes).await?;
             tokio::io::AsyncWriteExt::flush(&mut f).await
         };
-        written.await.map_err(|e| io("write", key, e))?;
-        tokio::fs::rename(&tmp, &path)
-            .await
-            .map_err(|e| io("rename into place", key, e))
+        if let Err(e) = written.await {
+            // Half a write on a full disk holds space nothing will ever free.
+            let _ = tokio::fs::remove_file(&tmp).await;
+            return Err(self.failed("write", key, bytes.len(), e));
+        }
+        if let Err(e) = tokio::fs::rename(&tmp, &path).await {
+            let _ = tokio::fs::remove_file(&tmp).await;
+            return Err(self.failed("rename into place", key, bytes.len(), e));
+        }
+        Ok(())
     }
 
     async fn get(&self, key: &StoreKey) -> Result<Vec<u8>, StorageError> {
@@ -92,5 +118,9 @@ impl Storage for LocalStore {
 
     fn locate(&self, key: &StoreKey) -> String {
         self.path(key).display().to_string()
+    }
+
+    fn free_space(&self) -> Option<u64> {
+        free_space(&self.root)
     }
 }

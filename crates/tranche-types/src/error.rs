@@ -16,6 +16,16 @@ pub enum BackendError {
         message: String,
         maybe_applied: bool,
     },
+    /// The store's disk is full: nothing was written, and the same call succeeds once
+    /// space is freed where `path` lives. Told apart from [`Store`](Self::Store) so that
+    /// callers wait (and say so) instead of retrying blindly.
+    #[error("{op}: {path} cannot grow, its disk is full ({message}): free space there")]
+    Full {
+        op: &'static str,
+        /// The file that could not grow (e.g. the SQLite database).
+        path: String,
+        message: String,
+    },
     /// The caller asked for something invalid.
     #[error("invalid {field}: expected {expected}, got {got}")]
     Invalid {

@@ -7,6 +7,7 @@ mod data;
 mod output;
 mod progress;
 mod secrets;
+mod stall;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tranche_types::RunProgress;
 
+use crate::stall::Stall;
+
 pub struct RunDisplay {
     bar: Option<ProgressBar>,
     started: Instant,
@@ -14,6 +16,8 @@ pub struct RunDisplay {
     every: Duration,
     /// Jobs already ended when this process started (a resumed run).
     ended_at_start: Option<u64>,
+    /// What holds the run up, as last said, and since when.
+    stall: Option<(Stall, Instant)>,
 }
 
 impl RunDisplay {
@@ -36,6 +40,34 @@ impl RunDisplay {
             last_line: Instant::now(),
             every: Duration::from_secs(5),
             ended_at_start: None,
+            stall: None,
+        }
+    }
+
+    /// Say once what holds the run up (not on every update: a paused night would
+    /// repeat it every few seconds), and once when it moves again.
+    pub fn stalled(&mut self, now: Option<Stall>) {
+        let same = match (&self.stall, &now) {
+            (Some((was, _)), Some(is)) => was.same_kind(is),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        if let Some((was, since)) = self.stall.take() {
+            self.say(&was.ended(since.elapsed()));
+        }
+        if let Some(is) = now {
+            self.say(&is.to_string());
+            self.stall = Some((is, Instant::now()));
+        }
+    }
+
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
         }
     }
 

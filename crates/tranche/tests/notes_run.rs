@@ -247,6 +247,14 @@ fn a_night_killed_half_way_resumes_and_mails_everyone_once() {
         .output()
         .unwrap();
     assert!(resumed.status.success(), "{}", text(&resumed));
+    // Not a silent "ETA 0 s": it says it waits for the killed worker's leases, and how
+    // long that takes at most.
+    let said = text(&resumed);
+    assert!(
+        said.contains("still leased by a worker that stopped"),
+        "{said}"
+    );
+    assert!(said.contains("leases lapse within "), "{said}");
     let rows = report(&out);
     assert!(rows.values().all(|r| r[0] == "mailed"), "{rows:?}");
 

@@ -1,11 +1,14 @@
-"""A real SMTP server for the contract-note tests (aiosmtpd), with two test knobs:
+"""A real SMTP server for the contract-note tests (aiosmtpd), with test knobs:
 recipients listed in DIR/reject.txt are refused with 550 at RCPT (read on every
-message, so a test can change it), and every accepted message is written whole to
-DIR/new/N.eml with an X-RcptTo header. Prints "ready" once listening.
+message, so a test can change it); while DIR/hold exists, messages wait before they
+are accepted (a night cannot finish before the test has set something up); every
+accepted message is written whole to DIR/new/N.eml with an X-RcptTo header. Prints
+"ready" once listening.
 
 usage: python3 smtp_sink.py PORT DIR
 """
 
+import asyncio
 import itertools
 import os
 import sys
@@ -29,6 +32,8 @@ class Sink:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        while os.path.exists(os.path.join(self.dir, "hold")):
+            await asyncio.sleep(0.02)
         n = next(self.seq)
         tmp = os.path.join(self.dir, "tmp", f"{n}.eml")
         with open(tmp, "wb") as f:

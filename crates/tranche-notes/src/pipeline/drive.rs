@@ -83,6 +83,10 @@ impl Observer for StepCounts {
     }
 }
 
+/// Leases are extended while a step runs; a lost worker's notes are picked up again
+/// after this long (and a rerun after a `kill -9` waits for it).
+pub const LEASE: Duration = Duration::from_secs(30);
+
 /// How many of each step this process runs at once.
 #[derive(Clone, Debug)]
 pub struct Workers {
@@ -132,9 +136,7 @@ impl Workers {
         let config = WorkerConfig {
             queues,
             batch: 64,
-            // Leases are extended while a step runs; a lost worker's notes are picked
-            // up again after this long.
-            lease: Duration::from_secs(30),
+            lease: LEASE,
             heartbeat: Duration::from_secs(10),
             reserve_wait: Duration::from_millis(500),
             // A render handler given helper processes only waits for one: it must not

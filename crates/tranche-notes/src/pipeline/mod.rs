@@ -15,6 +15,7 @@ mod password;
 mod plan;
 mod report;
 mod source;
+mod space;
 mod steps;
 mod submit;
 
@@ -30,7 +31,7 @@ use crate::input::Broker;
 use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
-pub use drive::{work_until_finished, DriveError, StepCounts, Workers};
+pub use drive::{work_until_finished, DriveError, StepCounts, Workers, LEASE};
 pub use password::PasswordRule;
 pub use plan::{
     chain_key, entity, plan_night, Day, NightPlan, PlannedChain, ProcessArgs, RowAccount, StepArgs,
@@ -40,6 +41,7 @@ pub use report::{
     collect_report, write_accounting, write_report, ReportRow, ReportStatus, ReportSummary,
 };
 pub use source::{broker_key, publish_broker, NightSource};
+pub use space::{StoreFull, StoreSpace};
 pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
 pub use submit::{
     mail_effect_key, submit_night, Attention, ChainIds, Corrections, EnqueueError, Submitted,
@@ -113,6 +115,8 @@ pub struct Night {
     pub date: NaiveDate,
     pub broker: Broker,
     pub store: Arc<dyn Storage>,
+    /// Whether `store` has room: the writing steps pause on it.
+    pub space: Arc<StoreSpace>,
     pub renderer: Arc<Renderer>,
     /// Render in these helper processes instead of in this one, when given.
     pub helpers: Option<Arc<RenderHelpers>>,

@@ -12,7 +12,7 @@ use tranche_sign::{Cipher, Signer};
 use tranche_storage::{Storage, StorageError, StoreKey};
 use tranche_types::Outcome;
 
-use super::{Night, PasswordRule};
+use super::{Night, PasswordRule, StoreSpace};
 use crate::input::Broker;
 use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
@@ -37,6 +37,8 @@ pub async fn publish_broker(
 /// broker to it.
 pub struct NightSource {
     pub store: Arc<dyn Storage>,
+    /// Whether `store` has room; a progress display reads it to say why a night waits.
+    pub space: Arc<StoreSpace>,
     pub renderer: Arc<Renderer>,
     pub helpers: Option<Arc<RenderHelpers>>,
     pub signer: Arc<dyn Signer>,
@@ -66,8 +68,10 @@ impl NightSource {
         owner_password: String,
         cipher: Cipher,
     ) -> Self {
+        let (store, space) = StoreSpace::watch(store);
         NightSource {
             store,
+            space,
             renderer: Arc::new(renderer),
             helpers: None,
             signer,
@@ -110,6 +114,7 @@ impl NightSource {
             date,
             broker,
             store: self.store.clone(),
+            space: self.space.clone(),
             renderer: self.renderer.clone(),
             helpers: self.helpers.clone(),
             signer: self.signer.clone(),

@@ -1,6 +1,7 @@
 //! The four handlers. Failures are sorted by whether trying again can help: input and
 //! template problems, a refused signature and a 5xx mail reply end the client's chain
-//! at once with the reason; store and mail-server hiccups are retried with backoff.
+//! at once with the reason; store and mail-server hiccups are retried with backoff; a
+//! full store pauses the steps that write to it (see [`super::space`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use tranche_storage::{StorageError, StoreKey};
 use tranche_types::Outcome;
 
 use super::plan::{entity, ProcessArgs, StepArgs};
+use super::space::SNOOZE_WHEN_FULL;
 use super::submit::mail_effect_key;
 use super::{
     artifact_key, Night, NightSource, Step, AUDIT_KIND, DATA_KIND, MAIL, PROCESS, RENDER, SIGN,
@@ -157,14 +159,24 @@ fn key(night: &Night, kind: &str, client: &str) -> Result<StoreKey, String> {
 }
 
 /// A store failure is worth retrying; a missing artifact is not (its step must run
-/// again first — a retry of the run does that).
+/// again first — a retry of the run does that); a full store is waited for, without
+/// using up an attempt.
 fn store_outcome<T>(step: &str, client: &str, e: StorageError) -> Outcome<T> {
     match e {
         StorageError::NotFound { key } => Outcome::discard(format!(
             "client {client}: {step}: {key} is missing from the store"
         )),
+        StorageError::Full { .. } => Outcome::Snooze(SNOOZE_WHEN_FULL),
         other => Outcome::retry(format!("client {client}: {step}: {other}")),
     }
+}
+
+/// While the store is full, a step that writes to it waits before doing its work
+/// (rendering a note only to find it cannot be stored wastes a core); `Some` gives the
+/// job back for later.
+fn paused_for_space<T>(night: &Night, ctx: &JobContext) -> Option<Outcome<T>> {
+    let go = ctx.block_on(night.space.wait_for_room(ctx));
+    (!go).then_some(Outcome::Snooze(SNOOZE_WHEN_FULL))
 }
 
 fn predecessor<T: serde::de::DeserializeOwned>(
@@ -179,6 +191,9 @@ fn predecessor<T: serde::de::DeserializeOwned>(
 }
 
 fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Processed> {
+    if let Some(o) = paused_for_space(night, ctx) {
+        return o;
+    }
     let code = &args.client_code;
     let (note, client) = match (args.note(&night.broker), &args.client) {
         (Ok(n), Some(c)) => (n, c),
@@ -216,6 +231,9 @@ fn process(night: &Night, ctx: &JobContext, args: ProcessArgs) -> Outcome<Proces
 }
 
 fn render(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Rendered> {
+    if let Some(o) = paused_for_space(night, ctx) {
+        return o;
+    }
     let code = &args.client_code;
     let processed: Processed = match predecessor(ctx, code) {
         Ok(p) => p,
@@ -280,6 +298,9 @@ fn read_delivery(
 }
 
 fn sign(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Signed> {
+    if let Some(o) = paused_for_space(night, ctx) {
+        return o;
+    }
     let code = &args.client_code;
     let rendered: Rendered = match predecessor(ctx, code) {
         Ok(p) => p,
@@ -488,6 +509,10 @@ async fn mail(night: &Night, ctx: &JobContext, args: StepArgs) -> Outcome<Mailed
         Err(EffectError::Effect(MailStepError::Store(e))) => store_outcome("mail", code, e),
         Err(EffectError::Effect(MailStepError::Mail(MailError::Temporary(m)))) => {
             Outcome::retry(format!("client {code}: mail: {m}"))
+        }
+        // Nothing was sent: wait for space like the other steps, without an attempt.
+        Err(EffectError::Effect(MailStepError::Mail(MailError::Full(_)))) => {
+            Outcome::Snooze(SNOOZE_WHEN_FULL)
         }
         Err(EffectError::Effect(e)) => Outcome::discard(format!("client {code}: mail: {e}")),
     }

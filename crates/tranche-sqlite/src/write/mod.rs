@@ -22,8 +22,18 @@ use stats::QueueDeltas;
 
 pub type OpResult<T> = Result<T, BackendError>;
 
+/// A failed statement as a [`BackendError`]: SQLITE_FULL (the disk holding the
+/// database or its journal is full) is [`BackendError::Full`], its path filled in by
+/// [`SqliteBackend`](crate::SqliteBackend), which knows it.
 pub fn db(op: &'static str) -> impl Fn(rusqlite::Error) -> BackendError {
-    move |e| BackendError::store(op, e)
+    move |e| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => BackendError::Full {
+            op,
+            path: String::new(),
+            message: e.to_string(),
+        },
+        _ => BackendError::store(op, e),
+    }
 }
 
 /// Counter changes for one run: index by `JobState::code()`, plus the total.

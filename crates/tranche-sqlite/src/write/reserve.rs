@@ -145,6 +145,20 @@ pub fn reap_expired(op: &mut Op<'_>) -> OpResult<u64> {
     Ok(n)
 }
 
+/// Push every lease's end `by` later: while the disk was full no worker could extend
+/// its leases, and without this their jobs would be taken from them (an attempt used,
+/// the last one failed) the moment the database could be written again.
+pub fn extend_all_leases(op: &mut Op<'_>, by: Duration) -> OpResult<()> {
+    let by = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
+    op.conn
+        .prepare_cached(
+            "UPDATE jobs SET lease_until = lease_until + ?1 WHERE state = 2 AND lease_until IS NOT NULL",
+        )
+        .and_then(|mut s| s.execute([by]))
+        .map_err(db("extend leases after the disk was full"))?;
+    Ok(())
+}
+
 /// Extend leases; returns those no longer held.
 pub fn heartbeat(op: &mut Op<'_>, leases: &[LeaseRef], lease: Duration) -> OpResult<Vec<LeaseRef>> {
     let until = op.now.plus(lease);

@@ -4,6 +4,7 @@ mod bench_processes;
 mod bench_server;
 mod inspect;
 mod notes;
+mod notes_report;
 mod notes_run;
 mod notes_setup;
 mod server;

@@ -3,7 +3,7 @@
 //! second run of the same night adds nothing and resumes), this process works the four
 //! step queues until the run finishes, and `OUT/report.csv` is written.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,14 +15,16 @@ use tranche_notes::generate::{generate as write_day, GenerateOptions, Generated}
 use tranche_notes::input::{load_broker, read_clients, read_trades};
 use tranche_notes::pipeline::{
     collect_report, plan_night, publish_broker, run_name, submit_night, work_until_finished,
-    write_accounting, write_report, Attention, ChainIds, Corrections, Day, NightPlan, ReportRow,
-    ReportSummary, StepCounts,
+    write_accounting, Attention, ChainIds, Corrections, Day, NightPlan, ReportRow, ReportSummary,
+    StepCounts, LEASE,
 };
 
+use super::notes_report::place_report;
 use super::notes_setup::{open_store, setup, RunOptions};
 use crate::cli::{DataArgs, NotesDemo, NotesRun};
 use crate::data::{open, riding_outages};
 use crate::progress::RunDisplay;
+use crate::stall::StallWatch;
 
 /// Read the day's files. A broken broker file or an unreadable trades/clients file
 /// stops the night (nothing could be right); a bad row only fails its client.
@@ -60,6 +62,8 @@ pub fn generated_day(input: &Path, options: &GenerateOptions) -> Result<(Generat
 
 /// The result of working a night in this process.
 pub struct NightResult {
+    /// Where the report was written; `None`: nowhere (said on stderr).
+    pub report: Option<PathBuf>,
     pub rows: Vec<ReportRow>,
     pub chains: Vec<ChainIds>,
     /// Clients a person must look at: input changed after mailing, or while mailing.
@@ -159,6 +163,12 @@ pub async fn work_night(
             None => None,
         };
         let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));
+        let mut stalls = match (&display, &steps, &worker) {
+            (Some(_), Some(s), Some(w)) => {
+                Some(StallWatch::new(s.source.space.clone(), w.stats(), LEASE))
+            }
+            _ => None,
+        };
         let stop = tranche_core::on_terminate();
         let c = counts.clone();
         let finished = work_until_finished(
@@ -169,6 +179,9 @@ pub async fn work_night(
             Duration::from_millis(200),
             |p| {
                 if let Some(d) = display.as_mut() {
+                    if let Some(w) = stalls.as_mut() {
+                        d.stalled(w.check(p));
+                    }
                     let detail = if work { c.summary() } else { String::new() };
                     d.update(p, &detail);
                 }
@@ -185,9 +198,9 @@ pub async fn work_night(
         s.mailer.close().await;
     }
     let rows = collect_report(&*backend, &ids, &unattributed).await?;
-    let report = options.out.join("report.csv");
-    write_report(&report, &rows).with_context(|| format!("cannot write {}", report.display()))?;
+    let report = place_report(&options.out.join("report.csv"), &run, &rows);
     Ok(NightResult {
+        report,
         summary: ReportSummary::of(&rows),
         rows,
         chains: ids,
@@ -209,7 +222,10 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         s.pending,
         (r.enqueue_time + r.work_time).as_secs_f64()
     );
-    println!("  report   {}", out.join("report.csv").display());
+    match &r.report {
+        Some(report) => println!("  report   {}", report.display()),
+        None => println!("  report   not written: free space and run this command again"),
+    }
     println!(
         "  rows     {} (every input row: in a note, not needed, or rejected)",
         out.join("accounting.csv").display()
@@ -251,6 +267,9 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
             println!("  {a}");
         }
         return ExitCode::from(2);
+    }
+    if r.report.is_none() {
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }

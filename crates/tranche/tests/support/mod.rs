@@ -97,6 +97,16 @@ impl Sink {
         std::fs::write(self.dir.join("reject.txt"), addresses.join("\n")).unwrap();
     }
 
+    /// While held, messages wait before they are accepted.
+    pub fn hold(&self, held: bool) {
+        let flag = self.dir.join("hold");
+        if held {
+            std::fs::write(flag, "").unwrap();
+        } else {
+            std::fs::remove_file(flag).unwrap();
+        }
+    }
+
     /// Every message received so far: recipient → (message id, subject, attachment).
     pub fn messages(&self) -> Vec<(String, String, String, Vec<u8>)> {
         let mut out = Vec::new();
@@ -521,4 +531,130 @@ impl Drop for Watched {
 pub fn tools_required() -> bool {
     std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
         || std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+/// A tmpfs of a fixed size, a real filesystem that fills up; unmounted when dropped.
+/// Mounting needs root: without it, `None` (the test is skipped, saying why) — or a
+/// failure when `CI` or `TRANCHE_REQUIRE_TOOLS=1` is set.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                let required = std::env::var_os("CI").is_some()
+                    || std::env::var("TRANCHE_REQUIRE_TOOLS").as_deref() == Ok("1");
+                assert!(
+                    !required,
+                    "cannot mount a small tmpfs (root is needed): {why}"
+                );
+                eprintln!("SKIPPED: cannot mount a small tmpfs (root is needed): {why}");
+                None
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fill the disk with the file `name` but for `leave` bytes; deleting it frees them.
+    pub fn fill_but(&self, name: &str, leave: u64) -> PathBuf {
+        use std::io::Write;
+        let path = self.path().join(name);
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 256 * 1024];
+        let mut written = 0u64;
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(n) => written += n as u64,
+                Err(e) if e.raw_os_error() == Some(28) => break,
+                Err(e) => panic!("filling {}: {e}", path.display()),
+            }
+        }
+        f.set_len(written.saturating_sub(leave)).unwrap();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A child's stderr, read line by line as it runs, so a test can act on what it says.
+pub struct Said {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Said {
+    pub fn listen(child: &mut Child) -> Said {
+        let stderr = child.stderr.take().expect("stderr piped");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let l = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                l.lock().unwrap().push(line);
+            }
+        });
+        Said {
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// The first line containing `text`, waiting for it until `limit` (while `child`
+    /// runs).
+    pub fn wait_for(&self, child: &mut Child, text: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {
+                return l.clone();
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                // What it said last may still be on its way.
+                std::thread::sleep(Duration::from_millis(100));
+                if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {
+                    return l.clone();
+                }
+                panic!("exited ({status}) without saying {text:?}:\n{}", self.all());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "did not say {text:?} within {limit:?}:\n{}",
+                self.all()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Everything said, once the child has closed its stderr (it has exited).
+    pub fn finish(mut self) -> String {
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        self.all()
+    }
+
+    pub fn all(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
 }
