@@ -2,79 +2,16 @@
 //! needed to mount; without it the test fails when `CI` or `TRANCHE_REQUIRE_TOOLS=1` is
 //! set and is skipped with the reason otherwise).
 
-use std::io::Write;
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tranche_core::Backend;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
+use tranche_test_support::{fill_but, SmallDisk};
 use tranche_types::{
     BackendError, Completion, CompletionAck, EnqueueItem, EnqueueRequest, JobSpec, ManualClock,
     ReserveRequest, Resolution, RunName, Timestamp,
 };
-
-/// A tmpfs of a fixed size, unmounted when dropped.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(size: &str) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match mounted {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                let required = std::env::var_os("CI").is_some()
-                    || std::env::var("TRANCHE_REQUIRE_TOOLS").as_deref() == Ok("1");
-                assert!(
-                    !required,
-                    "cannot mount a small tmpfs (root is needed): {why}"
-                );
-                eprintln!("SKIPPED: cannot mount a small tmpfs (root is needed): {why}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
-/// Fill the disk holding `path` but for `leave` bytes.
-fn fill_but(path: &Path, leave: u64) {
-    let mut f = std::fs::File::create(path).unwrap();
-    let chunk = vec![0u8; 64 * 1024];
-    let mut written = 0u64;
-    loop {
-        match f.write(&chunk) {
-            Ok(0) => break,
-            Ok(n) => written += n as u64,
-            Err(e) if e.raw_os_error() == Some(28) => break,
-            Err(e) => panic!("filling the disk: {e}"),
-        }
-    }
-    f.set_len(written.saturating_sub(leave)).unwrap();
-}
 
 fn job(queue: &str, args_len: usize) -> EnqueueItem {
     let args = format!("\"{}\"", "x".repeat(args_len));

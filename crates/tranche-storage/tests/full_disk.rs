@@ -3,54 +3,9 @@
 //! is set and is skipped with the reason otherwise).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tranche_storage::{LocalStore, Storage, StorageError, StoreKey};
-
-/// A tmpfs of a fixed size, unmounted when dropped.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(size: &str) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match mounted {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                let required = std::env::var_os("CI").is_some()
-                    || std::env::var("TRANCHE_REQUIRE_TOOLS").as_deref() == Ok("1");
-                assert!(
-                    !required,
-                    "cannot mount a small tmpfs (root is needed): {why}"
-                );
-                eprintln!("SKIPPED: cannot mount a small tmpfs (root is needed): {why}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
+use tranche_test_support::SmallDisk;
 
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

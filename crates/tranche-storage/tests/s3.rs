@@ -62,7 +62,7 @@ fn s3s_fs() -> Option<S3sFs> {
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if tools_required() {
+                if tranche_test_support::tools_required() {
                     panic!("s3s-fs is not installed (.ci/run installs it)");
                 }
                 // Straight to stderr: libtest would capture eprintln! of a passing test.
@@ -334,11 +334,4 @@ async fn a_missing_bucket_is_not_a_missing_object() {
         Err(StorageError::NotFound { .. })
     ));
     assert_eq!(served.load(Ordering::SeqCst), 2, "a 404 is not retried");
-}
-
-/// Whether a missing tool fails the test instead of skipping it: under `.ci/run`
-/// (which exports `TRANCHE_REQUIRE_TOOLS=1`) or any CI that sets `CI`.
-fn tools_required() -> bool {
-    std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
-        || std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }

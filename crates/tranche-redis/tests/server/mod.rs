@@ -10,6 +10,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use tranche_test_support::tools_required;
+
 /// False (after printing why) when redis-server is not installed and this is not CI;
 /// under CI a missing server fails the test.
 pub fn available() -> bool {
@@ -133,11 +135,4 @@ pub fn fresh_prefix() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Whether a missing tool fails the test instead of skipping it: under `.ci/run`
-/// (which exports `TRANCHE_REQUIRE_TOOLS=1`) or any CI that sets `CI`.
-pub fn tools_required() -> bool {
-    std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
-        || std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }

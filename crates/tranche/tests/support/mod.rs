@@ -11,6 +11,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use mail_parser::{MessageParser, MimeHeaders};
+#[allow(unused_imports)] // each test file uses a part
+pub use tranche_test_support::{tools_required, SmallDisk};
 
 pub const DATE: &str = "2026-11-20";
 pub const RUN: &str = "contract-notes/2026-11-20";
@@ -523,78 +525,6 @@ impl Drop for Watched {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// Whether a missing tool fails the test instead of skipping it: under `.ci/run`
-/// (which exports `TRANCHE_REQUIRE_TOOLS=1`) or any CI that sets `CI`.
-pub fn tools_required() -> bool {
-    std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
-        || std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-/// A tmpfs of a fixed size, a real filesystem that fills up; unmounted when dropped.
-/// Mounting needs root: without it, `None` (the test is skipped, saying why) — or a
-/// failure when `CI` or `TRANCHE_REQUIRE_TOOLS=1` is set.
-pub struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    pub fn mount(size: &str) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match mounted {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                let required = std::env::var_os("CI").is_some()
-                    || std::env::var("TRANCHE_REQUIRE_TOOLS").as_deref() == Ok("1");
-                assert!(
-                    !required,
-                    "cannot mount a small tmpfs (root is needed): {why}"
-                );
-                eprintln!("SKIPPED: cannot mount a small tmpfs (root is needed): {why}");
-                None
-            }
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fill the disk with the file `name` but for `leave` bytes; deleting it frees them.
-    pub fn fill_but(&self, name: &str, leave: u64) -> PathBuf {
-        use std::io::Write;
-        let path = self.path().join(name);
-        let mut f = std::fs::File::create(&path).unwrap();
-        let chunk = vec![0u8; 256 * 1024];
-        let mut written = 0u64;
-        loop {
-            match f.write(&chunk) {
-                Ok(0) => break,
-                Ok(n) => written += n as u64,
-                Err(e) if e.raw_os_error() == Some(28) => break,
-                Err(e) => panic!("filling {}: {e}", path.display()),
-            }
-        }
-        f.set_len(written.saturating_sub(leave)).unwrap();
-        path
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
     }
 }
 

@@ -1,0 +1,86 @@
+//! Fixtures the workspace's tests share, as a dev-dependency only.
+//!
+//! Tests start real tools (redis-server, s3s-fs, an SMTP server, Chromium, a tmpfs);
+//! whether a missing one fails or skips a test is decided in one place,
+//! [`tools_required`].
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether a missing tool fails the test instead of skipping it: under `.ci/run`
+/// (which exports `TRANCHE_REQUIRE_TOOLS=1`) or any CI that sets `CI`.
+pub fn tools_required() -> bool {
+    std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+        || std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// A tmpfs of a fixed size, a real filesystem that fills up; unmounted when dropped.
+/// Mounting needs root: without it, `None` (the test is skipped, saying why) — or a
+/// failure when [`tools_required`].
+#[derive(Debug)]
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    !tools_required(),
+                    "cannot mount a small tmpfs (root is needed): {why}"
+                );
+                eprintln!("SKIPPED: cannot mount a small tmpfs (root is needed): {why}");
+                None
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fill the disk with the file `name` but for `leave` bytes; deleting it frees them.
+    pub fn fill_but(&self, name: &str, leave: u64) -> PathBuf {
+        let path = self.path().join(name);
+        fill_but(&path, leave);
+        path
+    }
+}
+
+/// Fill the disk holding `path` with that file, but for `leave` bytes.
+pub fn fill_but(path: &Path, leave: u64) {
+    let mut f = std::fs::File::create(path).expect("a filler file");
+    let chunk = vec![0u8; 64 * 1024];
+    let mut written = 0u64;
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(n) => written += n as u64,
+            Err(e) if e.raw_os_error() == Some(28) => break,
+            Err(e) => panic!("filling {}: {e}", path.display()),
+        }
+    }
+    f.set_len(written.saturating_sub(leave))
+        .expect("shrink the filler");
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
