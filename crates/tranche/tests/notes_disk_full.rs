@@ -8,7 +8,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use support::*;
@@ -35,21 +34,19 @@ fn everyone_mailed_once(
     }
 }
 
-fn start(args: impl IntoIterator<Item = String>) -> Child {
-    tranche()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// A night started with `args`, its stderr logged under `dir` and watched.
+fn start(dir: &Path, args: impl IntoIterator<Item = String>) -> Watched {
+    let mut cmd = tranche();
+    cmd.args(args);
+    Watched::spawn(cmd, dir.join("night.log"), "notes run")
 }
 
-fn stdout_of(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-    )
+/// Its exit code, stdout and stderr once it has finished.
+fn finish(night: Watched) -> (Option<i32>, String, String) {
+    let log = night.log.clone();
+    let (status, stdout, _) = night.finish(Duration::from_secs(300));
+    let stderr = std::fs::read_to_string(log).unwrap();
+    (status.code(), stdout, stderr)
 }
 
 #[test]
@@ -80,9 +77,8 @@ fn a_full_store_pauses_the_night_which_resumes_once_space_is_freed() {
         "--store".into(),
         store.display().to_string(),
     ]);
-    let mut child = start(args);
-    let said = Said::listen(&mut child);
-    let paused = said.wait_for(&mut child, "is full", Duration::from_secs(300));
+    let mut night = start(tmp.path(), args);
+    let paused = night.wait_for("is full", Duration::from_secs(300));
     assert!(
         paused.contains(&format!("the store at {} is full", store.display())),
         "{paused}"
@@ -97,10 +93,9 @@ fn a_full_store_pauses_the_night_which_resumes_once_space_is_freed() {
         "{paused}"
     );
     std::fs::remove_file(&filler).unwrap();
-    said.wait_for(&mut child, "resumed after", Duration::from_secs(120));
+    night.wait_for("resumed after", Duration::from_secs(120));
 
-    let (code, stdout) = stdout_of(child);
-    let stderr = said.finish();
+    let (code, stdout, stderr) = finish(night);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert_eq!(
         stderr.matches("is full").count(),
@@ -131,9 +126,8 @@ fn a_full_database_disk_pauses_the_night_which_resumes_once_space_is_freed() {
     let mut args = vec!["--data".to_string(), data.display().to_string()];
     args.extend(run_args(&input, &out));
     args.extend(["--smtp".into(), sink.url()]);
-    let mut child = start(args);
-    let said = Said::listen(&mut child);
-    let paused = said.wait_for(&mut child, "is full", Duration::from_secs(300));
+    let mut night = start(tmp.path(), args);
+    let paused = night.wait_for("is full", Duration::from_secs(300));
     let db = data.join("tranche.db");
     assert!(
         paused.contains(&format!("the database {} is full", db.display())),
@@ -144,10 +138,9 @@ fn a_full_database_disk_pauses_the_night_which_resumes_once_space_is_freed() {
         "{paused}"
     );
     std::fs::remove_file(&filler).unwrap();
-    said.wait_for(&mut child, "resumed after", Duration::from_secs(120));
+    night.wait_for("resumed after", Duration::from_secs(120));
 
-    let (code, stdout) = stdout_of(child);
-    let stderr = said.finish();
+    let (code, stdout, stderr) = finish(night);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert_eq!(
         stderr.matches("is full").count(),
@@ -202,21 +195,15 @@ fn night_with_a_full_output(
         "--store".into(),
         tmp.path().join("store").display().to_string(),
     ]);
-    let mut child = tranche()
-        .args(&args)
-        .env("TMPDIR", &tmpdir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let said = Said::listen(&mut child);
+    let mut cmd = tranche();
+    cmd.args(&args).env("TMPDIR", &tmpdir);
+    let mut night = Watched::spawn(cmd, tmp.path().join("night.log"), "notes run");
     // The accounting is the last thing written to OUT before the report.
-    said.wait_for(&mut child, "rows read", Duration::from_secs(120));
+    night.wait_for("rows read", Duration::from_secs(120));
     assert!(out.join("accounting.csv").exists());
     let filler = disk.fill_but("filler", 0);
     sink.hold(false);
-    let (code, stdout) = stdout_of(child);
-    let stderr = said.finish();
+    let (code, stdout, stderr) = finish(night);
     Some((
         FullOutput {
             disk,

@@ -466,8 +466,14 @@ impl Watched {
     }
 
     /// Wait until its stderr contains `what`; fails if it exits first or `within` passes.
-    pub fn wait_for(&mut self, what: &str, within: Duration) {
+    /// The first line that says it.
+    pub fn wait_for(&mut self, what: &str, within: Duration) -> String {
         self.wait_for_nth(what, 1, within);
+        let said = self.stderr();
+        said.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Wait until its stderr contains `what` `n` times.
@@ -525,66 +531,5 @@ impl Drop for Watched {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A child's stderr, read line by line as it runs, so a test can act on what it says.
-pub struct Said {
-    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Said {
-    pub fn listen(child: &mut Child) -> Said {
-        let stderr = child.stderr.take().expect("stderr piped");
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let l = lines.clone();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                l.lock().unwrap().push(line);
-            }
-        });
-        Said {
-            lines,
-            reader: Some(reader),
-        }
-    }
-
-    /// The first line containing `text`, waiting for it until `limit` (while `child`
-    /// runs).
-    pub fn wait_for(&self, child: &mut Child, text: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {
-                return l.clone();
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                // What it said last may still be on its way.
-                std::thread::sleep(Duration::from_millis(100));
-                if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {
-                    return l.clone();
-                }
-                panic!("exited ({status}) without saying {text:?}:\n{}", self.all());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "did not say {text:?} within {limit:?}:\n{}",
-                self.all()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Everything said, once the child has closed its stderr (it has exited).
-    pub fn finish(mut self) -> String {
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        self.all()
-    }
-
-    pub fn all(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
     }
 }
