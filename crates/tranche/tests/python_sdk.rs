@@ -5,7 +5,8 @@
 //! lone job on an idle worker started at once.
 //! Needs `python3` (standard library only).
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -56,15 +57,7 @@ fn start_server_at(data: &Path, listen: &str) -> (Proc, String) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("start tranche server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let (base, _) = support::server_address(&mut child);
     (Proc(child), base)
 }
 

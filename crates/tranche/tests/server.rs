@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,15 +149,7 @@ fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Server, String, String
             .spawn()
             .expect("start tranche server"),
     );
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let (base, line) = support::server_address(&mut server.0);
     (server, base, line)
 }
 

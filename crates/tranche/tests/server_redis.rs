@@ -4,7 +4,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,21 +60,14 @@ async fn the_server_serves_the_api_over_redis() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (base, line) = server_address(&mut child);
     let server = Server(child);
     assert!(
         line.contains("Redis at") && line.contains("2 token(s)"),
         "{line}"
     );
     let api = Api {
-        base: line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap()
-            .to_string(),
+        base,
         client: reqwest::Client::new(),
     };
     let (ops, work) = ("env-ops", "env-work");

@@ -200,6 +200,21 @@ pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
+/// The first line a started `tranche server` prints, and the base URL in it
+/// (`http://127.0.0.1:PORT`).
+pub fn server_address(child: &mut Child) -> (String, String) {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (base, line)
+}
+
 /// A text file's lines.
 pub fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
