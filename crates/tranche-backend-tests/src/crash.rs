@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tranche_core::{wait_finished, Backend, Engine, JobContext, Registry, TaskOptions};
+use tranche_backend::Backend;
+use tranche_core::{Client, Engine, JobContext, Registry, TaskOptions};
 use tranche_types::{EnqueueItem, JobId, JobState};
 
 /// Set in the child's environment to the log file it writes.
@@ -90,7 +91,7 @@ pub async fn child(backend: Arc<dyn Backend>, log: PathBuf) {
             }
         },
     );
-    let engine = Engine::new(backend.clone(), reg);
+    let engine = Engine::new(Client::from_shared(backend.clone()), reg);
     let config = crate::worker::test_config(&["default"]).lease(Duration::from_secs(1));
     let worker = engine
         .worker(tranche_core::WorkerConfig {
@@ -102,15 +103,15 @@ pub async fn child(backend: Arc<dyn Backend>, log: PathBuf) {
     let s = stop.clone();
     let run = tokio::spawn(async move { worker.run(s).await });
     let name = crate::run(RUN);
-    wait_finished(
-        &*backend,
-        &name,
-        Duration::from_millis(20),
-        Some(Duration::from_secs(300)),
-        |_| {},
-    )
-    .await
-    .expect("run finishes in the child");
+    Client::from_shared(backend.clone())
+        .wait_finished(
+            &name,
+            Duration::from_millis(20),
+            Some(Duration::from_secs(300)),
+            |_| {},
+        )
+        .await
+        .expect("run finishes in the child");
     stop.cancel();
     run.await.expect("worker task").expect("worker");
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_types::{CancelTarget, EnqueueItem, JobEvent, JobId, JobState, Resolution};
 
 use crate::*;

@@ -13,6 +13,7 @@ pub mod chains;
 pub mod crash;
 pub mod effects;
 pub mod enqueue;
+pub mod faults;
 pub mod feed;
 pub mod groups;
 pub mod locks;
@@ -22,13 +23,14 @@ pub mod reserve;
 pub mod runs;
 pub mod stats;
 pub mod worker;
+pub mod worker_faults;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_types::{
     Clock, Completion, CompletionAck, EnqueueItem, EnqueueRequest, Enqueued, JobSpec, LeaseRef,
     ManualClock, ReserveRequest, ReservedJob, Resolution, RunName, RunProgress, SystemClock,
@@ -71,6 +73,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     stats::all(make).await;
     feed::all(make).await;
     worker::all(make).await;
+    worker_faults::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tranche_core::{
-    wait_finished, Engine, JobContext, Registry, TaskOptions, Worker, WorkerConfig,
-};
+use tranche_core::{Client, Engine, JobContext, Registry, TaskOptions, Worker, WorkerConfig};
 use tranche_types::{CancelTarget, EnqueueItem, JobState, MemberOutcome, Outcome, RunProgress};
 
 use crate::*;
@@ -37,12 +35,12 @@ pub(crate) fn test_config(queues: &[&str]) -> WorkerConfig {
     .lease(Duration::from_secs(2))
 }
 
-struct Running {
+pub(crate) struct Running {
     stop: CancellationToken,
     handle: tokio::task::JoinHandle<()>,
 }
 
-fn start(worker: Worker) -> Running {
+pub(crate) fn start(worker: Worker) -> Running {
     let stop = CancellationToken::new();
     let s = stop.clone();
     let handle = tokio::spawn(async move { worker.run(s).await.expect("worker run") });
@@ -50,7 +48,7 @@ fn start(worker: Worker) -> Running {
 }
 
 impl Running {
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.cancel();
         tokio::time::timeout(Duration::from_secs(30), self.handle)
             .await
@@ -59,16 +57,16 @@ impl Running {
     }
 }
 
-async fn finished(b: &dyn Backend, name: &str) -> RunProgress {
-    wait_finished(
-        b,
-        &run(name),
-        Duration::from_millis(20),
-        Some(Duration::from_secs(60)),
-        |_| {},
-    )
-    .await
-    .expect("run finishes")
+pub(crate) async fn finished(b: &Arc<dyn Backend>, name: &str) -> RunProgress {
+    Client::from_shared(b.clone())
+        .wait_finished(
+            &run(name),
+            Duration::from_millis(20),
+            Some(Duration::from_secs(60)),
+            |_| {},
+        )
+        .await
+        .expect("run finishes")
 }
 
 pub async fn chains_and_groups_end_to_end(make: &dyn MakeBackend) {
@@ -105,7 +103,7 @@ pub async fn chains_and_groups_end_to_end(make: &dyn MakeBackend) {
             Ok::<_, serde_json::Error>(total)
         },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     let chain = vec![
         engine.job("double", &Some(3)).unwrap(),
         engine.job("double", &None::<i64>).unwrap(),
@@ -123,7 +121,7 @@ pub async fn chains_and_groups_end_to_end(make: &dyn MakeBackend) {
         .await
         .unwrap();
     let w = start(engine.worker(test_config(&["default", "cpu"])).unwrap());
-    let p = finished(&*b, "worker/e2e").await;
+    let p = finished(&b, "worker/e2e").await;
     w.stop().await;
     assert_eq!((p.total, p.succeeded), (14, 14), "{p:?}");
     let last = b.job(*out[0].ids.last().unwrap()).await.unwrap().unwrap();
@@ -165,7 +163,7 @@ pub async fn panics_and_timeouts_fail_the_attempt(make: &dyn MakeBackend) {
         TaskOptions::default(),
         |_ctx, _n: u32| async move { Ok::<_, String>(()) },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     let items = vec![
         EnqueueItem::Job(engine.job("panics", &7u32).unwrap()),
         EnqueueItem::Job(engine.job("panics-cpu", &1u32).unwrap()),
@@ -174,7 +172,7 @@ pub async fn panics_and_timeouts_fail_the_attempt(make: &dyn MakeBackend) {
     ];
     let out = engine.enqueue(&run("worker/fail"), items).await.unwrap();
     let w = start(engine.worker(test_config(&["default"])).unwrap());
-    let p = finished(&*b, "worker/fail").await;
+    let p = finished(&b, "worker/fail").await;
     w.stop().await;
     assert_eq!(p.failed, 4, "{p:?}");
     let err = |i: usize| {
@@ -210,7 +208,7 @@ pub async fn running_handler_sees_cancellation(make: &dyn MakeBackend) {
             }
         },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     engine
         .enqueue(
             &run("worker/cancel"),
@@ -226,7 +224,7 @@ pub async fn running_handler_sees_cancellation(make: &dyn MakeBackend) {
     b.cancel(CancelTarget::Run(run("worker/cancel")), "operator")
         .await
         .unwrap();
-    let p = finished(&*b, "worker/cancel").await;
+    let p = finished(&b, "worker/cancel").await;
     assert_eq!(p.cancelled, 1);
     let saw = tokio::time::timeout(Duration::from_secs(30), started.recv()).await;
     assert_eq!(
@@ -273,7 +271,7 @@ pub async fn effects_are_skipped_on_redelivery(make: &dyn MakeBackend) {
             }
         },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     let out = engine
         .enqueue(
             &run("worker/effects"),
@@ -282,7 +280,7 @@ pub async fn effects_are_skipped_on_redelivery(make: &dyn MakeBackend) {
         .await
         .unwrap();
     let w = start(engine.worker(test_config(&["default"])).unwrap());
-    let p = finished(&*b, "worker/effects").await;
+    let p = finished(&b, "worker/effects").await;
     w.stop().await;
     assert_eq!(p.succeeded, 1);
     let rec = b.job(out[0].ids[0]).await.unwrap().unwrap();
@@ -311,7 +309,7 @@ pub async fn shutdown_lets_jobs_finish(make: &dyn MakeBackend) {
             Ok::<_, String>("done")
         }
     });
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     let out = engine
         .enqueue(
             &run("worker/shutdown"),
@@ -354,7 +352,7 @@ pub async fn shutdown_hands_back_what_does_not_finish(make: &dyn MakeBackend) {
             }
         },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     let out = engine
         .enqueue(
             &run("worker/handback"),
@@ -391,30 +389,46 @@ pub async fn task_concurrency_is_bounded(make: &dyn MakeBackend) {
     let b = real(make).await;
     let active = Arc::new(AtomicU32::new(0));
     let peak = Arc::new(AtomicU32::new(0));
+    // Handlers hold their slot until the test lets one go, so a worker that started
+    // more than the task's concurrency would be caught holding three at once.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (started_tx, mut started) = mpsc::unbounded_channel();
     let mut reg = Registry::new();
-    let (a, p) = (active.clone(), peak.clone());
+    let (a, p, g) = (active.clone(), peak.clone(), gate.clone());
     reg.register(
         "bounded",
         TaskOptions::default().concurrency(2),
         move |_ctx, _: u32| {
-            let (active, peak) = (a.clone(), p.clone());
+            let (active, peak, gate) = (a.clone(), p.clone(), g.clone());
+            let started_tx = started_tx.clone();
             async move {
                 let now = active.fetch_add(1, Ordering::SeqCst) + 1;
                 peak.fetch_max(now, Ordering::SeqCst);
-                // Long enough for the worker to start every job it is allowed to.
-                tokio::time::sleep(Duration::from_millis(30)).await;
+                let _ = started_tx.send(());
+                gate.acquire().await.expect("gate open").forget();
                 active.fetch_sub(1, Ordering::SeqCst);
                 Ok::<_, String>(())
             }
         },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     let items = (0..10)
         .map(|i| EnqueueItem::Job(engine.job("bounded", &i).unwrap()))
         .collect();
     engine.enqueue(&run("worker/bounded"), items).await.unwrap();
     let w = start(engine.worker(test_config(&["default"])).unwrap());
-    let p = finished(&*b, "worker/bounded").await;
+    for n in 0..10 {
+        tokio::time::timeout(Duration::from_secs(30), started.recv())
+            .await
+            .unwrap_or_else(|_| panic!("job {n} never started"))
+            .unwrap();
+        // Two running: let one finish, making room for the next.
+        if n >= 1 {
+            gate.add_permits(1);
+        }
+    }
+    gate.add_permits(1);
+    let p = finished(&b, "worker/bounded").await;
     w.stop().await;
     assert_eq!(p.succeeded, 10);
     assert_eq!(
@@ -426,24 +440,36 @@ pub async fn task_concurrency_is_bounded(make: &dyn MakeBackend) {
 
 pub async fn idle_worker_does_not_poll_hard(make: &dyn MakeBackend) {
     let b = real(make).await;
-    let engine = Engine::new(b.clone(), Registry::new());
+    let engine = Engine::new(Client::from_shared(b.clone()), Registry::new());
+    let wait = Duration::from_millis(300);
     let config = WorkerConfig {
-        reserve_wait: Duration::from_millis(500),
+        reserve_wait: wait,
         ..test_config(&["idle"])
     };
+    let fetchers = config
+        .fetchers_per_queue
+        .unwrap_or(b.hints().fetchers_per_queue) as u64;
     let worker = engine.worker(config).unwrap();
     let stats = worker.stats();
-    let w = start(worker);
     let started = tokio::time::Instant::now();
-    // Watch the worker for a while; an idle one waits inside its reserve calls.
-    while started.elapsed() < Duration::from_millis(1600) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let w = start(worker);
+    // Each fetcher's third call starts only after its first two have each waited out
+    // `reserve_wait` inside the backend: a worker that polled without waiting would get
+    // there at once.
+    let deadline = started + Duration::from_secs(30);
+    while stats.reserve_calls.load(Ordering::Relaxed) < 2 * fetchers + 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker stopped asking"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let calls = stats.reserve_calls.load(Ordering::Relaxed);
+    let took = started.elapsed();
     w.stop().await;
     assert!(
-        (1..=5).contains(&calls),
-        "an idle worker made {calls} reserve calls in 1.6 s"
+        took >= wait * 2 - Duration::from_millis(50),
+        "an idle worker made {} reserve calls in {took:?} ({fetchers} fetchers, each call may wait {wait:?})",
+        2 * fetchers + 1
     );
 }
 
@@ -464,7 +490,7 @@ pub async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
             Ok("claimed".to_string())
         },
     );
-    let engine = Engine::new(b.clone(), reg);
+    let engine = Engine::new(Client::from_shared(b.clone()), reg);
     // Another holder owns entry e2: the job's claim of e1+e2 must fail as a whole.
     b.claim_locks("other-worker", &["e2".to_string()], Duration::from_secs(60))
         .await
@@ -475,7 +501,7 @@ pub async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
     ];
     let out = engine.enqueue(&run("worker/locks"), items).await.unwrap();
     let w = start(engine.worker(test_config(&["default"])).unwrap());
-    finished(&*b, "worker/locks").await;
+    finished(&b, "worker/locks").await;
     w.stop().await;
     let result = |i: usize| {
         let b = b.clone();

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tranche_types::{BackendError, Effect, JobId, LeaseRef, LockClaim, ReservedJob, RunName};
 
-use crate::backend::Backend;
+use tranche_backend::Backend;
 
 /// What a handler knows about its job and the only way it reaches the engine: input
 /// from upstream, cancellation, and recorded effects.

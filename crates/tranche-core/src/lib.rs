@@ -1,19 +1,23 @@
 //! Tranche's engine: the part every pipeline runs on.
 //!
-//! - [`Backend`] is the one seam to where job state lives (SQLite embedded, Redis for
-//!   fleets); the engine holds no SQL or Redis commands. Its contract is written on the
-//!   trait and enforced by `tranche-backend-tests`.
+//! - [`Client`] is what applications, pipelines, the HTTP server and the CLI hold: it
+//!   enqueues, steers and inspects runs, reads the change feed, takes locks and records
+//!   effects on whichever backend it was built from (SQLite embedded, Redis for fleets).
+//!   The backend contract behind it (`tranche_backend::Backend`) is internal: the
+//!   engine holds no SQL or Redis commands, and callers never hold the trait.
 //! - [`Registry`] maps a stable task kind string to a typed handler and its options
 //!   (queue, concurrency, attempts, backoff, timeout). CPU-bound handlers run on a pool
 //!   sized to the cores so they never starve the async runtime.
 //! - [`Worker`] reserves jobs in batches per queue, runs handlers, extends leases while
 //!   they run and reports results in batches; a result is durable before its slot is
 //!   reused. Handlers reach the world only through [`JobContext`].
-//! - [`Engine`] ties a backend and a registry together for callers that enqueue.
-//! - [`Reconnecting`] wraps a remote backend so that long-running callers ride out an
-//!   outage (a broker restart) instead of failing on the first broken connection.
+//! - [`Engine`] is a client with the task kinds known to this process: it builds typed
+//!   jobs and workers.
+//! - [`Reconnecting`] (through [`Client::riding_outages`]) rides out an outage of a
+//!   remote backend (a broker restart) instead of failing on the first broken
+//!   connection.
 
-mod backend;
+mod client;
 mod context;
 mod reconnect;
 mod runs;
@@ -21,14 +25,14 @@ mod signals;
 mod task;
 mod worker;
 
-use std::sync::Arc;
-
-pub use backend::Backend;
+pub use client::Client;
 pub use context::{EffectError, JobContext};
 pub use reconnect::{Outage, Reconnecting};
-pub use runs::{wait_finished, WaitError};
+pub use runs::WaitError;
 pub use signals::on_terminate;
 pub use task::{Backoff, Registry, TaskOptions};
+#[doc(hidden)]
+pub use tranche_backend::Backend;
 pub use tranche_types as types;
 pub use worker::{
     BackendTrouble, Finished, Observer, Worker, WorkerConfig, WorkerError, WorkerStats,
@@ -37,10 +41,10 @@ pub use worker::{
 use serde::Serialize;
 use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobSpec, RunName};
 
-/// A backend and the task kinds known to this process.
+/// A [`Client`] and the task kinds known to this process.
 #[derive(Clone)]
 pub struct Engine {
-    backend: Arc<dyn Backend>,
+    client: Client,
     registry: Registry,
 }
 
@@ -53,14 +57,17 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    pub fn new(backend: Arc<dyn Backend>, registry: Registry) -> Self {
-        Engine { backend, registry }
+    /// An engine enqueueing through `client` the tasks registered in `registry`.
+    pub fn new(client: Client, registry: Registry) -> Self {
+        Engine { client, registry }
     }
 
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
+    /// The client this engine enqueues through.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
+    /// The task kinds this process knows.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
@@ -76,7 +83,7 @@ impl Engine {
         run: &RunName,
         items: Vec<EnqueueItem>,
     ) -> Result<Vec<Enqueued>, BackendError> {
-        self.backend
+        self.client
             .enqueue(EnqueueRequest {
                 run: run.clone(),
                 items,
@@ -87,6 +94,6 @@ impl Engine {
 
     /// A worker serving `config`'s queues with this engine's handlers.
     pub fn worker(&self, config: WorkerConfig) -> Result<Worker, WorkerError> {
-        Worker::new(self.backend.clone(), self.registry.clone(), config)
+        Worker::new(&self.client, self.registry.clone(), config)
     }
 }

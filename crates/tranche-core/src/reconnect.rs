@@ -35,7 +35,7 @@ use tranche_types::{
     QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
 };
 
-use crate::backend::Backend;
+use tranche_backend::Backend;
 
 /// The first pause after a failed call; it doubles up to [`MAX_PAUSE`]. Short, so a
 /// one-second restart costs about a second.
@@ -202,6 +202,10 @@ fn repeatable(req: &EnqueueRequest) -> bool {
 
 #[async_trait]
 impl Backend for Reconnecting {
+    fn hints(&self) -> tranche_backend::Hints {
+        self.inner.hints()
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.inner.clock()
     }

@@ -2,7 +2,7 @@ use std::time::{Duration, Instant};
 
 use tranche_types::{BackendError, RunName, RunProgress};
 
-use crate::backend::Backend;
+use tranche_backend::Backend;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
@@ -21,7 +21,7 @@ pub enum WaitError {
 
 /// Poll a run's O(1) progress until it has finished, calling `on_progress` on each
 /// read, for at most `deadline`.
-pub async fn wait_finished(
+pub(crate) async fn wait_finished(
     backend: &dyn Backend,
     run: &RunName,
     every: Duration,

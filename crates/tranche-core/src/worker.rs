@@ -13,7 +13,9 @@ use tranche_types::{
     Resolution, Timestamp,
 };
 
-use crate::backend::Backend;
+use tranche_backend::Backend;
+
+use crate::client::Client;
 use crate::context::JobContext;
 use crate::task::{Handler, RawOutcome, Registry, TaskEntry};
 
@@ -30,10 +32,10 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     /// How long one reserve call waits when a queue is empty.
     pub reserve_wait: Duration,
-    /// Reserve calls in flight per queue. With a remote backend (Redis), 2 keep it busy
-    /// while this process takes in the last batch; an idle queue then costs that many
-    /// waiting calls.
-    pub fetchers_per_queue: usize,
+    /// Reserve calls in flight per queue; `None` takes the backend's hint (1 embedded,
+    /// 2 on Redis: a second call keeps it busy while this process takes in the last
+    /// batch). An idle queue costs that many waiting calls.
+    pub fetchers_per_queue: Option<usize>,
     /// On shutdown, how long in-flight jobs may take to finish before their leases are
     /// handed back.
     pub grace: Duration,
@@ -58,7 +60,7 @@ impl Default for WorkerConfig {
             lease,
             heartbeat: lease / 3,
             reserve_wait: Duration::from_secs(1),
-            fetchers_per_queue: 1,
+            fetchers_per_queue: None,
             grace: Duration::from_secs(30),
             cpu_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             observer: None,
@@ -108,7 +110,7 @@ impl WorkerConfig {
                 format!("{:?}", self.heartbeat),
             );
         }
-        if self.fetchers_per_queue == 0 {
+        if self.fetchers_per_queue == Some(0) {
             return invalid("fetchers_per_queue", "at least 1", "0".into());
         }
         if self.batch == 0 {
@@ -130,8 +132,8 @@ pub enum WorkerError {
         expected: String,
         got: String,
     },
-    #[error("could not start the CPU pool: {0}")]
-    CpuPool(String),
+    #[error("could not start the CPU pool")]
+    CpuPool(#[source] rayon::ThreadPoolBuildError),
 }
 
 /// One job attempt whose result is durable, as seen by an [`Observer`].
@@ -292,17 +294,25 @@ struct Done {
 }
 
 impl Worker {
+    /// A worker of `client`'s backend serving `config`'s queues with `registry`'s
+    /// handlers (see also [`Client::worker`]).
     pub fn new(
-        backend: Arc<dyn Backend>,
+        client: &Client,
         registry: Registry,
-        config: WorkerConfig,
+        mut config: WorkerConfig,
     ) -> Result<Worker, WorkerError> {
+        let backend = client.backend().clone();
+        config.fetchers_per_queue = Some(
+            config
+                .fetchers_per_queue
+                .unwrap_or(backend.hints().fetchers_per_queue),
+        );
         config.validate()?;
         let cpu_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.cpu_threads)
             .thread_name(|i| format!("tranche-cpu-{i}"))
             .build()
-            .map_err(|e| WorkerError::CpuPool(e.to_string()))?;
+            .map_err(WorkerError::CpuPool)?;
         Ok(Worker {
             shared: Arc::new(Shared {
                 backend,
@@ -339,7 +349,7 @@ impl Worker {
             // The queue's fetchers share its slots: together they hold at most
             // `concurrency` jobs.
             let slots = Arc::new(Semaphore::new(*concurrency));
-            for _ in 0..shared.config.fetchers_per_queue {
+            for _ in 0..shared.config.fetchers_per_queue.unwrap_or(1) {
                 fetchers.spawn(fetch_loop(
                     shared.clone(),
                     queue.clone(),
@@ -358,13 +368,16 @@ impl Worker {
             .await
             .is_err()
         {
-            let leases: Vec<LeaseRef> = {
-                let inflight = shared.inflight.lock().expect("inflight lock");
-                for token in inflight.values() {
-                    token.cancel();
-                }
-                inflight.keys().copied().collect()
-            };
+            // Handed back before their handlers are told to stop: a handler that
+            // returns on being told would otherwise race its own result (an attempt
+            // counted) against the hand-back.
+            let leases: Vec<LeaseRef> = shared
+                .inflight
+                .lock()
+                .expect("inflight lock")
+                .keys()
+                .copied()
+                .collect();
             tracing::warn!(
                 jobs = leases.len(),
                 "grace period over: handing unfinished jobs back"
@@ -376,6 +389,9 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(error = %e, "could not hand jobs back; their leases will expire")
                 }
+            }
+            for token in shared.inflight.lock().expect("inflight lock").values() {
+                token.cancel();
             }
         }
         stop_completer.cancel();

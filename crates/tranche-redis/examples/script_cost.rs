@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{
     Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution, RunName,

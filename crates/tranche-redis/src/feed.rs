@@ -4,9 +4,10 @@
 //! a batch of a thousand changes costs Redis one XADD.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::streams::StreamRangeReply;
+use tranche_backend::{long_poll, Answer};
 use tranche_types::{BackendError, JobEvent, JobId, JobState, RunName, Timestamp};
 
 use crate::{store, RedisBackend};
@@ -17,25 +18,22 @@ pub async fn events(
     limit: usize,
     wait: Duration,
 ) -> Result<Vec<JobEvent>, BackendError> {
-    let deadline = Instant::now() + wait;
     let limit = limit.max(1);
-    loop {
-        // Registered before reading, so an append between the read and the wait still
-        // wakes us.
-        let notified = b.notifier.feed().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let events = read(b, after, limit).await?;
-        let now = Instant::now();
-        if !events.is_empty() || now >= deadline {
-            return Ok(events);
-        }
-        let pause = (deadline - now).min(b.options.poll_interval);
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep(pause) => {}
-        }
-    }
+    long_poll(
+        b.notifier.feed(),
+        wait,
+        b.options.poll_interval,
+        b.options.clock.as_ref(),
+        || async move {
+            let events = read(b, after, limit).await?;
+            Ok(if events.is_empty() {
+                Answer::NotYet { next_due: None }
+            } else {
+                Answer::Ready(events)
+            })
+        },
+    )
+    .await
 }
 
 /// Entries fetched per XRANGE: each holds one script's events (up to a batch of

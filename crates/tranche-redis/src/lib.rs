@@ -11,7 +11,7 @@
 //! fallback poll. Commands go through a [`ConnectionManager`], which reconnects with
 //! backoff; a call that fails because the server is unreachable (or still loading
 //! after a restart) is reported as [`BackendError::Unavailable`], saying whether it
-//! may have been applied, and the engine (or `tranche_core::Reconnecting`) retries it.
+//! may have been applied, and the engine (or `tranche_core::Client::riding_outages`) retries it.
 //!
 //! Key layout, all under the prefix `P` (default `{tranche}:`):
 //! - `P b:<id without its last three digits>` a bucket of a thousand jobs (hash): per
@@ -71,7 +71,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::task::JoinHandle;
-use tranche_core::Backend;
+use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
@@ -80,7 +80,6 @@ use tranche_types::{
 
 pub(crate) use failure::store;
 use keys::Keys;
-use notify::Notifier;
 pub use redact::redacted_url;
 use scripts::Scripts;
 
@@ -228,6 +227,14 @@ impl RedisBackend {
 
 #[async_trait]
 impl Backend for RedisBackend {
+    fn hints(&self) -> Hints {
+        // Each reserve is a round trip: a second one in flight keeps Redis busy while
+        // the worker takes in the last batch.
+        Hints {
+            fetchers_per_queue: 2,
+        }
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.options.clock.clone()
     }

@@ -4,47 +4,12 @@
 //! so waiting reserves and feed reads sleep instead of polling. A lost message (the
 //! subscriber reconnecting) only delays a waiter until its bounded fallback poll.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::{oneshot, Notify};
-
-#[derive(Default)]
-pub struct Notifier {
-    queues: Mutex<HashMap<String, Arc<Notify>>>,
-    feed: Notify,
-}
-
-impl Notifier {
-    pub fn queue(&self, queue: &str) -> Arc<Notify> {
-        self.queues
-            .lock()
-            .expect("notifier lock")
-            .entry(queue.to_string())
-            .or_default()
-            .clone()
-    }
-
-    pub fn feed(&self) -> &Notify {
-        &self.feed
-    }
-
-    fn wake(&self, queue: &str) {
-        if let Some(n) = self.queues.lock().expect("notifier lock").get(queue) {
-            n.notify_waiters();
-        }
-    }
-
-    /// After a reconnect, messages may have been missed: everyone looks again.
-    fn wake_all(&self) {
-        for n in self.queues.lock().expect("notifier lock").values() {
-            n.notify_waiters();
-        }
-        self.feed.notify_waiters();
-    }
-}
+use tokio::sync::oneshot;
+use tranche_backend::Notifier;
 
 /// Subscribe to the wake channel until the backend is dropped (the task is aborted),
 /// reconnecting with a capped backoff. `ready` is answered after the first subscribe.
@@ -70,7 +35,7 @@ pub async fn listen(
                     match payload.as_slice() {
                         b"f" => notifier.feed().notify_waiters(),
                         [b'q', b':', queue @ ..] => {
-                            notifier.wake(&String::from_utf8_lossy(queue));
+                            notifier.wake([String::from_utf8_lossy(queue).as_ref()]);
                         }
                         _ => {}
                     }

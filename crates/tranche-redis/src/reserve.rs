@@ -1,6 +1,8 @@
 //! Reserve (waiting on wake-ups, not polling), heartbeats and releases.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tranche_backend::{long_poll, Answer};
 
 use tranche_types::{
     BackendError, JobId, LeaseRef, ReserveRequest, ReservedJob, RunName, Timestamp,
@@ -19,32 +21,20 @@ pub async fn reserve(
     b: &RedisBackend,
     req: &ReserveRequest,
 ) -> Result<Vec<ReservedJob>, BackendError> {
-    let deadline = Instant::now() + req.wait;
-    let notify = b.notifier.queue(&req.queue);
-    loop {
-        // Registered before asking, so a change between the ask and the wait still
-        // wakes us.
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let next_at = match reserve_once(b, req).await? {
-            Reserved::Jobs(jobs) => return Ok(jobs),
-            Reserved::Empty(next_at) => next_at,
-        };
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(Vec::new());
-        }
-        let mut pause = (deadline - now).min(b.options.poll_interval);
-        if let Some(at) = next_at {
-            let until = at.since(b.options.clock.now());
-            pause = pause.min(until.max(Duration::from_millis(1)));
-        }
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep(pause) => {}
-        }
-    }
+    let wake = b.notifier.queue(&req.queue);
+    long_poll(
+        &wake,
+        req.wait,
+        b.options.poll_interval,
+        b.options.clock.as_ref(),
+        || async {
+            Ok(match reserve_once(b, req).await? {
+                Reserved::Jobs(jobs) => Answer::Ready(jobs),
+                Reserved::Empty(next_due) => Answer::NotYet { next_due },
+            })
+        },
+    )
+    .await
 }
 
 async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved, BackendError> {

@@ -6,8 +6,8 @@ mod server;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tranche_backend::Backend;
 use tranche_backend_tests as suite;
-use tranche_core::Backend;
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::Clock;
 
@@ -62,7 +62,7 @@ macro_rules! area {
 
 area!(
     make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker
+    feed, worker, worker_faults
 );
 
 /// The suite again through `tranche_core::Reconnecting`, which the long-running
@@ -81,7 +81,7 @@ mod reconnecting {
 
     area!(
         make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
-        effects, queues, stats, feed, worker
+        effects, queues, stats, feed, worker, worker_faults
     );
 }
 

@@ -6,7 +6,7 @@ mod server;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{
     BackendError, Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution,

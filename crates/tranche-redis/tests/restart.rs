@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use tranche_core::{
-    wait_finished, Backend, Engine, JobContext, Registry, TaskOptions, WorkerConfig,
-};
+use tranche_backend::Backend;
+use tranche_core::{Client, Engine, JobContext, Registry, TaskOptions, WorkerConfig};
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{EnqueueItem, JobState, RunName, SystemClock};
 
@@ -45,7 +44,7 @@ async fn worker_survives_a_server_restart() {
             Ok::<_, String>(i)
         },
     );
-    let engine = Engine::new(backend.clone(), reg);
+    let engine = Engine::new(Client::from_shared(backend.clone()), reg);
     let run = RunName::new("restart/night").unwrap();
     let items = (0..JOBS)
         .map(|i| EnqueueItem::Job(engine.job("restart.job", &i).unwrap()))
@@ -84,15 +83,15 @@ async fn worker_survives_a_server_restart() {
     redis.launch();
     let restarted = Instant::now();
 
-    let p = wait_finished(
-        &*backend,
-        &run,
-        Duration::from_millis(20),
-        Some(Duration::from_secs(120)),
-        |_| {},
-    )
-    .await
-    .expect("the run finishes after the restart");
+    let p = Client::from_shared(backend.clone())
+        .wait_finished(
+            &run,
+            Duration::from_millis(20),
+            Some(Duration::from_secs(120)),
+            |_| {},
+        )
+        .await
+        .expect("the run finishes after the restart");
     eprintln!(
         "restart test: {} of {JOBS} jobs had succeeded at the crash, the rest took {:?} after the restart",
         JOBS / 4,

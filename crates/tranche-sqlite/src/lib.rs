@@ -11,7 +11,6 @@
 //! process, the next open resumes: committed work is durable and expired leases are
 //! recovered.
 
-mod notify;
 mod read;
 mod schema;
 mod write;
@@ -20,19 +19,18 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
-use tranche_core::Backend;
+use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
     ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
-use notify::Notifier;
 use writer::{Command, Reply};
 
 /// How to open the embedded backend.
@@ -203,39 +201,31 @@ impl Backend for SqliteBackend {
     }
 
     async fn reserve(&self, req: ReserveRequest) -> Result<Vec<ReservedJob>, BackendError> {
-        let deadline = Instant::now() + req.wait;
-        let notify = self.notifier.queue(&req.queue);
-        loop {
-            // Registered before asking, so a commit between the ask and the wait still
-            // wakes us.
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let reserved = self
-                .call(|reply| Command::Reserve {
-                    queue: req.queue.clone(),
-                    max: req.max.max(1),
-                    lease: req.lease,
-                    reply,
+        let wake = self.notifier.queue(&req.queue);
+        long_poll(
+            &wake,
+            req.wait,
+            self.options.poll_interval,
+            self.options.clock.as_ref(),
+            || async {
+                let reserved = self
+                    .call(|reply| Command::Reserve {
+                        queue: req.queue.clone(),
+                        max: req.max.max(1),
+                        lease: req.lease,
+                        reply,
+                    })
+                    .await?;
+                Ok(if reserved.jobs.is_empty() {
+                    Answer::NotYet {
+                        next_due: reserved.next_at,
+                    }
+                } else {
+                    Answer::Ready(reserved.jobs)
                 })
-                .await?;
-            if !reserved.jobs.is_empty() {
-                return Ok(reserved.jobs);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(Vec::new());
-            }
-            let mut pause = (deadline - now).min(self.options.poll_interval);
-            if let Some(at) = reserved.next_at {
-                let until = at.since(self.options.clock.now());
-                pause = pause.min(until.max(Duration::from_millis(1)));
-            }
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
+            },
+        )
+        .await
     }
 
     async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError> {
@@ -331,27 +321,24 @@ impl Backend for SqliteBackend {
         limit: usize,
         wait: Duration,
     ) -> Result<Vec<JobEvent>, BackendError> {
-        let deadline = Instant::now() + wait;
         let limit = limit.max(1);
-        loop {
-            // Registered before reading, so a commit between the read and the wait
-            // still wakes us.
-            let notified = self.notifier.feed().notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let events = self
-                .read(move |c| write::events::read(c, after, limit))
-                .await?;
-            let now = Instant::now();
-            if !events.is_empty() || now >= deadline {
-                return Ok(events);
-            }
-            let pause = (deadline - now).min(self.options.poll_interval);
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
+        long_poll(
+            self.notifier.feed(),
+            wait,
+            self.options.poll_interval,
+            self.options.clock.as_ref(),
+            || async move {
+                let events = self
+                    .read(move |c| write::events::read(c, after, limit))
+                    .await?;
+                Ok(if events.is_empty() {
+                    Answer::NotYet { next_due: None }
+                } else {
+                    Answer::Ready(events)
+                })
+            },
+        )
+        .await
     }
 
     async fn claim_locks(

@@ -22,9 +22,9 @@ use tranche_types::{
     Enqueued, JobId, JobSpec, LeaseRef, LockClaim, RunName, Timestamp,
 };
 
-use crate::notify::Notifier;
 use crate::write::reserve::Reserved;
 use crate::write::{self, db, Op, OpParts, OpResult, RunCache, TxnEffects};
+use tranche_backend::Notifier;
 
 pub type Reply<T> = oneshot::Sender<OpResult<T>>;
 
@@ -168,7 +168,7 @@ fn transact(
         if fx.wake_all {
             notifier.wake_all();
         } else {
-            notifier.wake(fx.woken.iter());
+            notifier.wake(fx.woken.iter().map(String::as_str));
         }
         if !fx.events.is_empty() {
             notifier.feed().notify_waiters();

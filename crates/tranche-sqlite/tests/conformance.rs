@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tranche_backend::Backend;
 use tranche_backend_tests as suite;
-use tranche_core::Backend;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::Clock;
 
@@ -40,8 +40,20 @@ macro_rules! area {
 }
 
 area!(
-    enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats, feed,
-    worker
+    enqueue,
+    reserve,
+    outcomes,
+    chains,
+    groups,
+    runs,
+    cancel,
+    locks,
+    effects,
+    queues,
+    stats,
+    feed,
+    worker,
+    worker_faults
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_test_support::{fill_but, SmallDisk};
 use tranche_types::{

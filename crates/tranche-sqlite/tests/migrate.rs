@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::{
     Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution, RunName,

@@ -217,7 +217,7 @@ async fn a_python_step_between_two_rust_steps() {
             Ok::<_, serde_json::Error>(format!("<{}>", input["text"].as_str().unwrap_or("?")))
         },
     );
-    let worker = Engine::new(backend, tasks)
+    let worker = Engine::new(tranche_core::Client::from_shared(backend), tasks)
         .worker(WorkerConfig::default().queues(["rust"], 4))
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();

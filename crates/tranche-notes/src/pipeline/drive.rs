@@ -145,7 +145,11 @@ impl Workers {
             observer: Some(counts),
             ..WorkerConfig::default()
         };
-        Worker::new(backend, registry, config)
+        Worker::new(
+            &tranche_core::Client::from_shared(backend),
+            registry,
+            config,
+        )
     }
 }
 

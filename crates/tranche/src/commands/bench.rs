@@ -141,19 +141,13 @@ pub(crate) fn registry() -> Registry {
     registry
 }
 
-/// The worker settings of the bench, in this process or in each worker process. On
-/// Redis (`remote`), two reserve calls are in flight, so that the server is never idle
-/// while this process takes in a batch.
-pub(crate) fn worker_config(
-    args: &BenchEngine,
-    latencies: &Arc<Latencies>,
-    remote: bool,
-) -> WorkerConfig {
+/// The worker settings of the bench, in this process or in each worker process
+/// (reserve calls in flight per queue: the backend's hint).
+pub(crate) fn worker_config(args: &BenchEngine, latencies: &Arc<Latencies>) -> WorkerConfig {
     WorkerConfig {
         batch: args.batch,
         lease: Duration::from_secs(30),
         heartbeat: Duration::from_secs(10),
-        fetchers_per_queue: if remote { 2 } else { 1 },
         observer: Some(latencies.clone()),
         ..WorkerConfig::default()
     }
@@ -186,7 +180,7 @@ async fn top_up(
 ) -> Result<()> {
     'count: loop {
         let jobs = engine
-            .backend()
+            .client()
             .run_progress(run)
             .await?
             .map_or(0, |p| p.total);
@@ -259,7 +253,10 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         None => (open_with(&dir, options)?, dir.display().to_string()),
     };
     let run = run_name(&format!("bench/engine-{stamp}"))?;
-    let engine = Engine::new(backend.clone(), registry());
+    let engine = Engine::new(
+        tranche_core::Client::from_shared(backend.clone()),
+        registry(),
+    );
     eprintln!(
         "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, state in {}",
         args.jobs,
@@ -333,17 +330,12 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         let prefix = format!("{{bench-{stamp}}}:");
         Workers::Processes(bench_processes::start(at, &prefix, &run, &args)?)
     } else {
-        let worker = engine.worker(worker_config(&args, &latencies, redis))?;
+        let worker = engine.worker(worker_config(&args, &latencies))?;
         let s = stop.clone();
         Workers::Here(tokio::spawn(async move { worker.run(s).await }))
     };
-    let finished = tranche_core::wait_finished(
-        &*backend,
-        &run,
-        Duration::from_millis(50),
-        None,
-        &mut progress,
-    );
+    let client = tranche_core::Client::from_shared(backend.clone());
+    let finished = client.wait_finished(&run, Duration::from_millis(50), None, &mut progress);
     let p: RunProgress = tokio::select! {
         p = finished => p?,
         _ = stop.cancelled() => {

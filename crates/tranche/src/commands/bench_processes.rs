@@ -90,14 +90,18 @@ pub(crate) async fn work(at: &DataArgs, args: &BenchEngine, run: &str) -> Result
         .context("a bench worker process needs --broker")?;
     let backend = riding_outages(open_redis(url, &at.prefix).await?, at);
     let run = run_name(run)?;
-    let engine = Engine::new(backend.clone(), registry());
+    let engine = Engine::new(
+        tranche_core::Client::from_shared(backend.clone()),
+        registry(),
+    );
     let latencies = Arc::new(Latencies::default());
-    let worker = engine.worker(worker_config(args, &latencies, true))?;
+    let worker = engine.worker(worker_config(args, &latencies))?;
     let stop = tranche_core::on_terminate();
     let s = stop.clone();
     let handle = tokio::spawn(async move { worker.run(s).await });
-    let done =
-        tranche_core::wait_finished(&*backend, &run, Duration::from_millis(50), None, |_| {});
+    let done = engine
+        .client()
+        .wait_finished(&run, Duration::from_millis(50), None, |_| {});
     tokio::select! {
         p = done => { p?; }
         _ = stop.cancelled() => {}

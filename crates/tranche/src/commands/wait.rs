@@ -18,19 +18,19 @@ pub async fn wait(
     let name = run_name(run)?;
     eprintln!("waiting for {run} to finish ({})", at.describe());
     let mut last = std::time::Instant::now();
-    let p = tranche_core::wait_finished(
-        &*backend,
-        &name,
-        Duration::from_millis(250),
-        timeout.map(Duration::from_secs),
-        |p| {
-            if last.elapsed() >= Duration::from_secs(10) {
-                eprintln!("{}", run_line(p));
-                last = std::time::Instant::now();
-            }
-        },
-    )
-    .await?;
+    let p = tranche_core::Client::from_shared(backend.clone())
+        .wait_finished(
+            &name,
+            Duration::from_millis(250),
+            timeout.map(Duration::from_secs),
+            |p| {
+                if last.elapsed() >= Duration::from_secs(10) {
+                    eprintln!("{}", run_line(p));
+                    last = std::time::Instant::now();
+                }
+            },
+        )
+        .await?;
     println!("{}", run_line(&p));
     if let Some(cmd) = on_done {
         // Claimed in the backend, so one command runs per finish however many

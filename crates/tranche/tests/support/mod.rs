@@ -357,7 +357,7 @@ pub async fn work_beside(
     queue: &str,
     run: &str,
 ) {
-    use tranche_core::{wait_finished, Engine, JobContext, Registry, TaskOptions, WorkerConfig};
+    use tranche_core::{Client, Engine, JobContext, Registry, TaskOptions, WorkerConfig};
     let mut reg = Registry::new();
     reg.register(
         "k",
@@ -369,7 +369,9 @@ pub async fn work_beside(
         ..WorkerConfig::default()
     }
     .queues([queue], 8);
-    let worker = Engine::new(backend.clone(), reg).worker(config).unwrap();
+    let worker = Engine::new(Client::from_shared(backend.clone()), reg)
+        .worker(config)
+        .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn({
         let stop = stop.clone();
@@ -377,7 +379,8 @@ pub async fn work_beside(
     });
     let run = tranche_types::RunName::new(run).unwrap();
     let limit = Some(Duration::from_secs(60));
-    wait_finished(&*backend, &run, Duration::from_millis(20), limit, |_| {})
+    Client::from_shared(backend)
+        .wait_finished(&run, Duration::from_millis(20), limit, |_| {})
         .await
         .unwrap();
     stop.cancel();

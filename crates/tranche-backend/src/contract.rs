@@ -2,6 +2,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+use crate::Hints;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
@@ -37,6 +39,11 @@ pub trait Backend: Send + Sync + 'static {
     /// The clock this backend stamps and compares times with.
     fn clock(&self) -> Arc<dyn Clock>;
 
+    /// How this backend is best driven (see [`Hints`]).
+    fn hints(&self) -> Hints {
+        Hints::default()
+    }
+
     /// Enqueue items into a run (created on first use), in one transaction.
     async fn enqueue(&self, req: EnqueueRequest) -> Result<Vec<Enqueued>, BackendError>;
 
@@ -66,6 +73,7 @@ pub trait Backend: Send + Sync + 'static {
     /// because of them; returns how many jobs were revived.
     async fn retry_run(&self, run: &RunName) -> Result<u64, BackendError>;
 
+    /// A run's counters (jobs per state, finishes), or `None` for an unknown run.
     async fn run_progress(&self, run: &RunName) -> Result<Option<RunProgress>, BackendError>;
 
     /// Runs, newest first.
@@ -79,6 +87,7 @@ pub trait Backend: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<JobFailure>, BackendError>;
 
+    /// One job as stored, or `None` for an unknown id.
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError>;
 
     /// For each key, the job first enqueued under it in `run` (a chain's first step),
@@ -137,6 +146,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Release the keys held by `owner`; returns how many were released.
     async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError>;
 
+    /// The effect recorded under `key` (an idempotency record), if any.
     async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError>;
 
     /// Record an effect; false (and nothing changed) if the key was already recorded.

@@ -1,0 +1,255 @@
+//! [`Client`]: what applications, pipelines, the HTTP server and the CLI hold.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tranche_backend::{Backend, Hints};
+use tranche_types::{
+    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress,
+};
+
+use crate::reconnect::{Outage, Reconnecting};
+use crate::runs::{self, WaitError};
+use crate::task::Registry;
+use crate::worker::{Worker, WorkerConfig, WorkerError};
+
+/// A handle on where job state lives (the embedded SQLite file or a Redis server):
+/// enqueue, steer and inspect runs, read the change feed, take locks and record
+/// effects. Cheap to clone; every clone talks to the same backend.
+///
+/// Each method's guarantees (atomicity, ordering, cost) are those of the backend
+/// contract, written on `tranche_backend::Backend` and checked against every backend by
+/// `tranche-backend-tests`; they are summed up here for callers. Build one from a
+/// backend crate's handle: `Client::new(SqliteBackend::open(dir, options)?)`.
+#[derive(Clone)]
+pub struct Client {
+    backend: Arc<dyn Backend>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("hints", &self.backend.hints())
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client of `backend` (a `SqliteBackend`, a `RedisBackend`, …).
+    pub fn new(backend: impl Backend) -> Self {
+        Client {
+            backend: Arc::new(backend),
+        }
+    }
+
+    /// A client of a backend already shared (tests wrap one in a fault injector).
+    pub fn from_shared(backend: Arc<dyn Backend>) -> Self {
+        Client { backend }
+    }
+
+    /// The same backend, with every call riding out an outage of up to `retry_for`
+    /// (see [`Reconnecting`]); `report` hears when an outage begins and ends.
+    pub fn riding_outages(
+        self,
+        retry_for: Duration,
+        report: impl Fn(Outage<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        Client::new(Reconnecting::new(self.backend, retry_for, report))
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// A worker serving `config`'s queues with `registry`'s handlers.
+    pub fn worker(&self, registry: Registry, config: WorkerConfig) -> Result<Worker, WorkerError> {
+        Worker::new(self, registry, config)
+    }
+
+    /// Poll a run's O(1) progress every `every` until it has finished, calling
+    /// `on_progress` on each read, for at most `deadline`.
+    pub async fn wait_finished(
+        &self,
+        run: &RunName,
+        every: Duration,
+        deadline: Option<Duration>,
+        on_progress: impl FnMut(&RunProgress),
+    ) -> Result<RunProgress, WaitError> {
+        runs::wait_finished(self.backend.as_ref(), run, every, deadline, on_progress).await
+    }
+
+    /// The clock the backend stamps and compares times with.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.backend.clock()
+    }
+
+    /// How the backend is best driven (e.g. reserve calls in flight per queue).
+    pub fn hints(&self) -> Hints {
+        self.backend.hints()
+    }
+
+    /// Enqueue items into a run (created on first use), all or none. An item with a
+    /// unique key already used in the run is not added again: its existing job is
+    /// returned.
+    pub async fn enqueue(&self, req: EnqueueRequest) -> Result<Vec<Enqueued>, BackendError> {
+        self.backend.enqueue(req).await
+    }
+
+    /// Cancel jobs that have not ended; how many were cancelled.
+    pub async fn cancel(&self, target: CancelTarget, reason: &str) -> Result<u64, BackendError> {
+        self.backend.cancel(target, reason).await
+    }
+
+    /// Re-enqueue a run's failed jobs (fresh attempts) and the chain steps cancelled
+    /// because of them; how many jobs were revived.
+    pub async fn retry_run(&self, run: &RunName) -> Result<u64, BackendError> {
+        self.backend.retry_run(run).await
+    }
+
+    /// A run's counters, read in O(1); `None` for an unknown run.
+    pub async fn run_progress(&self, run: &RunName) -> Result<Option<RunProgress>, BackendError> {
+        self.backend.run_progress(run).await
+    }
+
+    /// Runs, newest first, at most `limit`.
+    pub async fn list_runs(&self, limit: usize) -> Result<Vec<RunProgress>, BackendError> {
+        self.backend.list_runs(limit).await
+    }
+
+    /// A run's failed jobs ordered by id, after `after`, at most `limit`.
+    pub async fn run_failures(
+        &self,
+        run: &RunName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<JobFailure>, BackendError> {
+        self.backend.run_failures(run, after, limit).await
+    }
+
+    /// One job, or `None` for an unknown id.
+    pub async fn job(&self, id: JobId) -> Result<Option<JobRecord>, BackendError> {
+        self.backend.job(id).await
+    }
+
+    /// For each key, the job first enqueued under it in `run`, or `None`; in order.
+    pub async fn unique_jobs(
+        &self,
+        run: &RunName,
+        keys: &[String],
+    ) -> Result<Vec<Option<JobId>>, BackendError> {
+        self.backend.unique_jobs(run, keys).await
+    }
+
+    /// A page of `run`'s unique keys with their jobs from `cursor` (`""` first), and the
+    /// next page's cursor (`None` after the last).
+    pub async fn unique_keys(
+        &self,
+        run: &RunName,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, JobId)>, Option<String>), BackendError> {
+        self.backend.unique_keys(run, cursor, limit).await
+    }
+
+    /// How many jobs of `queue` are available, counting at most `cap`.
+    pub async fn queue_depth(&self, queue: &str, cap: u64) -> Result<u64, BackendError> {
+        self.backend.queue_depth(queue, cap).await
+    }
+
+    /// Available and running jobs per queue.
+    pub async fn queue_depths(&self) -> Result<Vec<QueueDepth>, BackendError> {
+        self.backend.queue_depths().await
+    }
+
+    /// Cumulative statistics per queue, every worker's, sorted by queue.
+    pub async fn queue_stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        self.backend.queue_stats().await
+    }
+
+    /// The change feed: events with `seq > after`, in commit order, at most `limit`;
+    /// when there are none, waits up to `wait` for one.
+    pub async fn events(
+        &self,
+        after: u64,
+        limit: usize,
+        wait: Duration,
+    ) -> Result<Vec<JobEvent>, BackendError> {
+        self.backend.events(after, limit, wait).await
+    }
+
+    /// The seq of the newest event (0 when none): where to start reading only what
+    /// happens from now on.
+    pub async fn last_event(&self) -> Result<u64, BackendError> {
+        self.backend.last_event().await
+    }
+
+    /// Claim every key for `owner` until now + `ttl`, or none of them.
+    pub async fn claim_locks(
+        &self,
+        owner: &str,
+        keys: &[String],
+        ttl: Duration,
+    ) -> Result<LockClaim, BackendError> {
+        self.backend.claim_locks(owner, keys, ttl).await
+    }
+
+    /// Release the keys held by `owner`; how many were released.
+    pub async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError> {
+        self.backend.release_locks(owner, keys).await
+    }
+
+    /// The effect recorded under `key`, if any.
+    pub async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError> {
+        self.backend.effect(key).await
+    }
+
+    /// Record an effect once; false (nothing changed) if `key` was already recorded.
+    pub async fn record_effect(
+        &self,
+        key: &str,
+        job: Option<JobId>,
+        value: &str,
+    ) -> Result<bool, BackendError> {
+        self.backend.record_effect(key, job, value).await
+    }
+
+    /// True for exactly one caller per (run, hook, finish).
+    pub async fn claim_finish_hook(
+        &self,
+        run: &RunName,
+        hook: &str,
+        finish: u32,
+    ) -> Result<bool, BackendError> {
+        self.backend.claim_finish_hook(run, hook, finish).await
+    }
+
+    /// Lease up to `req.max` runnable jobs of a queue, waiting up to `req.wait` for one.
+    /// For servers that hand jobs to remote workers; in-process work uses [`Worker`].
+    pub async fn reserve(&self, req: ReserveRequest) -> Result<Vec<ReservedJob>, BackendError> {
+        self.backend.reserve(req).await
+    }
+
+    /// Apply attempt results, one ack per completion in order (remote workers).
+    pub async fn complete(
+        &self,
+        batch: Vec<Completion>,
+    ) -> Result<Vec<CompletionAck>, BackendError> {
+        self.backend.complete(batch).await
+    }
+
+    /// Extend leases; the ones no longer held (remote workers).
+    pub async fn heartbeat(
+        &self,
+        leases: Vec<LeaseRef>,
+        lease: Duration,
+    ) -> Result<Vec<LeaseRef>, BackendError> {
+        self.backend.heartbeat(leases, lease).await
+    }
+
+    /// Give jobs back without counting the attempt (remote workers shutting down).
+    pub async fn release(&self, leases: Vec<LeaseRef>) -> Result<u64, BackendError> {
+        self.backend.release(leases).await
+    }
+}
