@@ -56,6 +56,23 @@ fn a_new_file_gets_the_schema_the_hand_written_migration_made() {
     assert_eq!(user_version(&file("new")), 3);
 }
 
+/// Version 1 had neither the change feed nor, in its first builds, the group index.
+#[test]
+fn a_version_1_file_gets_the_feed_and_the_group_index() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(hand_written_file(&dir.path().join("new")));
+    hand_written_file(&dir.path().join("old"))
+        .execute_batch(
+            "DROP TABLE queue_stats; DROP TABLE events; DROP INDEX jobs_group;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    drop(open(&dir.path().join("old")));
+    let file = |d: &str| dir.path().join(d).join(SqliteBackend::FILE_NAME);
+    assert_eq!(schema(&file("old")), schema(&file("new")));
+    assert_eq!(user_version(&file("old")), 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_written_file_opens_with_its_work_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,10 +101,7 @@ async fn a_hand_written_file_opens_with_its_work_kept() {
     let b = open(dir.path());
     let run = RunName::new("old/1").unwrap();
     let p = b.run_progress(&run).await.unwrap().unwrap();
-    assert_eq!(
-        (p.total, p.available, p.succeeded, p.failed),
-        (3, 1, 1, 1)
-    );
+    assert_eq!((p.total, p.available, p.succeeded, p.failed), (3, 1, 1, 1));
     let done = b.job(JobId(1)).await.unwrap().unwrap();
     assert_eq!(
         (done.state, done.result.as_deref()),

@@ -152,7 +152,13 @@ pub fn apply_resolution_of(
                         .and_then(|mut s| s.query_row(params![result, now, id, attempt], ended_row).optional())
                         .map_err(db("complete job"))?;
                     row.map(|ended| {
-                        count(op, cause, &ended.queue, AttemptEnd::Succeeded, ended.started_at);
+                        count(
+                            op,
+                            cause,
+                            &ended.queue,
+                            AttemptEnd::Succeeded,
+                            ended.started_at,
+                        );
                         (ended.run, ended.next, ended.group)
                     })
                 }

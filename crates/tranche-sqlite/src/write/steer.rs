@@ -43,10 +43,7 @@ pub fn cancel(op: &mut Op<'_>, target: &CancelTarget, reason: &str) -> OpResult<
 }
 
 fn cancelled_so_far(op: &Op<'_>) -> i64 {
-    op.deltas
-        .values()
-        .map(|d| d.of(JobState::Cancelled))
-        .sum()
+    op.deltas.values().map(|d| d.of(JobState::Cancelled)).sum()
 }
 
 /// The states a job can still leave: those a run's cancel ends.
