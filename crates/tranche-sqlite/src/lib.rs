@@ -11,8 +11,11 @@
 //! process, the next open resumes: committed work is durable and expired leases are
 //! recovered.
 
+mod error;
+mod migrations;
 mod read;
 mod schema;
+mod states;
 mod write;
 mod writer;
 
@@ -31,6 +34,7 @@ use tranche_types::{
     ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
+use error::AtPath;
 use writer::{Command, Reply};
 
 /// How to open the embedded backend.
@@ -108,31 +112,21 @@ impl SqliteBackend {
     pub fn open(dir: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, BackendError> {
         let dir = dir.as_ref();
         let path = dir.join(Self::FILE_NAME);
-        owner_only(dir, &path).map_err(|e| BackendError::Store {
-            op: "create data directory",
-            message: format!("{}: {e}", dir.display()),
-        })?;
+        owner_only(dir, &path)
+            .map_err(|e| BackendError::store("create data directory", AtPath::new(dir, e)))?;
         let open = |what: &'static str| {
             // Each connection is used by one thread at a time, so SQLite's own
             // per-connection mutex is pure overhead.
             let flags = OpenFlags::default() & !OpenFlags::SQLITE_OPEN_FULL_MUTEX
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let conn =
-                Connection::open_with_flags(&path, flags).map_err(|e| BackendError::Store {
-                    op: what,
-                    message: format!("{}: {e}", path.display()),
-                })?;
-            schema::configure(&conn, options.full_sync).map_err(|e| BackendError::Store {
-                op: what,
-                message: format!("{}: {e}", path.display()),
-            })?;
+            let conn = Connection::open_with_flags(&path, flags)
+                .and_then(|conn| schema::configure(&conn, options.full_sync).map(|()| conn))
+                .map_err(|e| BackendError::store(what, AtPath::new(&path, e)))?;
             Ok::<_, BackendError>(conn)
         };
-        let writer_conn = open("open database")?;
-        schema::migrate(&writer_conn).map_err(|message| BackendError::Store {
-            op: "prepare database",
-            message: format!("{}: {message}", path.display()),
-        })?;
+        let mut writer_conn = open("open database")?;
+        schema::migrate(&mut writer_conn)
+            .map_err(|e| BackendError::store("prepare database", AtPath::new(&path, e)))?;
         let reader = open("open database for reading")?;
         let notifier = Arc::new(Notifier::default());
         let (tx, rx) = mpsc::channel();

@@ -1,12 +1,14 @@
 //! Queries that only read, on their own connection: with WAL they never wait for the
 //! writer, so `tranche status` stays instant in the middle of a run.
 
+use const_format::formatcp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tranche_types::{
     AttemptError, Effect, JobFailure, JobId, JobRecord, JobState, QueueDepth, RunName, RunProgress,
     Timestamp,
 };
 
+use crate::states::{AVAILABLE, FAILED};
 use crate::write::{db, OpResult};
 
 const RUN_COLUMNS: &str = "name, total, pending, available, running, succeeded, failed, cancelled,
@@ -62,11 +64,11 @@ pub fn run_failures(
     after: Option<JobId>,
     limit: usize,
 ) -> OpResult<Vec<JobFailure>> {
-    conn.prepare_cached(
+    conn.prepare_cached(formatcp!(
         "SELECT j.id, j.kind, j.attempt, COALESCE(j.error, ''), j.finished_at
          FROM jobs j JOIN runs r ON r.id = j.run_id
-         WHERE r.name = ?1 AND j.state = 4 AND j.id > ?2 ORDER BY j.id LIMIT ?3",
-    )
+         WHERE r.name = ?1 AND j.state = {FAILED} AND j.id > ?2 ORDER BY j.id LIMIT ?3"
+    ))
     .and_then(|mut s| {
         s.query_map(
             params![run.as_str(), after.map_or(0, |a| a.0), limit as i64],
@@ -201,9 +203,9 @@ pub fn effect(conn: &Connection, key: &str) -> OpResult<Option<Effect>> {
 }
 
 pub fn queue_depth(conn: &Connection, queue: &str, cap: u64) -> OpResult<u64> {
-    conn.prepare_cached(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state = 1 AND queue = ?1 LIMIT ?2)",
-    )
+    conn.prepare_cached(formatcp!(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state = {AVAILABLE} AND queue = ?1 LIMIT ?2)"
+    ))
     .and_then(|mut s| {
         s.query_row(params![queue, cap.min(i64::MAX as u64) as i64], |r| {
             r.get::<_, i64>(0)

@@ -19,9 +19,10 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use tokio::sync::oneshot;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, EnqueueItem, EnqueueRequest,
-    Enqueued, JobId, JobSpec, LeaseRef, LockClaim, RunName, Timestamp,
+    Enqueued, JobId, JobSpec, JobState, LeaseRef, LockClaim, RunName, Timestamp,
 };
 
+use crate::error::RolledBack;
 use crate::write::reserve::Reserved;
 use crate::write::{self, db, Op, OpParts, OpResult, RunCache, TxnEffects};
 use tranche_backend::Notifier;
@@ -227,7 +228,7 @@ fn step<T>(
         return Err(failed_transaction(e));
     }
     if conn.is_autocommit() {
-        let e = BackendError::store("transaction", "rolled back by SQLite after an error");
+        let e = BackendError::store("transaction", RolledBack);
         fx.poisoned = Some(failed_transaction(&e));
         return Err(e);
     }
@@ -367,6 +368,15 @@ fn apply(
     }
 }
 
+/// Where a run stands, to tell whether it just finished or was reopened.
+struct RunTally {
+    total: i64,
+    ended: i64,
+    finished_at: Option<i64>,
+    name: String,
+    on_done: Option<String>,
+}
+
 /// Move run counters once per run, then mark runs that just finished (enqueueing
 /// their on-done job) or were reopened by a retry.
 fn finish_runs(
@@ -391,22 +401,45 @@ fn finish_runs(
                 )
                 .map_err(db("update run counters"))?;
             for (run, d) in &deltas {
-                let s = d.states;
-                stmt.execute(params![d.total, s[0], s[1], s[2], s[3], s[4], s[5], run])
-                    .map_err(db("update run counters"))?;
+                stmt.execute(params![
+                    d.total,
+                    d.of(JobState::Pending),
+                    d.of(JobState::Available),
+                    d.of(JobState::Running),
+                    d.of(JobState::Succeeded),
+                    d.of(JobState::Failed),
+                    d.of(JobState::Cancelled),
+                    run
+                ])
+                .map_err(db("update run counters"))?;
             }
         }
         for run in touched {
-            let row: Option<(i64, i64, Option<i64>, String, Option<String>)> = conn
+            let tally = conn
                 .prepare_cached(
                     "SELECT total, succeeded + failed + cancelled, finished_at, name, on_done FROM runs WHERE id = ?1",
                 )
                 .and_then(|mut s| {
-                    s.query_row([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-                        .optional()
+                    s.query_row([run], |r| {
+                        Ok(RunTally {
+                            total: r.get(0)?,
+                            ended: r.get(1)?,
+                            finished_at: r.get(2)?,
+                            name: r.get(3)?,
+                            on_done: r.get(4)?,
+                        })
+                    })
+                    .optional()
                 })
                 .map_err(db("read run counters"))?;
-            let Some((total, ended, finished_at, name, on_done)) = row else {
+            let Some(RunTally {
+                total,
+                ended,
+                finished_at,
+                name,
+                on_done,
+            }) = tally
+            else {
                 continue;
             };
             if total > 0 && ended == total && finished_at.is_none() {

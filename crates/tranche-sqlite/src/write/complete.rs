@@ -1,7 +1,10 @@
+use const_format::formatcp;
 use rusqlite::{params, OptionalExtension};
 use tranche_types::{
     BackendError, Completion, CompletionAck, JobId, JobState, LeaseRef, MemberOutcome, Resolution,
 };
+
+use crate::states::{AVAILABLE, CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED};
 
 use super::stats::AttemptEnd;
 use super::{db, Op, OpResult};
@@ -21,11 +24,61 @@ pub fn complete(op: &mut Op<'_>, batch: &[Completion]) -> OpResult<Vec<Completio
         .collect()
 }
 
-/// What an ended attempt's row says: run, next, group, queue, started_at.
-type Ended = (i64, Option<i64>, Option<i64>, String, Option<i64>);
+/// What an ended attempt's row says (`RETURNING run_id, next_id, group_id, queue,
+/// started_at`).
+struct Ended {
+    run: i64,
+    next: Option<i64>,
+    group: Option<i64>,
+    queue: String,
+    started_at: Option<i64>,
+}
 
 fn ended_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Ended> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    Ok(Ended {
+        run: r.get(0)?,
+        next: r.get(1)?,
+        group: r.get(2)?,
+        queue: r.get(3)?,
+        started_at: r.get(4)?,
+    })
+}
+
+/// A retried attempt's row, now available again or failed for good.
+struct Retried {
+    state: i64,
+    run: i64,
+    queue: String,
+    next: Option<i64>,
+    group: Option<i64>,
+    started_at: Option<i64>,
+}
+
+/// Where a job stands in its chain: what cancelling it must move.
+pub struct ChainStep {
+    pub state: JobState,
+    pub run: i64,
+    pub next: Option<i64>,
+    pub group: Option<i64>,
+}
+
+/// Job `id` as a chain step, if it exists; `what` names the read in an error.
+pub fn chain_step(op: &Op<'_>, id: i64, what: &'static str) -> OpResult<Option<ChainStep>> {
+    op.conn
+        .prepare_cached("SELECT state, run_id, next_id, group_id FROM jobs WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row([id], |r| {
+                let state: i64 = r.get(0)?;
+                Ok(ChainStep {
+                    state: JobState::from_code(state).unwrap_or(JobState::Failed),
+                    run: r.get(1)?,
+                    next: r.get(2)?,
+                    group: r.get(3)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db(what))
 }
 
 /// Who ends an attempt: its worker reporting, or the backend recovering its expired
@@ -71,10 +124,10 @@ pub fn apply_resolution_of(
                 Some(route) => {
                     let n = op
                         .conn
-                        .prepare_cached(
-                            "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
-                             WHERE id = ?3 AND state = 2 AND attempt = ?4",
-                        )
+                        .prepare_cached(formatcp!(
+                            "UPDATE jobs SET state = {SUCCEEDED}, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
+                             WHERE id = ?3 AND state = {RUNNING} AND attempt = ?4"
+                        ))
                         .and_then(|mut s| s.execute(params![result, now, id, attempt]))
                         .map_err(db("complete job"))?;
                     if n == 1 {
@@ -91,16 +144,22 @@ pub fn apply_resolution_of(
                 None => {
                     let row = op
                         .conn
-                        .prepare_cached(
-                            "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
-                             WHERE id = ?3 AND state = 2 AND attempt = ?4
-                             RETURNING run_id, next_id, group_id, queue, started_at",
-                        )
+                        .prepare_cached(formatcp!(
+                            "UPDATE jobs SET state = {SUCCEEDED}, result = ?1, finished_at = ?2, lease_until = NULL, error = NULL
+                             WHERE id = ?3 AND state = {RUNNING} AND attempt = ?4
+                             RETURNING run_id, next_id, group_id, queue, started_at"
+                        ))
                         .and_then(|mut s| s.query_row(params![result, now, id, attempt], ended_row).optional())
                         .map_err(db("complete job"))?;
-                    row.map(|(run, next, group, queue, started_at)| {
-                        count(op, cause, &queue, AttemptEnd::Succeeded, started_at);
-                        (run, next, group)
+                    row.map(|ended| {
+                        count(
+                            op,
+                            cause,
+                            &ended.queue,
+                            AttemptEnd::Succeeded,
+                            ended.started_at,
+                        );
+                        (ended.run, ended.next, ended.group)
                     })
                 }
             };
@@ -116,31 +175,39 @@ pub fn apply_resolution_of(
             }
         }
         Resolution::Retry { error, at } => {
-            let row: Option<(i64, i64, String, Option<i64>, Option<i64>, Option<i64>)> = op
+            let row = op
                 .conn
-                .prepare_cached(
+                .prepare_cached(formatcp!(
                     "UPDATE jobs SET
-                        state = CASE WHEN attempt >= max_attempts THEN 4 ELSE 1 END,
+                        state = CASE WHEN attempt >= max_attempts THEN {FAILED} ELSE {AVAILABLE} END,
                         finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
                         available_at = ?2, error = ?3, lease_until = NULL
-                     WHERE id = ?4 AND state = 2 AND attempt = ?5
-                     RETURNING state, run_id, queue, next_id, group_id, started_at",
-                )
+                     WHERE id = ?4 AND state = {RUNNING} AND attempt = ?5
+                     RETURNING state, run_id, queue, next_id, group_id, started_at"
+                ))
                 .and_then(|mut s| {
                     s.query_row(params![now, at.0.max(now), error, id, attempt], |r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                        ))
+                        Ok(Retried {
+                            state: r.get(0)?,
+                            run: r.get(1)?,
+                            queue: r.get(2)?,
+                            next: r.get(3)?,
+                            group: r.get(4)?,
+                            started_at: r.get(5)?,
+                        })
                     })
                     .optional()
                 })
                 .map_err(db("retry job"))?;
-            let Some((state, run, queue, next, group, started_at)) = row else {
+            let Some(Retried {
+                state,
+                run,
+                queue,
+                next,
+                group,
+                started_at,
+            }) = row
+            else {
                 return Ok(false);
             };
             record_error(op, id, attempt, error)?;
@@ -159,10 +226,10 @@ pub fn apply_resolution_of(
             op.cache().take_route(id);
             let row: Option<(i64, String)> = op
                 .conn
-                .prepare_cached(
-                    "UPDATE jobs SET state = 1, attempt = attempt - 1, available_at = ?1, lease_until = NULL
-                     WHERE id = ?2 AND state = 2 AND attempt = ?3 RETURNING run_id, queue",
-                )
+                .prepare_cached(formatcp!(
+                    "UPDATE jobs SET state = {AVAILABLE}, attempt = attempt - 1, available_at = ?1, lease_until = NULL
+                     WHERE id = ?2 AND state = {RUNNING} AND attempt = ?3 RETURNING run_id, queue"
+                ))
                 .and_then(|mut s| {
                     s.query_row(params![at.0.max(now), id, attempt], |r| Ok((r.get(0)?, r.get(1)?)))
                         .optional()
@@ -175,8 +242,9 @@ pub fn apply_resolution_of(
             op.wake(&queue);
         }
         Resolution::Cancelled { reason } => {
-            let Some((run, next, group, _, _)) =
-                end_running(op, id, attempt, JobState::Cancelled, reason)?
+            let Some(Ended {
+                run, next, group, ..
+            }) = end_running(op, id, attempt, JobState::Cancelled, reason)?
             else {
                 return Ok(false);
             };
@@ -184,8 +252,13 @@ pub fn apply_resolution_of(
             job_ended(op, JobId(id), next, group, false)?;
         }
         Resolution::Failed { error } => {
-            let Some((run, next, group, queue, started_at)) =
-                end_running(op, id, attempt, JobState::Failed, error)?
+            let Some(Ended {
+                run,
+                next,
+                group,
+                queue,
+                started_at,
+            }) = end_running(op, id, attempt, JobState::Failed, error)?
             else {
                 return Ok(false);
             };
@@ -206,11 +279,11 @@ fn end_running(
     why: &str,
 ) -> OpResult<Option<Ended>> {
     op.conn
-        .prepare_cached(
+        .prepare_cached(formatcp!(
             "UPDATE jobs SET state = ?1, error = ?2, finished_at = ?3, lease_until = NULL
-             WHERE id = ?4 AND state = 2 AND attempt = ?5
-             RETURNING run_id, next_id, group_id, queue, started_at",
-        )
+             WHERE id = ?4 AND state = {RUNNING} AND attempt = ?5
+             RETURNING run_id, next_id, group_id, queue, started_at"
+        ))
         .and_then(|mut s| {
             s.query_row(params![state.code(), why, op.now.0, id, attempt], ended_row)
                 .optional()
@@ -260,24 +333,21 @@ pub fn cancel_successors(
 ) -> OpResult<()> {
     let mut cursor = Some(next);
     while let Some(id) = cursor {
-        let row: Option<(i64, i64, Option<i64>, Option<i64>)> = op
-            .conn
-            .prepare_cached("SELECT state, run_id, next_id, group_id FROM jobs WHERE id = ?1")
-            .and_then(|mut s| {
-                s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                    .optional()
-            })
-            .map_err(db("find chain step"))?;
-        let Some((state, run, next, group)) = row else {
+        let Some(ChainStep {
+            state,
+            run,
+            next,
+            group,
+        }) = chain_step(op, id, "find chain step")?
+        else {
             break;
         };
-        let state = JobState::from_code(state).unwrap_or(JobState::Failed);
         if !state.is_terminal() {
             op.conn
-                .prepare_cached(
-                    "UPDATE jobs SET state = 5, error = ?1, upstream_failed = ?2, finished_at = ?3, lease_until = NULL
-                     WHERE id = ?4",
-                )
+                .prepare_cached(formatcp!(
+                    "UPDATE jobs SET state = {CANCELLED}, error = ?1, upstream_failed = ?2, finished_at = ?3, lease_until = NULL
+                     WHERE id = ?4"
+                ))
                 .and_then(|mut s| s.execute(params![why, upstream_failed, op.now.0, id]))
                 .map_err(db("cancel chain step"))?;
             op.moved(id, run, Some(state), JobState::Cancelled);
@@ -294,10 +364,10 @@ pub fn cancel_successors(
 fn release_successor(op: &mut Op<'_>, run: i64, id: i64, input: &str) -> OpResult<()> {
     let n = op
         .conn
-        .prepare_cached(
-            "UPDATE jobs SET state = 1, input = ?1, available_at = MAX(available_at, ?2)
-             WHERE id = ?3 AND state = 0",
-        )
+        .prepare_cached(formatcp!(
+            "UPDATE jobs SET state = {AVAILABLE}, input = ?1, available_at = MAX(available_at, ?2)
+             WHERE id = ?3 AND state = {PENDING}"
+        ))
         .and_then(|mut s| s.execute(params![input, op.now.0, id]))
         .map_err(db("release chain step"))?;
     if n == 1 {
@@ -311,10 +381,10 @@ fn release_successor(op: &mut Op<'_>, run: i64, id: i64, input: &str) -> OpResul
 pub fn release_pending(op: &mut Op<'_>, id: i64, input: &str) -> OpResult<()> {
     let row: Option<(i64, String)> = op
         .conn
-        .prepare_cached(
-            "UPDATE jobs SET state = 1, input = ?1, available_at = MAX(available_at, ?2)
-             WHERE id = ?3 AND state = 0 RETURNING run_id, queue",
-        )
+        .prepare_cached(formatcp!(
+            "UPDATE jobs SET state = {AVAILABLE}, input = ?1, available_at = MAX(available_at, ?2)
+             WHERE id = ?3 AND state = {PENDING} RETURNING run_id, queue"
+        ))
         .and_then(|mut s| {
             s.query_row(params![input, op.now.0, id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()

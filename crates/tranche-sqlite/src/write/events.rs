@@ -11,12 +11,22 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use tranche_types::{JobEvent, JobId, JobState, RunName, Timestamp};
 
+use crate::error::UnknownState;
+
 use super::{db, OpResult};
 
 /// Most events in one row, so an index fits the low 16 bits of a seq.
 const PER_ROW: usize = 1 << 16;
 
-pub fn append(conn: &Connection, at: Timestamp, events: &[(i64, i64, JobState)]) -> OpResult<()> {
+/// One job's move to a new state, for the feed.
+#[derive(Clone, Copy, Debug)]
+pub struct Change {
+    pub job: i64,
+    pub run: i64,
+    pub state: JobState,
+}
+
+pub fn append(conn: &Connection, at: Timestamp, events: &[Change]) -> OpResult<()> {
     if events.is_empty() {
         return Ok(());
     }
@@ -25,16 +35,16 @@ pub fn append(conn: &Connection, at: Timestamp, events: &[(i64, i64, JobState)])
         .map_err(db("record events"))?;
     let mut start = 0;
     while start < events.len() {
-        let (_, run, state) = events[start];
+        let Change { run, state, .. } = events[start];
         let mut end = start + 1;
         while end < events.len()
             && end - start < PER_ROW
-            && events[end].1 == run
-            && events[end].2 == state
+            && events[end].run == run
+            && events[end].state == state
         {
             end += 1;
         }
-        let jobs = pack(events[start..end].iter().map(|e| e.0));
+        let jobs = pack(events[start..end].iter().map(|e| e.job));
         stmt.execute(params![at.0, run, state.code(), jobs])
             .map_err(db("record events"))?;
         start = end;
@@ -67,10 +77,7 @@ pub fn read(conn: &Connection, after: u64, limit: usize) -> OpResult<Vec<JobEven
         let run =
             RunName::new(name).map_err(|e| tranche_types::BackendError::store("read events", e))?;
         let state = JobState::from_code(state).ok_or_else(|| {
-            tranche_types::BackendError::store(
-                "read events",
-                format!("unknown job state code {state}"),
-            )
+            tranche_types::BackendError::store("read events", UnknownState(state))
         })?;
         for (i, job) in unpack(&jobs).enumerate() {
             if row == after_row && i <= after_index {

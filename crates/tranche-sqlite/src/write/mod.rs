@@ -18,6 +18,7 @@ use std::sync::Arc;
 use rusqlite::{params, Connection, OptionalExtension};
 use tranche_types::{BackendError, JobSpec, JobState, RunName, Timestamp};
 
+use events::Change;
 use stats::QueueDeltas;
 
 pub type OpResult<T> = Result<T, BackendError>;
@@ -36,11 +37,22 @@ pub fn db(op: &'static str) -> impl Fn(rusqlite::Error) -> BackendError {
     }
 }
 
-/// Counter changes for one run: index by `JobState::code()`, plus the total.
+/// Counter changes for one run: one per state, plus the total.
 #[derive(Default, Clone, Copy, Debug)]
 pub struct Delta {
-    pub states: [i64; 6],
+    states: [i64; JobState::ALL.len()],
     pub total: i64,
+}
+
+impl Delta {
+    /// The change in the number of the run's jobs in `state`.
+    pub fn of(&self, state: JobState) -> i64 {
+        self.states[state.code() as usize]
+    }
+
+    fn add(&mut self, state: JobState, n: i64) {
+        self.states[state.code() as usize] += n;
+    }
 }
 
 /// Run ids and names cached by the writer; entries made by an operation are kept only
@@ -117,8 +129,8 @@ pub struct Op<'a> {
     new_runs: Vec<(i64, RunName)>,
     /// Runs whose finish must be checked after this transaction's counters move.
     pub touched: HashSet<i64>,
-    /// (job, run, new state) for the change feed, in the order the changes happened.
-    pub events: Vec<(i64, i64, JobState)>,
+    /// For the change feed, in the order the changes happened.
+    pub events: Vec<Change>,
     pub stats: QueueDeltas,
 }
 
@@ -143,12 +155,16 @@ impl<'a> Op<'a> {
     pub fn moved(&mut self, job: i64, run: i64, from: Option<JobState>, to: JobState) {
         let d = self.deltas.entry(run).or_default();
         match from {
-            Some(f) => d.states[f.code() as usize] -= 1,
+            Some(f) => d.add(f, -1),
             None => d.total += 1,
         }
-        d.states[to.code() as usize] += 1;
+        d.add(to, 1);
         self.touched.insert(run);
-        self.events.push((job, run, to));
+        self.events.push(Change {
+            job,
+            run,
+            state: to,
+        });
     }
 
     /// Wake waiters of every queue (when which queue is not known without a read).
@@ -241,7 +257,7 @@ pub struct OpParts {
     wake_all: bool,
     touched: HashSet<i64>,
     new_runs: Vec<(i64, RunName)>,
-    events: Vec<(i64, i64, JobState)>,
+    events: Vec<Change>,
     stats: QueueDeltas,
 }
 
@@ -251,8 +267,8 @@ impl OpParts {
         for (run, d) in self.deltas {
             let t = txn.deltas.entry(run).or_default();
             t.total += d.total;
-            for i in 0..6 {
-                t.states[i] += d.states[i];
+            for state in JobState::ALL {
+                t.add(state, d.of(state));
             }
         }
         txn.woken.extend(self.woken);
@@ -281,7 +297,7 @@ pub struct TxnEffects {
     pub wake_all: bool,
     pub touched: HashSet<i64>,
     /// The feed's events, written once just before the commit.
-    pub events: Vec<(i64, i64, JobState)>,
+    pub events: Vec<Change>,
     /// Per-queue statistics, written once just before the commit.
     pub stats: QueueDeltas,
 }

@@ -1,7 +1,11 @@
 use std::time::Duration;
 
+use const_format::formatcp;
 use rusqlite::{params, OptionalExtension};
 use tranche_types::{JobId, JobState, LeaseRef, ReservedJob, Resolution, Timestamp};
+
+use crate::error::LeaseMismatch;
+use crate::states::{AVAILABLE, RUNNING};
 
 use super::complete::{apply_resolution_of, Cause};
 use super::{db, Op, OpResult};
@@ -12,41 +16,44 @@ pub struct Reserved {
     pub next_at: Option<Timestamp>,
 }
 
+/// A runnable job as `reserve` reads it, before leasing it.
+struct ReadyRow {
+    id: i64,
+    run: i64,
+    kind: String,
+    args: String,
+    input: Option<String>,
+    /// Attempts made so far.
+    attempt: u32,
+    max_attempts: u32,
+    available_at: i64,
+    next: Option<i64>,
+    group: Option<i64>,
+}
+
 pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
     let lease_until = op.now.plus(lease);
-    type Row = (
-        i64,
-        i64,
-        String,
-        String,
-        Option<String>,
-        u32,
-        u32,
-        i64,
-        Option<i64>,
-        Option<i64>,
-    );
-    let rows: Vec<Row> = op
+    let rows: Vec<ReadyRow> = op
         .conn
-        .prepare_cached(
+        .prepare_cached(formatcp!(
             "SELECT id, run_id, kind, args, input, attempt, max_attempts, available_at, next_id, group_id
-             FROM jobs WHERE state = 1 AND queue = ?1 AND available_at <= ?2
-             ORDER BY priority, available_at, id LIMIT ?3",
-        )
+             FROM jobs WHERE state = {AVAILABLE} AND queue = ?1 AND available_at <= ?2
+             ORDER BY priority, available_at, id LIMIT ?3"
+        ))
         .and_then(|mut s| {
             s.query_map(params![queue, op.now.0, max as i64], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                ))
+                Ok(ReadyRow {
+                    id: r.get(0)?,
+                    run: r.get(1)?,
+                    kind: r.get(2)?,
+                    args: r.get(3)?,
+                    input: r.get(4)?,
+                    attempt: r.get(5)?,
+                    max_attempts: r.get(6)?,
+                    available_at: r.get(7)?,
+                    next: r.get(8)?,
+                    group: r.get(9)?,
+                })
             })?
             .collect()
         })
@@ -56,27 +63,43 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
         // statement for the batch costs far less than one per job.
         let n = op
             .conn
-            .prepare_cached(
-                "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = ?1, started_at = ?2
-                 WHERE id IN (SELECT id FROM jobs WHERE state = 1 AND queue = ?3 AND available_at <= ?2
-                              ORDER BY priority, available_at, id LIMIT ?4)",
-            )
+            .prepare_cached(formatcp!(
+                "UPDATE jobs SET state = {RUNNING}, attempt = attempt + 1, lease_until = ?1, started_at = ?2
+                 WHERE id IN (SELECT id FROM jobs WHERE state = {AVAILABLE} AND queue = ?3 AND available_at <= ?2
+                              ORDER BY priority, available_at, id LIMIT ?4)"
+            ))
             .and_then(|mut s| s.execute(params![lease_until.0, op.now.0, queue, max as i64]))
             .map_err(db("lease jobs"))?;
         if n != rows.len() {
             return Err(tranche_types::BackendError::store(
                 "lease jobs",
-                format!("expected to lease {} jobs, leased {n}", rows.len()),
+                LeaseMismatch {
+                    expected: rows.len(),
+                    leased: n,
+                },
             ));
         }
     }
     let mut jobs = Vec::with_capacity(rows.len());
     let shared = op.cache().queue(queue);
     if !rows.is_empty() {
-        // How long each job had been runnable: from its available_at (column 7).
-        op.stats.started(queue, rows.iter().map(|r| op.now.0 - r.7));
+        // How long each job had been runnable.
+        op.stats
+            .started(queue, rows.iter().map(|r| op.now.0 - r.available_at));
     }
-    for (id, run, kind, args, input, attempt, max_attempts, available_at, next, group) in rows {
+    for ReadyRow {
+        id,
+        run,
+        kind,
+        args,
+        input,
+        attempt,
+        max_attempts,
+        available_at,
+        next,
+        group,
+    } in rows
+    {
         let attempt = attempt + 1;
         op.cache().remember_route(
             id,
@@ -105,7 +128,9 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
     }
     let next_at = if jobs.is_empty() {
         op.conn
-            .prepare_cached("SELECT MIN(available_at) FROM jobs WHERE state = 1 AND queue = ?1")
+            .prepare_cached(formatcp!(
+                "SELECT MIN(available_at) FROM jobs WHERE state = {AVAILABLE} AND queue = ?1"
+            ))
             .and_then(|mut s| s.query_row([queue], |r| r.get::<_, Option<i64>>(0)))
             .map_err(db("find next scheduled job"))?
             .map(Timestamp)
@@ -120,7 +145,9 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
 pub fn reap_expired(op: &mut Op<'_>) -> OpResult<u64> {
     let expired: Vec<(i64, u32)> = op
         .conn
-        .prepare_cached("SELECT id, attempt FROM jobs WHERE state = 2 AND lease_until < ?1")
+        .prepare_cached(formatcp!(
+            "SELECT id, attempt FROM jobs WHERE state = {RUNNING} AND lease_until < ?1"
+        ))
         .and_then(|mut s| {
             s.query_map([op.now.0], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect()
@@ -151,9 +178,9 @@ pub fn reap_expired(op: &mut Op<'_>) -> OpResult<u64> {
 pub fn extend_all_leases(op: &mut Op<'_>, by: Duration) -> OpResult<()> {
     let by = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
     op.conn
-        .prepare_cached(
-            "UPDATE jobs SET lease_until = lease_until + ?1 WHERE state = 2 AND lease_until IS NOT NULL",
-        )
+        .prepare_cached(formatcp!(
+            "UPDATE jobs SET lease_until = lease_until + ?1 WHERE state = {RUNNING} AND lease_until IS NOT NULL"
+        ))
         .and_then(|mut s| s.execute([by]))
         .map_err(db("extend leases after the disk was full"))?;
     Ok(())
@@ -164,9 +191,9 @@ pub fn heartbeat(op: &mut Op<'_>, leases: &[LeaseRef], lease: Duration) -> OpRes
     let until = op.now.plus(lease);
     let mut stmt = op
         .conn
-        .prepare_cached(
-            "UPDATE jobs SET lease_until = ?1 WHERE id = ?2 AND state = 2 AND attempt = ?3",
-        )
+        .prepare_cached(formatcp!(
+            "UPDATE jobs SET lease_until = ?1 WHERE id = ?2 AND state = {RUNNING} AND attempt = ?3"
+        ))
         .map_err(db("extend leases"))?;
     let mut lost = Vec::new();
     for l in leases {
@@ -189,10 +216,10 @@ pub fn release(op: &mut Op<'_>, leases: &[LeaseRef]) -> OpResult<u64> {
         op.cache().take_route(l.job.0);
         let row: Option<(i64, String)> = op
             .conn
-            .prepare_cached(
-                "UPDATE jobs SET state = 1, attempt = attempt - 1, lease_until = NULL, available_at = ?1
-                 WHERE id = ?2 AND state = 2 AND attempt = ?3 RETURNING run_id, queue",
-            )
+            .prepare_cached(formatcp!(
+                "UPDATE jobs SET state = {AVAILABLE}, attempt = attempt - 1, lease_until = NULL, available_at = ?1
+                 WHERE id = ?2 AND state = {RUNNING} AND attempt = ?3 RETURNING run_id, queue"
+            ))
             .and_then(|mut s| {
                 s.query_row(params![op.now.0, l.job.0, l.attempt], |r| {
                     Ok((r.get(0)?, r.get(1)?))

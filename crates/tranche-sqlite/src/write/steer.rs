@@ -1,7 +1,10 @@
-use rusqlite::{params, OptionalExtension};
+use const_format::formatcp;
+use rusqlite::params;
 use tranche_types::{CancelTarget, JobState, RunName};
 
-use super::complete::{cancel_successors, job_ended};
+use crate::states::{AVAILABLE, CANCELLED, FAILED, PENDING, RUNNING};
+
+use super::complete::{cancel_successors, chain_step, job_ended, ChainStep};
 use super::{db, Op, OpResult};
 
 /// Cancel jobs that have not ended. Cancelling a job also cancels the chain steps
@@ -10,23 +13,20 @@ pub fn cancel(op: &mut Op<'_>, target: &CancelTarget, reason: &str) -> OpResult<
     match target {
         CancelTarget::Job(id) | CancelTarget::Chain(id) => {
             let before = cancelled_so_far(op);
-            let row: Option<(i64, i64, Option<i64>, Option<i64>)> = op
-                .conn
-                .prepare_cached("SELECT state, run_id, next_id, group_id FROM jobs WHERE id = ?1")
-                .and_then(|mut s| {
-                    s.query_row([id.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                        .optional()
-                })
-                .map_err(db("find job to cancel"))?;
-            let Some((state, run, next, group)) = row else {
+            let Some(ChainStep {
+                state,
+                run,
+                next,
+                group,
+            }) = chain_step(op, id.0, "find job to cancel")?
+            else {
                 return Ok(0);
             };
-            let state = JobState::from_code(state).unwrap_or(JobState::Failed);
             if !state.is_terminal() {
                 op.conn
-                    .prepare_cached(
-                        "UPDATE jobs SET state = 5, error = ?1, finished_at = ?2, lease_until = NULL WHERE id = ?3",
-                    )
+                    .prepare_cached(formatcp!(
+                        "UPDATE jobs SET state = {CANCELLED}, error = ?1, finished_at = ?2, lease_until = NULL WHERE id = ?3"
+                    ))
                     .and_then(|mut s| s.execute(params![reason, op.now.0, id.0]))
                     .map_err(db("cancel job"))?;
                 op.moved(id.0, run, Some(state), JobState::Cancelled);
@@ -43,11 +43,11 @@ pub fn cancel(op: &mut Op<'_>, target: &CancelTarget, reason: &str) -> OpResult<
 }
 
 fn cancelled_so_far(op: &Op<'_>) -> i64 {
-    op.deltas
-        .values()
-        .map(|d| d.states[JobState::Cancelled.code() as usize])
-        .sum()
+    op.deltas.values().map(|d| d.of(JobState::Cancelled)).sum()
 }
+
+/// The states a job can still leave: those a run's cancel ends.
+const NOT_ENDED: &str = formatcp!("{PENDING}, {AVAILABLE}, {RUNNING}");
 
 fn cancel_run(op: &mut Op<'_>, name: &RunName, reason: &str) -> OpResult<u64> {
     let Some(run) = op.run_id(name)? else {
@@ -57,7 +57,9 @@ fn cancel_run(op: &mut Op<'_>, name: &RunName, reason: &str) -> OpResult<u64> {
     // feed needs each job's id.
     let cancelled: Vec<(i64, i64)> = op
         .conn
-        .prepare_cached("SELECT id, state FROM jobs WHERE run_id = ?1 AND state IN (0, 1, 2)")
+        .prepare_cached(formatcp!(
+            "SELECT id, state FROM jobs WHERE run_id = ?1 AND state IN ({NOT_ENDED})"
+        ))
         .and_then(|mut s| {
             s.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect()
@@ -65,8 +67,10 @@ fn cancel_run(op: &mut Op<'_>, name: &RunName, reason: &str) -> OpResult<u64> {
         .map_err(db("find jobs to cancel"))?;
     op.conn
         .execute(
-            "UPDATE jobs SET state = 5, error = ?1, finished_at = ?2, lease_until = NULL
-             WHERE run_id = ?3 AND state IN (0, 1, 2)",
+            formatcp!(
+                "UPDATE jobs SET state = {CANCELLED}, error = ?1, finished_at = ?2, lease_until = NULL
+                 WHERE run_id = ?3 AND state IN ({NOT_ENDED})"
+            ),
             params![reason, op.now.0, run],
         )
         .map_err(db("cancel run"))?;
@@ -85,10 +89,10 @@ pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
     };
     let failed: Vec<(i64, String, Option<i64>)> = op
         .conn
-        .prepare_cached(
-            "UPDATE jobs SET state = 1, attempt = 0, available_at = ?1, finished_at = NULL, lease_until = NULL
-             WHERE run_id = ?2 AND state = 4 RETURNING id, queue, group_id",
-        )
+        .prepare_cached(formatcp!(
+            "UPDATE jobs SET state = {AVAILABLE}, attempt = 0, available_at = ?1, finished_at = NULL, lease_until = NULL
+             WHERE run_id = ?2 AND state = {FAILED} RETURNING id, queue, group_id"
+        ))
         .and_then(|mut s| {
             s.query_map(params![op.now.0, run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect()
@@ -101,20 +105,20 @@ pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
             // A group whose callback has not been released yet waits for this member
             // again; one whose callback already ran keeps its single firing.
             op.conn
-                .prepare_cached(
+                .prepare_cached(formatcp!(
                     "UPDATE groups SET remaining = remaining + 1
-                     WHERE id = ?1 AND (SELECT state FROM jobs WHERE id = groups.callback_id) = 0",
-                )
+                     WHERE id = ?1 AND (SELECT state FROM jobs WHERE id = groups.callback_id) = {PENDING}"
+                ))
                 .and_then(|mut s| s.execute([group]))
                 .map_err(db("reopen group"))?;
         }
     }
     let revived: Vec<i64> = op
         .conn
-        .prepare_cached(
-            "UPDATE jobs SET state = 0, upstream_failed = 0, error = NULL, finished_at = NULL
-             WHERE run_id = ?1 AND state = 5 AND upstream_failed = 1 RETURNING id",
-        )
+        .prepare_cached(formatcp!(
+            "UPDATE jobs SET state = {PENDING}, upstream_failed = 0, error = NULL, finished_at = NULL
+             WHERE run_id = ?1 AND state = {CANCELLED} AND upstream_failed = 1 RETURNING id"
+        ))
         .and_then(|mut s| s.query_map([run], |r| r.get(0))?.collect())
         .map_err(db("revive chain steps"))?;
     for &id in &revived {
