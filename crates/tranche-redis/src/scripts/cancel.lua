@@ -27,7 +27,6 @@ if target == 'run' then
       -- The records are written as we go so that a large run does not hold them all.
       flush_jobs()
       recs = {}
-      texts = {}
       n = stop + 1
     end
   end
