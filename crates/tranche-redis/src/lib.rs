@@ -55,6 +55,7 @@ mod complete;
 mod enqueue;
 mod failure;
 mod feed;
+mod job_row;
 mod keys;
 mod notify;
 mod packed;
