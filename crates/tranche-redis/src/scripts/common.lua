@@ -8,7 +8,13 @@
 -- tranche-types: the job states PENDING, AVAILABLE, RUNNING, SUCCEEDED, FAILED and
 -- CANCELLED (JobState's stored numbers, which never change: they are in every job
 -- record and feed entry) and STATE_NAME (state -> its name, which is also its run
--- counter's field); BOUNDS, WAIT_F and RUN_F for the statistics (see `bucket`).
+-- counter's field); BOUNDS, WAIT_F and RUN_F for the statistics (see `bucket`). The
+-- scripts take `state < SUCCEEDED` for a job that has not ended (the ended states are
+-- numbered last; scripts.rs tests it).
+--
+-- Stored layouts, each documented where it is defined: a job record (RECORD: its
+-- fields, index by index) and its texts (TEXTS); a spec (SPEC_ARGS); the feed entry
+-- (`emit_events`); a ready-queue member (`ready_member`).
 local P = KEYS[1]
 local NOW = tonumber(ARGV[1])
 local KEEP = ARGV[2] -- seconds, kept as the string Redis is sent
@@ -67,11 +73,13 @@ end
 -- A job's value is packed binary (Redis's `struct`), read into locals, as decoding it
 -- into a table would cost Lua about as much as the lookups this layout saves. The
 -- record, in the order `job` returns its fields and `encode` takes them (the format
--- RECORD; it is stored data: a change needs a migration of every bucket):
+-- RECORD; it is stored data, pinned by tests/record_format.rs: a change needs a
+-- migration of every bucket):
 --
 --   #   field            packed   meaning
 --   1   state            B        JobState's stored number (PENDING .. CANCELLED)
---   2   attempt          I4       attempts started; 0 before the first reserve
+--   2   attempt          I4       the current (or last) attempt's number; 0 before the
+--                                 first reserve (a snooze or release gives it back)
 --   3   available_at     d        µs: runnable from then (ready order, see `ready_member`)
 --   4   created_at       d        µs: when it was enqueued
 --   5   started_at       d        µs: its last reserve; 0 before the first
@@ -87,9 +95,9 @@ end
 --  14   texts            rest     still packed (TEXTS below), which most transitions
 --                                 copy unread
 --
--- (`B c0`: a length byte, then that many bytes.) A script reads a job once (`job`, or
--- `load` for a batch: one HMGET per bucket) and writes it with `put`; `flush_jobs`
--- writes every changed job with one HSET per bucket:
+-- (`B c0`, `I4 c0`: a length, of one or four bytes, then that many bytes.) A script
+-- reads a job once (`job`, or `load` for a batch: one HMGET per bucket) and writes it
+-- with `put`; `flush_jobs` writes every changed job with one HSET per bucket:
 --   local state, attempt, available_at, created_at, started_at, finished_at, priority,
 --     has_errors, upstream_failed, next_step, group, run, queue, texts = job(id)
 local RECORD = '<BI4ddddhBBBc0Bc0Bc0I4c0'
