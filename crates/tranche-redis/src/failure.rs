@@ -2,16 +2,36 @@
 //! cannot serve yet ([`BackendError::Unavailable`], worth trying again), or the call
 //! itself failed ([`BackendError::Store`]).
 
+use std::time::Duration;
+
 use redis::{ErrorKind, RedisError};
 use tranche_types::BackendError;
 
-/// Maps a failed call of `op` to a [`BackendError`].
-pub(crate) fn store(op: &'static str) -> impl Fn(RedisError) -> BackendError {
-    move |e| classify(op, &e)
+/// No connection to the server at `url` (its password never shown).
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: {source}")]
+pub(crate) struct ConnectFailed {
+    pub url: String,
+    #[source]
+    pub source: RedisError,
 }
 
-fn classify(op: &'static str, e: &RedisError) -> BackendError {
-    let message = e.to_string();
+/// The wake-up subscription to the server at `url` was not confirmed in time.
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: no subscription within {} s", within.as_secs())]
+pub(crate) struct NoSubscription {
+    pub url: String,
+    pub within: Duration,
+}
+
+/// Maps a failed call of `op` to a [`BackendError`].
+pub(crate) fn store(op: &'static str) -> impl Fn(RedisError) -> BackendError {
+    move |e| classify(op, e)
+}
+
+/// A failed call keeps its [`RedisError`] as its cause; an outage is told by its
+/// message ([`BackendError::Unavailable`] holds no cause).
+fn classify(op: &'static str, e: RedisError) -> BackendError {
     // Refused before anything was sent, or refused by a server that cannot serve yet
     // (a restarted one loading its data): the call certainly did not run.
     let not_applied = e.is_connection_refusal()
@@ -25,7 +45,7 @@ fn classify(op: &'static str, e: &RedisError) -> BackendError {
     if not_applied {
         return BackendError::Unavailable {
             op,
-            message,
+            message: e.to_string(),
             maybe_applied: false,
         };
     }
@@ -34,11 +54,11 @@ fn classify(op: &'static str, e: &RedisError) -> BackendError {
     if e.is_io_error() {
         return BackendError::Unavailable {
             op,
-            message,
+            message: e.to_string(),
             maybe_applied: true,
         };
     }
-    BackendError::Store { op, message }
+    BackendError::store(op, e)
 }
 
 #[cfg(test)]
@@ -48,7 +68,7 @@ mod tests {
     use super::*;
 
     fn maybe_applied(e: RedisError) -> Option<bool> {
-        match classify("op", &e) {
+        match classify("op", e) {
             BackendError::Unavailable { maybe_applied, .. } => Some(maybe_applied),
             _ => None,
         }

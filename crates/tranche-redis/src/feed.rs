@@ -100,7 +100,7 @@ fn unpack(
     let at = Timestamp(number(&field("a")?, "a")?);
     let runs = field("r")?
         .split(' ')
-        .map(|r| RunName::new(r).map_err(|e| bad(e.to_string())))
+        .map(|r| RunName::new(r).map_err(|e| BackendError::store("read events", e)))
         .collect::<Result<Vec<_>, _>>()?;
     let first = (last + 1).saturating_sub(n);
     let packed = field("e")?;

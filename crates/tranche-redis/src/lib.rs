@@ -55,6 +55,7 @@ mod complete;
 mod enqueue;
 mod failure;
 mod feed;
+mod job_row;
 mod keys;
 mod notify;
 mod packed;
@@ -79,6 +80,7 @@ use tranche_types::{
 };
 
 pub(crate) use failure::store;
+use failure::{ConnectFailed, NoSubscription};
 use keys::Keys;
 pub use redact::redacted_url;
 use scripts::Scripts;
@@ -181,9 +183,9 @@ impl RedisBackend {
             .set_response_timeout(options.response_timeout);
         let conn = ConnectionManager::new_with_config(client.clone(), config)
             .await
-            .map_err(|e| BackendError::Store {
-                op: "connect to redis",
-                message: format!("{}: {e}", redacted_url(&options.url)),
+            .map_err(|source| {
+                let url = redacted_url(&options.url);
+                BackendError::store("connect to redis", ConnectFailed { url, source })
             })?;
         let keys = Keys {
             prefix: options.prefix.clone(),
@@ -204,15 +206,16 @@ impl RedisBackend {
             listener,
             options,
         };
-        match tokio::time::timeout(Duration::from_secs(10), ready_rx).await {
+        let within = Duration::from_secs(10);
+        match tokio::time::timeout(within, ready_rx).await {
             Ok(Ok(())) => Ok(backend),
-            _ => Err(BackendError::Store {
-                op: "subscribe to wake-ups",
-                message: format!(
-                    "{}: no subscription within 10 s",
-                    redacted_url(&backend.options.url)
-                ),
-            }),
+            _ => Err(BackendError::store(
+                "subscribe to wake-ups",
+                NoSubscription {
+                    url: redacted_url(&backend.options.url),
+                    within,
+                },
+            )),
         }
     }
 

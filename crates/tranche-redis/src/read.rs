@@ -8,7 +8,8 @@ use tranche_types::{
     RunName, RunProgress, Timestamp,
 };
 
-use crate::packed::unpack;
+use crate::job_row::{read_jobs, Column};
+use crate::packed::{unpack, PackedSpec};
 use crate::{store, RedisBackend};
 
 type Fields = HashMap<String, String>;
@@ -108,60 +109,12 @@ pub async fn run_failures(
         .filter_map(|(id, row)| {
             Some(JobFailure {
                 id: JobId(id),
-                kind: unpack(row.text(D)?)?.0.to_string(),
-                attempt: row.num(ATT).unwrap_or(0).max(0) as u32,
-                error: row.text(ERR).unwrap_or_default().to_string(),
-                finished_at: row.num(FI).map(Timestamp),
+                kind: unpack(row.text(Column::Spec)?)?.kind.to_string(),
+                attempt: row.num(Column::Attempt).unwrap_or(0).max(0) as u32,
+                error: row.text(Column::Error).unwrap_or_default().to_string(),
+                finished_at: row.num(Column::FinishedAt).map(Timestamp),
             })
         })
-        .collect())
-}
-
-/// One job as `scripts/read_jobs.lua` returns it: 16 values, None where unset.
-struct JobRow(Vec<Option<String>>);
-
-const ROW_LEN: usize = 16;
-const ST: usize = 0;
-const ATT: usize = 1;
-const AV: usize = 2;
-const CR: usize = 3;
-const SA: usize = 4;
-const FI: usize = 5;
-const NX: usize = 7;
-const RUN: usize = 9;
-const Q: usize = 10;
-const D: usize = 11;
-const INPUT: usize = 12;
-const RES: usize = 13;
-const ERR: usize = 14;
-const UK: usize = 15;
-
-impl JobRow {
-    fn text(&self, i: usize) -> Option<&str> {
-        self.0.get(i)?.as_deref()
-    }
-    fn owned(&self, i: usize) -> Option<String> {
-        self.text(i).map(str::to_string)
-    }
-    fn num(&self, i: usize) -> Option<i64> {
-        self.text(i)?.parse().ok()
-    }
-}
-
-/// Jobs by id, in one script call (their records are fields of bucket hashes that
-/// only the scripts decode).
-async fn read_jobs(b: &RedisBackend, ids: &[i64]) -> redis::RedisResult<Vec<JobRow>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut inv = b.invoke(&b.scripts.read_jobs);
-    for id in ids {
-        inv.arg(*id);
-    }
-    let flat: Vec<Option<String>> = inv.invoke_async(&mut b.conn()).await?;
-    Ok(flat
-        .chunks(ROW_LEN)
-        .map(|row| JobRow(row.to_vec()))
         .collect())
 }
 
@@ -170,7 +123,7 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         .await
         .map_err(store("read job"))?
         .pop();
-    let Some(row) = row.filter(|r| r.text(ST).is_some()) else {
+    let Some(row) = row.filter(|r| r.text(Column::State).is_some()) else {
         return Ok(None);
     };
     let errors: Vec<String> = redis::cmd("LRANGE")
@@ -180,10 +133,17 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         .query_async(&mut b.conn())
         .await
         .map_err(store("read job"))?;
-    let (kind, max_attempts, args) = row.text(D).and_then(unpack).unwrap_or_default();
-    let run = RunName::new(row.text(RUN).unwrap_or_default())
+    let PackedSpec {
+        kind,
+        max_attempts,
+        args,
+    } = row.text(Column::Spec).and_then(unpack).unwrap_or_default();
+    let run = RunName::new(row.text(Column::Run).unwrap_or_default())
         .map_err(|e| BackendError::store("read job", e))?;
-    let state = JobState::from_code(row.num(ST).unwrap_or(-1)).unwrap_or(JobState::Failed);
+    let state = row
+        .num(Column::State)
+        .and_then(JobState::from_code)
+        .unwrap_or(JobState::Failed);
     let errors = errors
         .iter()
         .filter_map(|e| {
@@ -199,21 +159,21 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         id,
         run,
         kind: kind.to_string(),
-        queue: row.owned(Q).unwrap_or_default(),
+        queue: row.owned(Column::Queue).unwrap_or_default(),
         state,
-        attempt: row.num(ATT).unwrap_or(0).max(0) as u32,
+        attempt: row.num(Column::Attempt).unwrap_or(0).max(0) as u32,
         max_attempts,
         args: args.to_string(),
-        input: row.owned(INPUT),
-        result: row.owned(RES),
-        error: row.owned(ERR),
+        input: row.owned(Column::Input),
+        result: row.owned(Column::Result),
+        error: row.owned(Column::Error),
         errors,
-        unique_key: row.owned(UK),
-        next: row.num(NX).map(JobId),
-        created_at: Timestamp(row.num(CR).unwrap_or(0)),
-        available_at: Timestamp(row.num(AV).unwrap_or(0)),
-        started_at: row.num(SA).map(Timestamp),
-        finished_at: row.num(FI).map(Timestamp),
+        unique_key: row.owned(Column::UniqueKey),
+        next: row.num(Column::NextStep).map(JobId),
+        created_at: Timestamp(row.num(Column::CreatedAt).unwrap_or(0)),
+        available_at: Timestamp(row.num(Column::AvailableAt).unwrap_or(0)),
+        started_at: row.num(Column::StartedAt).map(Timestamp),
+        finished_at: row.num(Column::FinishedAt).map(Timestamp),
     }))
 }
 

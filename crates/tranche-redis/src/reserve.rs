@@ -8,7 +8,7 @@ use tranche_types::{
     BackendError, JobId, LeaseRef, ReserveRequest, ReservedJob, RunName, Timestamp,
 };
 
-use crate::packed::unpack;
+use crate::packed::{unpack, PackedSpec};
 use crate::{store, RedisBackend};
 
 enum Reserved {
@@ -62,7 +62,11 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
         let [id, run, packed, input, attempt, avail] = row else {
             return Err(bad("a short row"));
         };
-        let (kind, max_attempts, args) = packed
+        let PackedSpec {
+            kind,
+            max_attempts,
+            args,
+        } = packed
             .as_deref()
             .and_then(unpack)
             .ok_or_else(|| bad("a malformed job spec"))?;

@@ -2,13 +2,39 @@
 //! arguments every one of them takes first.
 
 use redis::{Script, ScriptInvocation};
-use tranche_types::LATENCY_BUCKETS_US;
+use tranche_types::{JobState, LATENCY_BUCKETS_US};
 
 use crate::RedisBackend;
 
-/// The first lines of every script: the latency histograms' bucket bounds (µs, from
-/// their one definition in tranche-types) and the statistics' field names per bucket,
-/// as the constants `common.lua` describes.
+/// The first lines of every script: the constants `common.lua` describes, written out
+/// from their one definition in tranche-types.
+fn prelude() -> String {
+    format!("{}\n{}", states(), bounds())
+}
+
+/// The job states as Lua constants named after them (`RUNNING = 2`), holding the
+/// numbers stored in job records and feed entries, and `STATE_NAME`: each state's name,
+/// which is also its run counter's field.
+fn states() -> String {
+    let names: Vec<String> = JobState::ALL
+        .iter()
+        .map(|s| s.as_str().to_uppercase())
+        .collect();
+    let codes: Vec<String> = JobState::ALL.iter().map(|s| s.code().to_string()).collect();
+    let state_names: Vec<String> = JobState::ALL
+        .iter()
+        .map(|s| format!("[{}] = '{}'", s.code(), s.as_str()))
+        .collect();
+    format!(
+        "local {} = {}\nlocal STATE_NAME = {{ {} }}",
+        names.join(", "),
+        codes.join(", "),
+        state_names.join(", ")
+    )
+}
+
+/// The latency histograms' bucket bounds (µs) and the statistics' field names per
+/// bucket.
 fn bounds() -> String {
     let mut bounds: Vec<String> = LATENCY_BUCKETS_US.iter().map(|b| b.to_string()).collect();
     assert!(
@@ -33,7 +59,7 @@ macro_rules! script {
     ($file:literal) => {
         Script::new(&format!(
             "{}\n{}\n{}",
-            bounds(),
+            prelude(),
             include_str!("scripts/common.lua"),
             include_str!(concat!("scripts/", $file))
         ))
@@ -90,6 +116,22 @@ impl RedisBackend {
 
 #[cfg(test)]
 mod tests {
+    use tranche_types::JobState;
+
+    #[test]
+    fn the_prelude_names_every_job_state() {
+        assert_eq!(
+            super::states(),
+            "local PENDING, AVAILABLE, RUNNING, SUCCEEDED, FAILED, CANCELLED = 0, 1, 2, 3, 4, 5\n\
+             local STATE_NAME = { [0] = 'pending', [1] = 'available', [2] = 'running', \
+             [3] = 'succeeded', [4] = 'failed', [5] = 'cancelled' }"
+        );
+        // The scripts take `state < SUCCEEDED` for a job that has not ended.
+        for s in JobState::ALL {
+            assert_eq!(s.is_terminal(), s.code() >= JobState::Succeeded.code());
+        }
+    }
+
     #[test]
     fn the_prelude_writes_out_every_bucket() {
         let prelude = super::bounds();

@@ -325,3 +325,31 @@ async fn a_revived_job_keeps_its_bucket_and_texts_round_trip() {
         "a revived job starts its attempts afresh"
     );
 }
+
+/// A run cancel walks the id ranges of every enqueue into the run, a thousand jobs at a
+/// time: jobs past the first range (or the first thousand) are cancelled too.
+#[tokio::test]
+async fn a_run_enqueued_in_several_calls_is_cancelled_whole() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let b = Arc::new(RedisBackend::connect(options(url, &prefix)).await.unwrap());
+    let run = RunName::new("cancel/ranges").unwrap();
+    for batch in [1, 1200] {
+        b.enqueue(EnqueueRequest {
+            run: run.clone(),
+            items: (0..batch)
+                .map(|i| EnqueueItem::Job(JobSpec::new("x", i.to_string())))
+                .collect(),
+            on_done: None,
+        })
+        .await
+        .unwrap();
+    }
+    let n = b
+        .cancel(tranche_types::CancelTarget::Run(run.clone()), "stop")
+        .await
+        .unwrap();
+    assert_eq!(n, 1201);
+    let p = b.run_progress(&run).await.unwrap().unwrap();
+    assert_eq!((p.cancelled, p.available), (1201, 0));
+}

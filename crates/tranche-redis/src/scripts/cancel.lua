@@ -21,24 +21,23 @@ if target == 'run' then
       for m = n, stop do ids[#ids + 1] = S(m) end
       load(ids)
       for _, id in ipairs(ids) do
-        local st = job(id)
-        if st and st < SUCCEEDED then cancel_one(id, reason, false) end
+        local state = job(id)
+        if state and state < SUCCEEDED then cancel_one(id, reason, false) end
       end
       -- The records are written as we go so that a large run does not hold them all.
       flush_jobs()
-      recs = {}
-      texts = {}
+      records = {}
       n = stop + 1
     end
   end
 else
-  local st = job(what)
-  if st and st < SUCCEEDED then
-    local nx, gr = cancel_one(what, reason, false)
-    job_ended(what, nx, gr, false)
-  elseif st and target == 'chain' then
-    local _, _, _, _, _, _, _, _, _, nx = job(what)
-    if nx ~= '' then cancel_successors(nx, reason, false) end
+  local state = job(what)
+  if state and state < SUCCEEDED then
+    local next_step, group = cancel_one(what, reason, false)
+    job_ended(what, next_step, group, false)
+  elseif state and target == 'chain' then
+    local _, _, _, _, _, _, _, _, _, next_step = job(what)
+    if next_step ~= '' then cancel_successors(next_step, reason, false) end
   end
 end
 finish()

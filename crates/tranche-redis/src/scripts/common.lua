@@ -3,19 +3,26 @@
 -- finish). Every script gets KEYS[1] = the prefix (its hash tag puts every key built
 -- from it in one cluster slot) and ARGV[1..3] = now (micros, from the backend's
 -- clock: Redis TIME is never used), retention in seconds, feed max length.
+--
+-- Constants scripts.rs writes out before this file, from their one definition in
+-- tranche-types: the job states PENDING, AVAILABLE, RUNNING, SUCCEEDED, FAILED and
+-- CANCELLED (JobState's stored numbers, which never change: they are in every job
+-- record and feed entry) and STATE_NAME (state -> its name, which is also its run
+-- counter's field); BOUNDS, WAIT_F and RUN_F for the statistics (see `bucket`). The
+-- scripts take `state < SUCCEEDED` for a job that has not ended (the ended states are
+-- numbered last; scripts.rs tests it).
+--
+-- Stored layouts, each documented where it is defined: a job record (RECORD: its
+-- fields, index by index) and its texts (TEXTS); a spec (SPEC_ARGS); the feed entry
+-- (`emit_events`); a ready-queue member (`ready_member`).
 local P = KEYS[1]
 local NOW = tonumber(ARGV[1])
 local KEEP = ARGV[2] -- seconds, kept as the string Redis is sent
 local FEED_MAX = ARGV[3]
 local A = 4 -- the first script-specific argument
 
-local PENDING, AVAILABLE, RUNNING, SUCCEEDED, FAILED, CANCELLED = 0, 1, 2, 3, 4, 5
-local COUNTER = { [0] = 'pending', 'available', 'running', 'succeeded', 'failed', 'cancelled' }
--- States as the strings stored, so that hot paths never format a number.
-local ST = { [0] = '0', '1', '2', '3', '4', '5' }
-
-local function ek(id) return P .. 'e:' .. id end
-local function rk(run) return P .. 'r:' .. run end
+local function errors_key(id) return P .. 'e:' .. id end
+local function run_key(run) return P .. 'r:' .. run end
 
 local touched, touched_list = {}, {}
 local woken, woken_list = {}, {}
@@ -64,66 +71,109 @@ end
 -- instead of six of its own, no EXPIRE of its own, and less than half the memory.
 --
 -- A job's value is packed binary (Redis's `struct`), read into locals, as decoding it
--- into a table would cost Lua about as much as the lookups this layout saves:
---   local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
--- state, attempt, available_at, created, started and finished (micros, 0: not yet),
--- priority, has attempt errors and cancelled by an upstream failure (0/1), next chain
--- step and group (ids, '' for none), run, queue; then `tx`, its texts still packed
--- (see `texts`), which most transitions carry over unread. A script reads a job once
--- (`job`, or `load` for a batch: one HMGET per bucket) and writes it with `put`;
--- `flush_jobs` writes every changed job with one HSET per bucket.
-local CTRL = '<BI4ddddhBBBc0Bc0Bc0I4c0'
-local function encode(st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx)
-  return struct.pack(CTRL, st, att, av, cr, sa, fi, pr, ne, uf, #nx, nx, #gr, gr, #run, run,
-    #q, q) .. tx
+-- into a table would cost Lua about as much as the lookups this layout saves. The
+-- record, in the order `job` returns its fields and `encode` takes them (the format
+-- RECORD; it is stored data, pinned by tests/record_format.rs: a change needs a
+-- migration of every bucket):
+--
+--   #   field            packed   meaning
+--   1   state            B        JobState's stored number (PENDING .. CANCELLED)
+--   2   attempt          I4       the current (or last) attempt's number; 0 before the
+--                                 first reserve (a snooze or release gives it back)
+--   3   available_at     d        µs: runnable from then (ready order, see `ready_member`)
+--   4   created_at       d        µs: when it was enqueued
+--   5   started_at       d        µs: its last reserve; 0 before the first
+--   6   finished_at      d        µs: when it ended; 0 while it has not
+--   7   priority         h        its score in the ready queue
+--   8   has_errors       B        1: `P e:<id>` holds its attempt errors (0/1)
+--   9   upstream_failed  B        1: cancelled because a chain step before it failed,
+--                                 so a run retry revives it (0/1)
+--  10   next_step        B c0     the chain's next job id; '' for none
+--  11   group            B c0     its group's id (the callback's job id); '' for none
+--  12   run              B c0     its run's name
+--  13   queue            I4 c0    its queue's name
+--  14   texts            rest     still packed (TEXTS below), which most transitions
+--                                 copy unread
+--
+-- (`B c0`, `I4 c0`: a length, of one or four bytes, then that many bytes.) A script
+-- reads a job once (`job`, or `load` for a batch: one HMGET per bucket) and writes it
+-- with `put`; `flush_jobs` writes every changed job with one HSET per bucket:
+--   local state, attempt, available_at, created_at, started_at, finished_at, priority,
+--     has_errors, upstream_failed, next_step, group, run, queue, texts = job(id)
+local RECORD = '<BI4ddddhBBBc0Bc0Bc0I4c0'
+local function encode(state, attempt, available_at, created_at, started_at, finished_at,
+    priority, has_errors, upstream_failed, next_step, group, run, queue, texts)
+  return struct.pack(RECORD, state, attempt, available_at, created_at, started_at,
+    finished_at, priority, has_errors, upstream_failed, #next_step, next_step, #group,
+    group, #run, run, #queue, queue) .. texts
 end
 
--- The fixed-width head of a job: state (byte 1), attempt (2-5), available_at (6-13),
--- created (14-21), started (22-29), finished (30-37). The hot transitions rewrite
--- these bytes and copy the rest of the job as it is.
+-- Where the fields of the record's fixed-width head start (1-based bytes): the hot
+-- transitions rewrite a few of them and copy the rest of the record as it is.
+local AT_ATTEMPT, AT_AVAILABLE, AT_CREATED, AT_STARTED, AT_FINISHED, AT_PRIORITY =
+  2, 6, 14, 22, 30, 38
 local NOW_D = struct.pack('<d', NOW)
-local STATE_BYTE = {}
-for st = 0, 5 do STATE_BYTE[st] = string.char(st) end
-
--- The texts: d (kind, max attempts and args, packed by the client: see packed.rs),
--- input, result, last error, unique key; each a presence byte, a length and bytes.
-local TX = '<BI4c0BI4c0BI4c0BI4c0BI4c0'
-local function texts(tx)
-  local hd, d, hi, i, hr, r, he, e, hu, u = struct.unpack(TX, tx)
-  if hd == 0 then d = nil end
-  if hi == 0 then i = nil end
-  if hr == 0 then r = nil end
-  if he == 0 then e = nil end
-  if hu == 0 then u = nil end
-  return d, i, r, e, u
-end
-local function pack_texts(d, i, r, e, u)
-  return struct.pack(TX, d and 1 or 0, d and #d or 0, d or '', i and 1 or 0, i and #i or 0,
-    i or '', r and 1 or 0, r and #r or 0, r or '', e and 1 or 0, e and #e or 0, e or '',
-    u and 1 or 0, u and #u or 0, u or '')
-end
--- The texts after `d` of a job that has only `d`.
-local ONLY_D = string.sub(pack_texts('', nil, nil, nil, nil), 6)
-
--- `tx` with text number `n` (1 d, 2 input, 3 result, 4 error, 5 unique key) set to
--- `v` (nil: unset).
-local function with_text(tx, n, v)
-  local t = { texts(tx) }
-  t[n] = v
-  return pack_texts(t[1], t[2], t[3], t[4], t[5])
+-- Per state: its byte in a record, and its text in the feed (so that hot paths never
+-- format a number).
+local STATE_BYTE, STATE_TEXT = {}, {}
+for state in pairs(STATE_NAME) do
+  STATE_BYTE[state] = string.char(state)
+  STATE_TEXT[state] = S(state)
 end
 
-local recs = {}          -- id -> packed job, or false: no such job (for this script)
+-- The texts, in this order, each a presence byte (0: unset), a length and the bytes:
+--   #   text         meaning
+--   1   spec         kind, max attempts and args, packed by the client (packed.rs)
+--   2   input        the previous chain step's result, or a group's outcomes
+--   3   result       what the job returned
+--   4   error        its last attempt's error, or why it was cancelled
+--   5   unique_key   the key it was enqueued under, if any
+local TEXTS = '<BI4c0BI4c0BI4c0BI4c0BI4c0'
+local TEXT_SPEC, TEXT_INPUT, TEXT_RESULT, TEXT_ERROR, TEXT_UNIQUE_KEY = 1, 2, 3, 4, 5
+-- A text packed on its own, for taking the texts apart one at a time.
+local ONE_TEXT = '<BI4c0'
+-- The texts as five values, nil where unset.
+local function unpack_texts(texts)
+  local has_spec, spec, has_input, input, has_result, result, has_error, err,
+    has_unique_key, unique_key = struct.unpack(TEXTS, texts)
+  if has_spec == 0 then spec = nil end
+  if has_input == 0 then input = nil end
+  if has_result == 0 then result = nil end
+  if has_error == 0 then err = nil end
+  if has_unique_key == 0 then unique_key = nil end
+  return spec, input, result, err, unique_key
+end
+local function pack_texts(spec, input, result, err, unique_key)
+  return struct.pack(TEXTS,
+    spec and 1 or 0, spec and #spec or 0, spec or '',
+    input and 1 or 0, input and #input or 0, input or '',
+    result and 1 or 0, result and #result or 0, result or '',
+    err and 1 or 0, err and #err or 0, err or '',
+    unique_key and 1 or 0, unique_key and #unique_key or 0, unique_key or '')
+end
+-- The texts after the spec of a job that has only its spec.
+local AFTER_ONLY_SPEC = string.sub(pack_texts('', nil, nil, nil, nil),
+  struct.size('<BI4') + 1)
+
+-- `texts` with the text numbered `which` (TEXT_*) set to `value` (nil: unset).
+local function with_text(texts, which, value)
+  local all = { unpack_texts(texts) }
+  all[which] = value
+  return pack_texts(all[TEXT_SPEC], all[TEXT_INPUT], all[TEXT_RESULT], all[TEXT_ERROR],
+    all[TEXT_UNIQUE_KEY])
+end
+
+local records = {}       -- id -> packed job, or false: no such job (for this script)
 local dirty = {}         -- id -> true: job to write
 
-local function bk(id) return P .. 'b:' .. string.sub(id, 1, -4) end
+local function bucket_key(id) return P .. 'b:' .. string.sub(id, 1, -4) end
 
 -- Read the jobs not read yet, with one HMGET per bucket.
 local function load(ids)
   local by_bucket, order = {}, {}
   for _, id in ipairs(ids) do
-    if recs[id] == nil then
-      local b = bk(id)
+    if records[id] == nil then
+      local b = bucket_key(id)
       local l = by_bucket[b]
       if not l then
         l = {}
@@ -138,47 +188,52 @@ local function load(ids)
     for from = 1, #fields, CHUNK do
       local to = math.min(from + CHUNK - 1, #fields)
       local v = redis.call('HMGET', b, unpack(fields, from, to))
-      for i = from, to do recs[fields[i]] = v[i - from + 1] end
+      for i = from, to do records[fields[i]] = v[i - from + 1] end
     end
   end
 end
 
--- A job as 14 values (see CTRL), nothing when there is no such job. `id` is a string.
+-- A job as the 14 fields of its record (see RECORD), nothing when there is no such
+-- job. `id` is a string.
 local function job(id)
-  local s = recs[id]
-  if s == nil then
-    s = redis.call('HGET', bk(id), id)
-    recs[id] = s
+  local record = records[id]
+  if record == nil then
+    record = redis.call('HGET', bucket_key(id), id)
+    records[id] = record
   end
-  if s then
-    local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, at = struct.unpack(CTRL, s)
-    return st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, string.sub(s, at)
+  if record then
+    local state, attempt, available_at, created_at, started_at, finished_at, priority,
+      has_errors, upstream_failed, next_step, group, run, queue, texts_at =
+      struct.unpack(RECORD, record)
+    return state, attempt, available_at, created_at, started_at, finished_at, priority,
+      has_errors, upstream_failed, next_step, group, run, queue,
+      string.sub(record, texts_at)
   end
 end
 
 local function put(id, packed)
-  recs[id] = packed
+  records[id] = packed
   dirty[id] = true
 end
 
 local live = {}          -- bucket key -> delta of its jobs that have not ended
 
 local function add_live(id, d)
-  local b = bk(id)
+  local b = bucket_key(id)
   live[b] = (live[b] or 0) + d
 end
 
 local function flush_jobs()
   local sets = {}
   for id in pairs(dirty) do
-    local b = bk(id)
+    local b = bucket_key(id)
     local l = sets[b]
     if not l then
       l = {}
       sets[b] = l
     end
     l[#l + 1] = id
-    l[#l + 1] = recs[id]
+    l[#l + 1] = records[id]
   end
   dirty = {}
   for b, l in pairs(sets) do call_chunked('HSET', b, l) end
@@ -233,13 +288,13 @@ local function moved(id, run, from, to)
   if from == nil then
     count(run, 'total', 1)
   else
-    count(run, COUNTER[from], -1)
+    count(run, STATE_NAME[from], -1)
   end
-  count(run, COUNTER[to], 1)
+  count(run, STATE_NAME[to], 1)
   if to == CANCELLED then cancelled_count = cancelled_count + 1 end
   touch(run)
   local n = #ev_id + 1
-  ev_id[n], ev_run[n], ev_state[n] = K(id), run, ST[to]
+  ev_id[n], ev_run[n], ev_state[n] = K(id), run, STATE_TEXT[to]
 end
 
 local function lease(id, until_at) leases[K(id)] = until_at end
@@ -326,14 +381,14 @@ local function run_flush()
   end
 end
 
--- An attempt reserved at `sa` ended now as `field` (succeeded, failed, retried).
-local function ran(queue, field, sa)
+-- An attempt reserved at `started_at` ended now as `field` (succeeded, failed, retried).
+local function ran(queue, field, started_at)
   if queue ~= run_q then
     run_flush()
     run_q, run_s, run_lo, run_hi = queue, queue_stats(queue), 1, 0
   end
   run_s[field] = (run_s[field] or 0) + 1
-  local us = NOW - sa
+  local us = NOW - started_at
   if us < 0 then us = 0 end
   if us > run_hi or us <= run_lo then
     run_flush()
@@ -463,20 +518,20 @@ end
 
 -- An ended job's data expires after the retention (with its bucket, once every job
 -- of the bucket has ended); a revived one keeps it again. `errors` false: the job
--- never recorded an attempt error (`ne` unset), so it has no error list to expire.
+-- never recorded an attempt error (`has_errors` 0), so it has no error list to expire.
 local function ended(id, errors)
   add_live(id, -1)
-  if errors ~= false then redis.call('EXPIRE', ek(id), KEEP) end
+  if errors ~= false then redis.call('EXPIRE', errors_key(id), KEEP) end
 end
 
 local function revived(id)
   add_live(id, 1)
-  redis.call('PERSIST', ek(id))
+  redis.call('PERSIST', errors_key(id))
 end
 
--- The caller marks the job as having errors (`ne` 1).
+-- The caller marks the job as having errors (`has_errors` 1).
 local function record_error(id, attempt, err)
-  redis.call('RPUSH', ek(id), S(attempt) .. '|' .. NOW_S .. '|' .. err)
+  redis.call('RPUSH', errors_key(id), S(attempt) .. '|' .. NOW_S .. '|' .. err)
 end
 
 local RUN_KEYS = { 'r:', 'ids:', 'fail:', 'cfail:', 'uq:', 'hook:' }
@@ -492,7 +547,7 @@ local function keep_run(run, expire)
 end
 
 local function ensure_run(run)
-  local r = rk(run)
+  local r = run_key(run)
   if redis.call('EXISTS', r) == 0 then
     local id = redis.call('INCR', P .. 'seq:run')
     redis.call('HSET', r, 'id', S(id), 'created', NOW_S, 'total', 0, 'pending', 0,
@@ -503,61 +558,76 @@ local function ensure_run(run)
   keep_run(run, false)
 end
 
--- A spec is 6 arguments: queue, priority, has unique key ('1'/'0'), unique key,
--- not_before ('' for none), and `d` (kind, max attempts and args, packed by the
--- client: see packed.rs); `spec` is the index of the first in ARGV, or a table of
--- the 6. `id` is a number.
+-- A spec is SPEC_ARGS arguments (as enqueue.rs `push_spec` sends them), in this order:
+--   offset  argument
+--   0       queue
+--   1       priority
+--   2       has a unique key ('1'/'0')
+--   3       the unique key ('' for none)
+--   4       not_before (µs, '' for none)
+--   5       spec: kind, max attempts and args, packed by the client (packed.rs)
+local SPEC_ARGS = 6
+local SPEC_HAS_UNIQUE_KEY, SPEC_UNIQUE_KEY = 2, 3
+-- A run's on-done spec, kept in its `P r:<run>` hash as these fields, in spec order.
+local ON_DONE_FIELDS = { 'od_q', 'od_pr', 'od_hasuk', 'od_uk', 'od_nb', 'od_d' }
+
+-- Enqueue a job from a spec: `spec` is the index of its first argument in ARGV, or a
+-- table of its SPEC_ARGS values (1-based). `id` is a number.
 local function insert(run, spec, state, id, next_id, group)
-  local queue, prio, has_uk, uk, nb, d
+  local queue, priority, has_unique_key, unique_key, not_before, packed_spec
   if type(spec) == 'number' then
-    queue, prio, has_uk, uk = ARGV[spec], ARGV[spec + 1], ARGV[spec + 2], ARGV[spec + 3]
-    nb, d = ARGV[spec + 4], ARGV[spec + 5]
+    queue, priority, has_unique_key, unique_key, not_before, packed_spec =
+      unpack(ARGV, spec, spec + SPEC_ARGS - 1)
   else
-    queue, prio, has_uk, uk, nb, d = spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
+    queue, priority, has_unique_key, unique_key, not_before, packed_spec =
+      unpack(spec, 1, SPEC_ARGS)
   end
   local sid = S(id)
-  local avail = NOW
-  if nb ~= '' and tonumber(nb) > NOW then avail = tonumber(nb) end
-  local tx
-  if has_uk == '1' then
-    redis.call('HSETNX', P .. 'uq:' .. run, uk, sid)
-    tx = pack_texts(d, nil, nil, nil, uk)
-  else
-    tx = struct.pack('<BI4c0', 1, #d, d) .. ONLY_D
+  local available_at = NOW
+  if not_before ~= '' and tonumber(not_before) > NOW then
+    available_at = tonumber(not_before)
   end
-  put(sid, encode(state, 0, avail, NOW, 0, 0, tonumber(prio), 0, 0,
-    next_id and S(next_id) or '', group and S(group) or '', run, queue, tx))
+  local texts
+  if has_unique_key == '1' then
+    redis.call('HSETNX', P .. 'uq:' .. run, unique_key, sid)
+    texts = pack_texts(packed_spec, nil, nil, nil, unique_key)
+  else
+    texts = struct.pack(ONE_TEXT, 1, #packed_spec, packed_spec) .. AFTER_ONLY_SPEC
+  end
+  put(sid, encode(state, 0, available_at, NOW, 0, 0, tonumber(priority), 0, 0,
+    next_id and S(next_id) or '', group and S(group) or '', run, queue, texts))
   add_live(sid, 1)
   note_job(run, id)
   queues[queue] = true
   moved(sid, run, nil, state)
-  if state == AVAILABLE then make_available(sid, queue, prio, avail) end
+  if state == AVAILABLE then make_available(sid, queue, priority, available_at) end
 end
 
--- A job's max attempts, from its packed `d` text.
-local function max_attempts(tx)
-  local d = texts(tx)
-  return tonumber(string.match(d, '^[^\031]*\031(%d+)\031'))
+-- A job's max attempts, from its packed spec (kind \031 max attempts \031 args).
+local function max_attempts(texts)
+  local packed_spec = unpack_texts(texts)
+  return tonumber(string.match(packed_spec, '^[^\031]*\031(%d+)\031'))
 end
 
--- `tx` with its input (the second text) set: the first is copied as it is.
-local function with_input(tx, input)
-  local _, _, at = struct.unpack('<BI4c0', tx)
-  local _, _, after = struct.unpack('<BI4c0', tx, at)
-  return string.sub(tx, 1, at - 1) .. struct.pack('<BI4', 1, #input) .. input
-    .. string.sub(tx, after)
+-- `texts` with its input set: the spec before it is copied as it is.
+local function with_input(texts, input)
+  local _, _, input_at = struct.unpack(ONE_TEXT, texts)
+  local _, _, after_input = struct.unpack(ONE_TEXT, texts, input_at)
+  return string.sub(texts, 1, input_at - 1) .. struct.pack('<BI4', 1, #input) .. input
+    .. string.sub(texts, after_input)
 end
 
 -- Make a pending job runnable with `input`; a no-op unless it is pending.
 local function release_pending(id, input)
-  local st, _, av, _, _, _, pr, _, _, _, _, run, q, tx = job(id)
-  if st ~= PENDING then return end
-  av = math.max(av, NOW)
-  local s = recs[id]
-  put(id, STATE_BYTE[AVAILABLE] .. string.sub(s, 2, 5) .. struct.pack('<d', av)
-    .. string.sub(s, 14, #s - #tx) .. with_input(tx, input))
+  local state, _, available_at, _, _, _, priority, _, _, _, _, run, queue, texts = job(id)
+  if state ~= PENDING then return end
+  available_at = math.max(available_at, NOW)
+  local record = records[id]
+  put(id, STATE_BYTE[AVAILABLE] .. string.sub(record, AT_ATTEMPT, AT_AVAILABLE - 1)
+    .. struct.pack('<d', available_at) .. string.sub(record, AT_CREATED, #record - #texts)
+    .. with_input(texts, input))
   moved(id, run, PENDING, AVAILABLE)
-  make_available(id, q, pr, av)
+  make_available(id, queue, priority, available_at)
 end
 
 -- The members' outcomes as JSON, in member order. Results are JSON text already:
@@ -566,17 +636,21 @@ local function group_outcomes(group)
   local members = redis.call('LRANGE', P .. 'gm:' .. group, 0, -1)
   load(members)
   local parts = {}
-  for i, m in ipairs(members) do
-    local st, _, _, _, _, _, _, _, _, _, _, _, _, tx = job(m)
-    local res, err
-    if tx then
+  for i, member in ipairs(members) do
+    local state, _, _, _, _, _, _, _, _, _, _, _, _, texts = job(member)
+    local result, err
+    if texts then
       local _
-      _, _, res, err = texts(tx)
+      _, _, result, err = unpack_texts(texts)
     end
-    local s = '{"job":' .. m .. ',"state":"' .. COUNTER[st or FAILED] .. '"'
-    if res and pcall(cjson.decode, res) then s = s .. ',"result":' .. res end
-    if err then s = s .. ',"error":' .. cjson.encode(err) end
-    parts[i] = s .. '}'
+    -- A member whose data expired is reported as failed.
+    local outcome = '{"job":' .. member .. ',"state":"' .. STATE_NAME[state or FAILED]
+      .. '"'
+    if result and pcall(cjson.decode, result) then
+      outcome = outcome .. ',"result":' .. result
+    end
+    if err then outcome = outcome .. ',"error":' .. cjson.encode(err) end
+    parts[i] = outcome .. '}'
   end
   return '[' .. table.concat(parts, ',') .. ']'
 end
@@ -596,28 +670,30 @@ end
 
 -- End a job that has not ended yet as cancelled. Returns its next step and group.
 local function cancel_one(id, why, upstream_failed)
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
-  if st == AVAILABLE then unready(id, q, av) end
-  if st == RUNNING then unlease(id, q) end
-  put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, upstream_failed and 1 or 0, nx,
-    gr, run, q, with_text(tx, 4, why)))
-  moved(id, run, st, CANCELLED)
+  local state, attempt, available_at, created_at, started_at, _, priority, has_errors, _,
+    next_step, group, run, queue, texts = job(id)
+  if state == AVAILABLE then unready(id, queue, available_at) end
+  if state == RUNNING then unlease(id, queue) end
+  put(id, encode(CANCELLED, attempt, available_at, created_at, started_at, NOW, priority,
+    has_errors, upstream_failed and 1 or 0, next_step, group, run, queue,
+    with_text(texts, TEXT_ERROR, why)))
+  moved(id, run, state, CANCELLED)
   if upstream_failed then redis.call('SADD', P .. 'cfail:' .. run, id) end
-  ended(id, ne == 1)
-  return nx, gr
+  ended(id, has_errors == 1)
+  return next_step, group
 end
 
 -- Cancel the chain steps from `next_id` on that have not ended.
 local function cancel_successors(next_id, why, upstream_failed)
   local cursor = next_id
   while cursor ~= '' do
-    local st, _, _, _, _, _, _, _, _, nx, gr = job(cursor)
-    if not st then break end
-    if st < SUCCEEDED then
+    local state, _, _, _, _, _, _, _, _, next_step, group = job(cursor)
+    if not state then break end
+    if state < SUCCEEDED then
       cancel_one(cursor, why, upstream_failed)
-      if gr ~= '' then member_ended(gr) end
+      if group ~= '' then member_ended(group) end
     end
-    cursor = nx
+    cursor = next_step
   end
 end
 
@@ -641,69 +717,75 @@ end
 -- c(ancelled) payload=reason, f(ailed) payload=error; e: as r, for a lease that
 -- expired (counted as such, not as a run). `id` is a string.
 local function apply_resolution(id, attempt, kind, payload, at)
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
-  if st ~= RUNNING or att ~= tonumber(attempt) then return false end
-  unlease(id, q)
+  local state, job_attempt, available_at, created_at, started_at, finished_at, priority,
+    has_errors, upstream_failed, next_step, group, run, queue, texts = job(id)
+  if state ~= RUNNING or job_attempt ~= tonumber(attempt) then return false end
+  unlease(id, queue)
   if kind == 's' then
-    local d, i, _, e, u = texts(tx)
-    if ne == 1 then e = nil end
-    local s = recs[id]
-    put(id, STATE_BYTE[SUCCEEDED] .. string.sub(s, 2, 29) .. NOW_D
-      .. string.sub(s, 38, #s - #tx) .. pack_texts(d, i, payload, e, u))
+    local packed_spec, input, _, err, unique_key = unpack_texts(texts)
+    if has_errors == 1 then err = nil end
+    local record = records[id]
+    put(id, STATE_BYTE[SUCCEEDED] .. string.sub(record, AT_ATTEMPT, AT_FINISHED - 1)
+      .. NOW_D .. string.sub(record, AT_PRIORITY, #record - #texts)
+      .. pack_texts(packed_spec, input, payload, err, unique_key))
     moved(id, run, RUNNING, SUCCEEDED)
-    ran(q, 'succeeded', sa)
-    ended(id, ne == 1)
-    if nx ~= '' then release_pending(nx, payload) end
-    if gr ~= '' then member_ended(gr) end
+    ran(queue, 'succeeded', started_at)
+    ended(id, has_errors == 1)
+    if next_step ~= '' then release_pending(next_step, payload) end
+    if group ~= '' then member_ended(group) end
   elseif kind == 'r' or kind == 'e' then
-    av = math.max(tonumber(at), NOW)
-    record_error(id, att, payload)
-    local out_of_attempts = att >= max_attempts(tx)
-    tx = with_text(tx, 4, payload)
+    available_at = math.max(tonumber(at), NOW)
+    record_error(id, job_attempt, payload)
+    local out_of_attempts = job_attempt >= max_attempts(texts)
+    texts = with_text(texts, TEXT_ERROR, payload)
     if kind == 'e' then
-      stat(q, 'expired')
-      if out_of_attempts then stat(q, 'failed') end
+      stat(queue, 'expired')
+      if out_of_attempts then stat(queue, 'failed') end
     elseif out_of_attempts then
-      ran(q, 'failed', sa)
+      ran(queue, 'failed', started_at)
     else
-      ran(q, 'retried', sa)
+      ran(queue, 'retried', started_at)
     end
     if out_of_attempts then
-      put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q, tx))
+      put(id, encode(FAILED, job_attempt, available_at, created_at, started_at, NOW,
+        priority, 1, upstream_failed, next_step, group, run, queue, texts))
       moved(id, run, RUNNING, FAILED)
       redis.call('ZADD', P .. 'fail:' .. run, id, id)
       ended(id, true)
-      job_ended(id, nx, gr, true)
+      job_ended(id, next_step, group, true)
     else
-      put(id, encode(AVAILABLE, att, av, cr, sa, fi, pr, 1, uf, nx, gr, run, q, tx))
+      put(id, encode(AVAILABLE, job_attempt, available_at, created_at, started_at,
+        finished_at, priority, 1, upstream_failed, next_step, group, run, queue, texts))
       moved(id, run, RUNNING, AVAILABLE)
-      make_available(id, q, pr, av)
+      make_available(id, queue, priority, available_at)
     end
   elseif kind == 'z' then
-    av = math.max(tonumber(at), NOW)
-    put(id, encode(AVAILABLE, att - 1, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx))
+    available_at = math.max(tonumber(at), NOW)
+    put(id, encode(AVAILABLE, job_attempt - 1, available_at, created_at, started_at,
+      finished_at, priority, has_errors, upstream_failed, next_step, group, run, queue,
+      texts))
     moved(id, run, RUNNING, AVAILABLE)
-    make_available(id, q, pr, av)
+    make_available(id, queue, priority, available_at)
   elseif kind == 'c' then
-    put(id, encode(CANCELLED, att, av, cr, sa, NOW, pr, ne, uf, nx, gr, run, q,
-      with_text(tx, 4, payload)))
+    put(id, encode(CANCELLED, job_attempt, available_at, created_at, started_at, NOW,
+      priority, has_errors, upstream_failed, next_step, group, run, queue,
+      with_text(texts, TEXT_ERROR, payload)))
     moved(id, run, RUNNING, CANCELLED)
-    ended(id, ne == 1)
-    job_ended(id, nx, gr, false)
+    ended(id, has_errors == 1)
+    job_ended(id, next_step, group, false)
   else
-    record_error(id, att, payload)
-    ran(q, 'failed', sa)
-    put(id, encode(FAILED, att, av, cr, sa, NOW, pr, 1, uf, nx, gr, run, q,
-      with_text(tx, 4, payload)))
+    record_error(id, job_attempt, payload)
+    ran(queue, 'failed', started_at)
+    put(id, encode(FAILED, job_attempt, available_at, created_at, started_at, NOW,
+      priority, 1, upstream_failed, next_step, group, run, queue,
+      with_text(texts, TEXT_ERROR, payload)))
     moved(id, run, RUNNING, FAILED)
     redis.call('ZADD', P .. 'fail:' .. run, id, id)
     ended(id, true)
-    job_ended(id, nx, gr, true)
+    job_ended(id, next_step, group, true)
   end
   return true
 end
-
-local SPEC_ARGS = 6
 
 -- Mark runs that just finished (enqueueing their on-done job) or were reopened; apply
 -- the buffered writes and the feed entry; then wake waiting reserves and feed readers.
@@ -713,29 +795,34 @@ local function finish()
   local i = 1
   while i <= #touched_list do
     local run = touched_list[i]
-    local r = rk(run)
+    local r = run_key(run)
     flush_counts(run)
-    local v = redis.call('HMGET', r, 'total', 'succeeded', 'failed', 'cancelled', 'fin', 'od')
-    local total = tonumber(v[1]) or 0
-    local done = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
-    if total > 0 and done == total and not v[5] then
+    local counters = redis.call('HMGET', r, 'total', 'succeeded', 'failed', 'cancelled',
+      'fin', 'od')
+    local total, succeeded, failed, cancelled, finished_at, has_on_done = unpack(counters)
+    total = tonumber(total) or 0
+    local done = (tonumber(succeeded) or 0) + (tonumber(failed) or 0)
+      + (tonumber(cancelled) or 0)
+    if total > 0 and done == total and not finished_at then
       redis.call('HSET', r, 'fin', NOW_S)
       redis.call('HINCRBY', r, 'finishes', 1)
-      if v[6] then
-        local od = redis.call('HMGET', r, 'od_q', 'od_pr', 'od_hasuk', 'od_uk', 'od_nb',
-          'od_d')
+      if has_on_done then
+        local on_done = redis.call('HMGET', r, unpack(ON_DONE_FIELDS))
+        local _, _, has_unique_key, unique_key = unpack(on_done)
         local hook_run = run .. '/done'
         ensure_run(hook_run)
         local existing = false
-        if od[3] == '1' then existing = redis.call('HGET', P .. 'uq:' .. hook_run, od[4]) end
+        if has_unique_key == '1' then
+          existing = redis.call('HGET', P .. 'uq:' .. hook_run, unique_key)
+        end
         if not existing then
-          insert(hook_run, od, AVAILABLE, redis.call('INCR', P .. 'seq:job'), nil, nil)
+          insert(hook_run, on_done, AVAILABLE, redis.call('INCR', P .. 'seq:job'), nil, nil)
         end
       end
       -- The run's keys get their TTL after its last buffered write.
       flush_writes()
       keep_run(run, true)
-    elseif done < total and v[5] then
+    elseif done < total and finished_at then
       redis.call('HDEL', r, 'fin')
       keep_run(run, false)
     end

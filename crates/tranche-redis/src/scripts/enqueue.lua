@@ -1,13 +1,18 @@
 -- Enqueue items into one run, all or nothing: the caller validated every spec, so
 -- nothing below can fail half way. ARGV from A: run, has on_done ('1'/'0'), the
--- on_done spec (8 args), then per item: type (j, c, g), step or member count, specs
--- (a group's callback last). Returns per item: existed ('1'/'0'), first id, id count.
+-- on_done spec (SPEC_ARGS), then per item: type (c: a chain, a single job being a chain
+-- of one; g: a group), step or member count, specs (a group's callback last). Returns
+-- per item: existed ('1'/'0'), first id, id count.
 local run = ARGV[A]
 ensure_run(run)
 if ARGV[A + 1] == '1' then
-  local o = A + 2
-  redis.call('HSET', rk(run), 'od', '1', 'od_q', ARGV[o], 'od_pr', ARGV[o + 1],
-    'od_hasuk', ARGV[o + 2], 'od_uk', ARGV[o + 3], 'od_nb', ARGV[o + 4], 'od_d', ARGV[o + 5])
+  local on_done_spec = A + 2
+  local fields = { 'od', '1' }
+  for offset, field in ipairs(ON_DONE_FIELDS) do
+    fields[#fields + 1] = field
+    fields[#fields + 1] = ARGV[on_done_spec + offset - 1]
+  end
+  redis.call('HSET', run_key(run), unpack(fields))
 end
 local i = A + 2 + SPEC_ARGS
 local out = {}
@@ -43,8 +48,8 @@ while i <= #ARGV do
   local identity = specs[count]
   if kind == 'c' then identity = specs[1] end
   local existing = false
-  if ARGV[identity + 2] == '1' then
-    existing = redis.call('HGET', P .. 'uq:' .. run, ARGV[identity + 3])
+  if ARGV[identity + SPEC_HAS_UNIQUE_KEY] == '1' then
+    existing = redis.call('HGET', P .. 'uq:' .. run, ARGV[identity + SPEC_UNIQUE_KEY])
   end
   if existing then
     emit('1', existing, 1)
@@ -53,26 +58,27 @@ while i <= #ARGV do
     local last = first + count - 1
     next_id = last + 1
     if kind == 'g' then
-      local cb = last
-      local scb = S(cb)
-      redis.call('HSET', P .. 'g:' .. scb, 'left', S(n), 'cb', scb)
-      insert(run, specs[count], PENDING, cb, nil, nil)
+      -- A group is known by its callback's id.
+      local callback = last
+      local group = S(callback)
+      redis.call('HSET', P .. 'g:' .. group, 'left', S(n), 'cb', group)
+      insert(run, specs[count], PENDING, callback, nil, nil)
       local members = {}
       for s = 1, n do
         local id = first + s - 1
         members[s] = S(id)
-        insert(run, specs[s], AVAILABLE, id, nil, cb)
+        insert(run, specs[s], AVAILABLE, id, nil, callback)
       end
-      call_chunked('RPUSH', P .. 'gm:' .. scb, members)
-      if n == 0 then release_callback(scb) end
+      call_chunked('RPUSH', P .. 'gm:' .. group, members)
+      if n == 0 then release_callback(group) end
     else
       for s = 1, n do
         local id = first + s - 1
-        local nx = nil
-        if s < n then nx = id + 1 end
+        local next_step = nil
+        if s < n then next_step = id + 1 end
         local state = AVAILABLE
         if s > 1 then state = PENDING end
-        insert(run, specs[s], state, id, nx, nil)
+        insert(run, specs[s], state, id, next_step, nil)
       end
     end
     emit('0', first, count)

@@ -8,8 +8,8 @@ local lost = {}
 local i, n = A + 1, 1
 while i <= #ARGV do
   local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
-  local st, att = job(id)
-  if st == RUNNING and att == attempt then
+  local state, job_attempt = job(id)
+  if state == RUNNING and job_attempt == attempt then
     lease(id, until_at)
   else
     lost[#lost + 1] = S(n)

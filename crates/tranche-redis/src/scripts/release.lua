@@ -4,12 +4,14 @@ local released = 0
 local i = A
 while i <= #ARGV do
   local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
-  local st, att, _, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
-  if st == RUNNING and att == attempt then
-    unlease(id, q)
-    put(id, encode(AVAILABLE, att - 1, NOW, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx))
+  local state, job_attempt, _, created_at, started_at, finished_at, priority, has_errors,
+    upstream_failed, next_step, group, run, queue, texts = job(id)
+  if state == RUNNING and job_attempt == attempt then
+    unlease(id, queue)
+    put(id, encode(AVAILABLE, job_attempt - 1, NOW, created_at, started_at, finished_at,
+      priority, has_errors, upstream_failed, next_step, group, run, queue, texts))
     moved(id, run, RUNNING, AVAILABLE)
-    make_available(id, q, pr, NOW)
+    make_available(id, queue, priority, NOW)
     released = released + 1
   end
   i = i + 2

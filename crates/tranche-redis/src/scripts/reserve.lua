@@ -1,8 +1,8 @@
 -- Lease up to `max` ready jobs of a queue, after recovering expired leases (of every
 -- queue) and promoting the queue's scheduled jobs that are due. ARGV from A: queue,
--- max, lease_until. Returns 6 values per job (id, run, d (kind, max attempts and args,
--- packed), input, attempt, available_at), or, when none was ready, one value: when the next
--- scheduled job of the queue is due ('' when there is none).
+-- max, lease_until. Returns 6 values per job (id, run, spec (kind, max attempts and
+-- args, packed), input, attempt, available_at), or, when none was ready, one value:
+-- when the next scheduled job of the queue is due ('' when there is none).
 local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 2]
 -- Bounded per call so one reserve never blocks the server for long; the rest are
 -- recovered by the next reserves.
@@ -11,10 +11,11 @@ local BOUND = 1000
 local expired = redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', '(' .. NOW_S, 'LIMIT', 0, BOUND)
 load(expired)
 for _, id in ipairs(expired) do
-  local st, att = job(id)
-  if st == RUNNING then
-    apply_resolution(id, att, 'e',
-      'lease expired: the worker running attempt ' .. att .. ' stopped heartbeating', NOW_S)
+  local state, attempt = job(id)
+  if state == RUNNING then
+    apply_resolution(id, attempt, 'e',
+      'lease expired: the worker running attempt ' .. attempt .. ' stopped heartbeating',
+      NOW_S)
   else
     lease(id, false)
   end
@@ -25,8 +26,8 @@ local due = redis.call('ZRANGEBYSCORE', qs, '-inf', NOW_S, 'LIMIT', 0, BOUND)
 call_chunked('ZREM', qs, due)
 load(due)
 for _, id in ipairs(due) do
-  local st, _, av, _, _, _, pr = job(id)
-  if st == AVAILABLE then set_ready(queue, ready_member(av, id), pr) end
+  local state, _, available_at, _, _, _, priority = job(id)
+  if state == AVAILABLE then set_ready(queue, ready_member(available_at, id), priority) end
 end
 -- Jobs made ready above (expired leases retried, scheduled ones due) are popped too.
 flush_ready()
@@ -39,35 +40,37 @@ load(ids)
 -- The queue's statistics: attempts started, and the wait of each (runnable to now),
 -- tallied into the current bucket while it holds them (see common.lua).
 local started, waited = 0, 0
-local lo, hi, f, n = 1, 0, nil, 0
+-- The current bucket: bounds (lower exclusive), field and the waits tallied in it.
+local lo, hi, wait_field, in_bucket = 1, 0, nil, 0
 local qstat = queue_stats(queue)
 for _, id in ipairs(ids) do
-  local st, att, av, cr, sa, fi, pr, ne, uf, nx, gr, run, q, tx = job(id)
-  if st == AVAILABLE then
-    att = att + 1
-    local s = recs[id]
-    put(id, struct.pack('<BI4', RUNNING, att) .. string.sub(s, 6, 21) .. NOW_D
-      .. string.sub(s, 30))
+  local state, attempt, available_at, _, _, _, _, _, _, _, _, run, _, texts = job(id)
+  if state == AVAILABLE then
+    attempt = attempt + 1
+    local record = records[id]
+    put(id, struct.pack('<BI4', RUNNING, attempt)
+      .. string.sub(record, AT_AVAILABLE, AT_STARTED - 1) .. NOW_D
+      .. string.sub(record, AT_FINISHED))
     take_lease(id, queue, lease_until)
     moved(id, run, AVAILABLE, RUNNING)
-    local us = NOW - av
+    local us = NOW - available_at
     if us < 0 then us = 0 end
     if us > hi or us <= lo then
-      if n > 0 then qstat[f] = (qstat[f] or 0) + n end
+      if in_bucket > 0 then qstat[wait_field] = (qstat[wait_field] or 0) + in_bucket end
       local b = bucket(us)
-      lo, hi, f, n = BOUNDS[b - 1], BOUNDS[b], WAIT_F[b], 0
+      lo, hi, wait_field, in_bucket = BOUNDS[b - 1], BOUNDS[b], WAIT_F[b], 0
     end
-    started, waited, n = started + 1, waited + us, n + 1
-    local d, input = texts(tx)
-    local n = #out
+    started, waited, in_bucket = started + 1, waited + us, in_bucket + 1
+    local packed_spec, input = unpack_texts(texts)
+    local row = #out
     -- Attempt and available_at go back as integers; false, not nil, for no input: a
     -- nil would end the reply's array there.
-    out[n + 1], out[n + 2], out[n + 3] = id, run, d
-    out[n + 4], out[n + 5], out[n + 6] = input or false, att, av
+    out[row + 1], out[row + 2], out[row + 3] = id, run, packed_spec
+    out[row + 4], out[row + 5], out[row + 6] = input or false, attempt, available_at
   end
 end
 if started > 0 then
-  qstat[f] = (qstat[f] or 0) + n
+  qstat[wait_field] = (qstat[wait_field] or 0) + in_bucket
   qstat.started = (qstat.started or 0) + started
   qstat.ws = (qstat.ws or 0) + waited
 end
