@@ -126,11 +126,7 @@ impl Faulty {
 }
 
 fn unavailable(op: &'static str, maybe_applied: bool) -> BackendError {
-    BackendError::Unavailable {
-        op,
-        message: "injected fault".into(),
-        maybe_applied,
-    }
+    BackendError::unavailable(op, "injected fault", maybe_applied)
 }
 
 #[async_trait]

@@ -29,8 +29,7 @@ pub(crate) fn store(op: &'static str) -> impl Fn(RedisError) -> BackendError {
     move |e| classify(op, e)
 }
 
-/// A failed call keeps its [`RedisError`] as its cause; an outage is told by its
-/// message ([`BackendError::Unavailable`] holds no cause).
+/// A failed call keeps its [`RedisError`] as its cause, an outage too.
 fn classify(op: &'static str, e: RedisError) -> BackendError {
     // Refused before anything was sent, or refused by a server that cannot serve yet
     // (a restarted one loading its data): the call certainly did not run.
@@ -43,20 +42,12 @@ fn classify(op: &'static str, e: RedisError) -> BackendError {
                 | ErrorKind::ClusterDown
         );
     if not_applied {
-        return BackendError::Unavailable {
-            op,
-            message: e.to_string(),
-            maybe_applied: false,
-        };
+        return BackendError::unavailable(op, e, false);
     }
     // A dropped connection or a reply that did not come in time: the script may have
     // run before the connection went.
     if e.is_io_error() {
-        return BackendError::Unavailable {
-            op,
-            message: e.to_string(),
-            maybe_applied: true,
-        };
+        return BackendError::unavailable(op, e, true);
     }
     BackendError::store(op, e)
 }

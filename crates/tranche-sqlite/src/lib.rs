@@ -164,10 +164,10 @@ impl SqliteBackend {
     /// A full disk names the database, so the operator knows where to free space.
     fn name_full(&self, e: BackendError) -> BackendError {
         match e {
-            BackendError::Full { op, message, .. } => BackendError::Full {
+            BackendError::Full { op, source, .. } => BackendError::Full {
                 op,
                 path: self.path.display().to_string(),
-                message,
+                source,
             },
             other => other,
         }

@@ -247,14 +247,15 @@ fn step<T>(
 }
 
 /// A transaction's failure as each of its commands reports it: a full disk stays one.
+/// One failure answers many commands, so each gets the cause's text, not the cause.
 fn failed_transaction(e: &BackendError) -> BackendError {
     match e {
-        BackendError::Full { path, message, .. } => BackendError::Full {
+        BackendError::Full { path, source, .. } => BackendError::Full {
             op: "transaction",
             path: path.clone(),
-            message: message.clone(),
+            source: source.to_string().into(),
         },
-        other => BackendError::store("transaction", other),
+        other => BackendError::store("transaction", other.to_string()),
     }
 }
 

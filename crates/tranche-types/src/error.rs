@@ -1,30 +1,44 @@
+/// What a backend error was caused by: the store library's own error (rusqlite's,
+/// redis's, an I/O error), kept so that callers and logs see the whole chain.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// An error from a backend, with what was being done. Messages read "expected X, got Y"
 /// where the caller supplied something wrong.
+///
+/// The variants that wrap a cause show it in their message too (`op: cause`), so a
+/// caller printing only `{e}` loses nothing; printers of the whole chain skip a cause
+/// their previous line already ends with (see the CLI's `main`).
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// The store itself failed (I/O, corruption, a script error).
-    #[error("{op}: {message}")]
-    Store { op: &'static str, message: String },
+    #[error("{op}: {source}")]
+    Store {
+        op: &'static str,
+        #[source]
+        source: Cause,
+    },
     /// The store could not be reached, or cannot serve yet (connection refused or lost,
     /// a reply timed out, a restarted server still loading its data): the same call may
     /// succeed later. With `maybe_applied` the request may have reached the store and
     /// taken effect (only its reply was lost), so a write that is not safe to repeat
     /// must not simply be sent again.
-    #[error("{op}: {message}")]
+    #[error("{op}: {source}")]
     Unavailable {
         op: &'static str,
-        message: String,
+        #[source]
+        source: Cause,
         maybe_applied: bool,
     },
     /// The store's disk is full: nothing was written, and the same call succeeds once
     /// space is freed where `path` lives. Told apart from [`Store`](Self::Store) so that
     /// callers wait (and say so) instead of retrying blindly.
-    #[error("{op}: {path} cannot grow, its disk is full ({message}): free space there")]
+    #[error("{op}: {path} cannot grow, its disk is full ({source}): free space there")]
     Full {
         op: &'static str,
         /// The file that could not grow (e.g. the SQLite database).
         path: String,
-        message: String,
+        #[source]
+        source: Cause,
     },
     /// The caller asked for something invalid.
     #[error("invalid {field}: expected {expected}, got {got}")]
@@ -41,10 +55,21 @@ pub enum BackendError {
 }
 
 impl BackendError {
-    pub fn store(op: &'static str, e: impl std::fmt::Display) -> Self {
+    /// The store failed doing `op`, because of `cause` (an error value, or a message
+    /// when the store answered something unexpected).
+    pub fn store(op: &'static str, cause: impl Into<Cause>) -> Self {
         BackendError::Store {
             op,
-            message: e.to_string(),
+            source: cause.into(),
+        }
+    }
+
+    /// The store could not be reached doing `op` (see [`Unavailable`](Self::Unavailable)).
+    pub fn unavailable(op: &'static str, cause: impl Into<Cause>, maybe_applied: bool) -> Self {
+        BackendError::Unavailable {
+            op,
+            source: cause.into(),
+            maybe_applied,
         }
     }
 }

@@ -31,7 +31,7 @@ pub fn db(op: &'static str) -> impl Fn(rusqlite::Error) -> BackendError {
         Some(rusqlite::ErrorCode::DiskFull) => BackendError::Full {
             op,
             path: String::new(),
-            message: e.to_string(),
+            source: e.into(),
         },
         _ => BackendError::store(op, e),
     }
