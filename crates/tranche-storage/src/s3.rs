@@ -160,7 +160,10 @@ impl S3Store {
             .build()
             // object_store's configuration errors name keys and URLs, never values of
             // secrets.
-            .map_err(|e| StorageError::Config(format!("s3://{bucket}: {e}")))?;
+            .map_err(|source| StorageError::S3Setup {
+                bucket: bucket.clone(),
+                source,
+            })?;
         Ok(S3Store {
             store: Arc::new(store),
             bucket,
@@ -186,7 +189,7 @@ impl S3Store {
         Path::parse(full).map_err(|e| StorageError::Io {
             op: "name",
             key: key.to_string(),
-            message: e.to_string(),
+            source: Box::new(e),
         })
     }
 }
@@ -195,9 +198,8 @@ impl S3Store {
 /// configuration, which must not pass for a missing artifact. (A HEAD's 404 has no body
 /// to tell: `exists` in a missing bucket is `false`, and the next put or get says why.)
 fn s3_error(op: &'static str, key: &StoreKey, e: object_store::Error) -> StorageError {
-    let message = e.to_string();
     match e {
-        object_store::Error::NotFound { .. } if !message.contains("NoSuchBucket") => {
+        object_store::Error::NotFound { .. } if !e.to_string().contains("NoSuchBucket") => {
             StorageError::NotFound {
                 key: key.to_string(),
             }
@@ -205,7 +207,7 @@ fn s3_error(op: &'static str, key: &StoreKey, e: object_store::Error) -> Storage
         _ => StorageError::Io {
             op,
             key: key.to_string(),
-            message,
+            source: Box::new(e),
         },
     }
 }
