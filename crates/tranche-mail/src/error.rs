@@ -76,6 +76,20 @@ impl fmt::Display for Reason {
     }
 }
 
+/// A cause whose message already spells out its own sources (lettre writes them into
+/// its errors' messages and returns them as `source()` too): it reports no source, so a
+/// printed chain says each once.
+#[derive(Debug)]
+pub(crate) struct WholeMessage<E>(pub E);
+
+impl<E: fmt::Display> fmt::Display for WholeMessage<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> Error for WholeMessage<E> {}
+
 /// Why a message was not sent. Messages never contain a recipient's address or the
 /// body, and neither do their causes.
 #[derive(Debug, Clone)]

@@ -36,7 +36,7 @@ pub enum StorageError {
     Io {
         op: &'static str,
         key: String,
-        /// An `std::io::Error` from a local disk, an `object_store::Error` from S3.
+        /// An `std::io::Error` from a local disk, an [`s3::ObjectStoreError`] from S3.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -61,7 +61,7 @@ pub enum StorageError {
     S3Setup {
         bucket: String,
         #[source]
-        source: object_store::Error,
+        source: s3::ObjectStoreError,
     },
 }
 

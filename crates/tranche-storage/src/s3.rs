@@ -43,6 +43,21 @@ fn retry_config() -> RetryConfig {
     }
 }
 
+/// An `object_store` error, as the cause of a [`StorageError`]. object_store writes
+/// each of its error's sources into its message and returns them as `source()` too, so
+/// a printed chain would say each three times: this one says it once, in its message,
+/// and reports no source of its own (the original, with its sources, is `.0`).
+#[derive(Debug)]
+pub struct ObjectStoreError(pub object_store::Error);
+
+impl fmt::Display for ObjectStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ObjectStoreError {}
+
 /// A store in an S3 bucket (AWS or any S3-compatible server), one object per key under
 /// an optional prefix. A PUT is atomic: readers see the old object or the new one.
 ///
@@ -160,9 +175,9 @@ impl S3Store {
             .build()
             // object_store's configuration errors name keys and URLs, never values of
             // secrets.
-            .map_err(|source| StorageError::S3Setup {
+            .map_err(|e| StorageError::S3Setup {
                 bucket: bucket.clone(),
-                source,
+                source: ObjectStoreError(e),
             })?;
         Ok(S3Store {
             store: Arc::new(store),
@@ -189,7 +204,7 @@ impl S3Store {
         Path::parse(full).map_err(|e| StorageError::Io {
             op: "name",
             key: key.to_string(),
-            source: Box::new(e),
+            source: Box::new(ObjectStoreError(e.into())),
         })
     }
 }
@@ -207,7 +222,7 @@ fn s3_error(op: &'static str, key: &StoreKey, e: object_store::Error) -> Storage
         _ => StorageError::Io {
             op,
             key: key.to_string(),
-            source: Box::new(e),
+            source: Box::new(ObjectStoreError(e)),
         },
     }
 }

@@ -8,6 +8,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, TlsParameters};
 use url::{Host, Url};
 
+use crate::error::WholeMessage;
 use crate::{MailError, Reason};
 
 /// Where and how to send mail over SMTP.
@@ -215,14 +216,14 @@ pub(crate) fn endpoint(config: &SmtpConfig) -> Result<Endpoint, MailError> {
             let cert = Certificate::from_pem(&pem).map_err(|e| {
                 MailError::Invalid(Reason::because(
                     format!("SMTP URL ca = {path}: expected a PEM certificate"),
-                    e,
+                    WholeMessage(e),
                 ))
             })?;
             builder = builder.add_root_certificate(cert);
         }
         builder
             .build_rustls()
-            .map_err(|e| MailError::Invalid(Reason::because("SMTP TLS settings", e)))
+            .map_err(|e| MailError::Invalid(Reason::because("SMTP TLS settings", WholeMessage(e))))
     };
     let (security, default_port) = match (url.scheme(), tls_mode.as_deref()) {
         ("smtp", None | Some("none")) => (Security::Plain, 25),
