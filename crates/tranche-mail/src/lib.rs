@@ -13,15 +13,18 @@
 //! Errors say whether to retry ([`MailError::Temporary`]), give up
 //! ([`MailError::Permanent`], with the server's reply) or fix the input
 //! ([`MailError::Invalid`]). None carries a recipient's address or the body: addresses
-//! in server replies are blanked out. [`conformance::exercise`] is the suite every
-//! implementation passes.
+//! in server replies are blanked out. `conformance::exercise` (feature `conformance`) is
+//! the suite every implementation passes.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
+mod error;
 mod message;
 mod outbox;
 mod redact;
 mod smtp;
 
+pub use error::{MailError, Reason};
 pub use message::build_message;
 pub use outbox::OutboxMailer;
 pub use smtp::{SmtpConfig, SmtpMailer};
@@ -71,34 +74,6 @@ pub struct Sent {
     /// The SMTP server's final reply (e.g. `250 2.0.0 Ok: queued as 4Fh2`), or the
     /// path of the `.eml` file in the outbox.
     pub reply: String,
-}
-
-/// Why a message was not sent. Messages never contain a recipient's address or the
-/// body.
-#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
-pub enum MailError {
-    /// Try again later: a 4xx reply after the mailer's own retries, a connection or
-    /// TLS failure, a timeout.
-    #[error("temporary mail failure: {0}")]
-    Temporary(String),
-    /// The server refused the message for good (5xx); carries its reply.
-    #[error("permanent mail failure: {0}")]
-    Permanent(String),
-    /// The mail or the configuration is malformed; nothing was sent.
-    #[error("invalid mail: {0}")]
-    Invalid(String),
-    /// The disk the mail goes to (an outbox) is full: nothing was written, and the same
-    /// mail succeeds once space is freed. Apart from `Temporary` so that callers wait for
-    /// space instead of spending their attempts.
-    #[error("mail not written, the disk is full: {0}")]
-    Full(String),
-}
-
-impl MailError {
-    /// Whether the same mail may succeed if sent again later.
-    pub fn is_temporary(&self) -> bool {
-        matches!(self, MailError::Temporary(_) | MailError::Full(_))
-    }
 }
 
 #[async_trait]

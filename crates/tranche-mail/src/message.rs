@@ -5,7 +5,7 @@ use lettre::message::header::{ContentTransferEncoding, ContentType};
 use lettre::message::{Attachment as Part, Body, Mailbox, MultiPart, SinglePart};
 use lettre::Message;
 
-use crate::{Mail, MailError};
+use crate::{Mail, MailError, Reason};
 
 /// The RFC 5322 bytes of `mail`: CRLF line endings, 7-bit clean (headers encoded per
 /// RFC 2047/2231, text quoted-printable when needed, attachments base64), a `Date` of
@@ -58,12 +58,12 @@ pub(crate) fn compose(mail: &Mail) -> Result<(Envelope, Vec<u8>), MailError> {
         }
         builder.multipart(parts)
     }
-    .map_err(|e| MailError::Invalid(format!("building the message: {e}")))?;
+    .map_err(|e| MailError::Invalid(Reason::because("building the message", e)))?;
     Ok((envelope, message.formatted()))
 }
 
 fn invalid(field: &str, expected: &str) -> MailError {
-    MailError::Invalid(format!("{field}: expected {expected}"))
+    MailError::Invalid(format!("{field}: expected {expected}").into())
 }
 
 fn mailbox(field: &str, value: &str) -> Result<Mailbox, MailError> {

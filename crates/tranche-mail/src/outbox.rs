@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
-use crate::{message, Mail, MailError, Mailer, Sent};
+use crate::{message, Mail, MailError, Mailer, Reason, Sent};
 
 /// Mail written to a directory instead of sent: one `<message id>.eml` per message,
 /// for runs with no SMTP server. A file appears whole or not at all (written to a
@@ -63,7 +63,7 @@ impl Mailer for OutboxMailer {
         let target = path.clone();
         tokio::task::spawn_blocking(move || write_atomically(&tmp, &target, &bytes))
             .await
-            .map_err(|e| MailError::Temporary(format!("outbox writer stopped: {e}")))?
+            .map_err(|e| MailError::Temporary(Reason::because("the outbox writer stopped", e)))?
             .map_err(|e| outbox_error(&self.dir, e))?;
         Ok(Sent {
             message_id: mail.message_id.clone(),
@@ -74,12 +74,15 @@ impl Mailer for OutboxMailer {
 
 /// A full disk is `Full` (wait for space); any other write failure is `Temporary`.
 fn outbox_error(dir: &Path, e: std::io::Error) -> MailError {
-    let what = format!("writing to the outbox {}: {e}", dir.display());
-    match e.kind() {
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
-            MailError::Full(what)
-        }
-        _ => MailError::Temporary(what),
+    let full = matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    );
+    let reason = Reason::because(format!("writing to the outbox {}", dir.display()), e);
+    if full {
+        MailError::Full(reason)
+    } else {
+        MailError::Temporary(reason)
     }
 }
 

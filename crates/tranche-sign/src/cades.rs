@@ -68,9 +68,7 @@ impl CmsSigner {
         chain: Vec<Certificate>,
         sub_filter: SubFilter,
     ) -> Result<Self, SignError> {
-        let leaf = chain
-            .first()
-            .ok_or_else(|| SignError::Certificate("no certificate for the key".into()))?;
+        let leaf = chain.first().ok_or(SignError::NoCertificate)?;
         let leaf_der = leaf.to_der().map_err(der_error)?;
         let ess = SigningCertificateV2 {
             certs: vec![EssCertIdV2 {
@@ -136,7 +134,7 @@ impl CmsSigner {
             &mut rand::rng(),
             &to_sign,
         )
-        .map_err(|e| SignError::Signature(e.to_string()))?;
+        .map_err(SignError::Signature)?;
         let signature: Box<[u8]> = signature.into();
 
         let leaf = &self.chain[0];
@@ -200,5 +198,5 @@ fn attribute<T: der::Tagged + der::EncodeValue>(
 }
 
 fn der_error(e: der::Error) -> SignError {
-    SignError::Signature(format!("DER encoding: {e}"))
+    SignError::SignatureEncoding(e)
 }

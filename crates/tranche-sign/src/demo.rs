@@ -63,22 +63,24 @@ impl BuilderProfile for DemoSigner {
 
 /// A fresh RSA-2048 key and a self-signed certificate for it named [`DEMO_SUBJECT_CN`].
 pub(crate) fn generate() -> Result<(RsaPrivateKey, Certificate), SignError> {
-    let cert_error = |e: &dyn std::fmt::Display| SignError::Certificate(e.to_string());
     let mut rng = rand::rng();
-    let key = RsaPrivateKey::new(&mut rng, 2048).map_err(|e| cert_error(&e))?;
-    let subject = Name::from_str(&format!("CN={DEMO_SUBJECT_CN},O=Tranche (demo)"))
-        .map_err(|e| cert_error(&e))?;
-    let spki =
-        SubjectPublicKeyInfoOwned::from_key(&key.to_public_key()).map_err(|e| cert_error(&e))?;
+    let key = RsaPrivateKey::new(&mut rng, 2048).map_err(cert_error)?;
+    let subject =
+        Name::from_str(&format!("CN={DEMO_SUBJECT_CN},O=Tranche (demo)")).map_err(cert_error)?;
+    let spki = SubjectPublicKeyInfoOwned::from_key(&key.to_public_key()).map_err(cert_error)?;
     let builder = CertificateBuilder::new(
         DemoSigner { subject },
         SerialNumber::generate(&mut rng),
-        Validity::from_now(DEMO_VALIDITY).map_err(|e| cert_error(&e))?,
+        Validity::from_now(DEMO_VALIDITY).map_err(cert_error)?,
         spki,
     )
-    .map_err(|e| cert_error(&e))?;
+    .map_err(cert_error)?;
     let cert = builder
         .build::<_, rsa::pkcs1v15::Signature>(&SigningKey::<Sha256>::new(key.clone()))
-        .map_err(|e| cert_error(&e))?;
+        .map_err(cert_error)?;
     Ok((key, cert))
+}
+
+fn cert_error(e: impl std::error::Error + Send + Sync + 'static) -> SignError {
+    SignError::Certificate(Box::new(e))
 }

@@ -78,13 +78,12 @@ pub(crate) fn encrypt_parsed(
             }
         }
     };
-    let state = EncryptionState::try_from(version).map_err(|e| SignError::Password {
-        which: "user or owner",
-        cipher: protection.cipher,
-        reason: e.to_string(),
-    })?;
-    doc.encrypt(&state)
-        .map_err(|e| SignError::Encrypt(e.to_string()))?;
+    let state =
+        EncryptionState::try_from(version).map_err(|source| SignError::PasswordRejected {
+            cipher: protection.cipher,
+            source,
+        })?;
+    doc.encrypt(&state).map_err(SignError::Encrypt)?;
     // R6 is PDF 2.0; AES-128 crypt filters arrived in PDF 1.6.
     let min_version = match protection.cipher {
         Cipher::Aes256 => "2.0",
@@ -96,7 +95,7 @@ pub(crate) fn encrypt_parsed(
 
     let mut bytes = Vec::with_capacity(doc_size_hint(&doc));
     doc.save_to(&mut bytes)
-        .map_err(|e| SignError::Encrypt(e.to_string()))?;
+        .map_err(|e| SignError::Encrypt(e.into()))?;
     Ok(Encrypted { bytes, doc, state })
 }
 

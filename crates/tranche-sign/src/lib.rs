@@ -24,9 +24,11 @@
 //! 2-core machine, against about 1 ms to parse, encrypt and write the whole note with R4;
 //! the RSA-2048 signature (the `rsa` crate) is about 3 ms. Keys come from a PKCS#12 file ([`Pkcs12Signer::from_pkcs12`]); with
 //! none, [`Pkcs12Signer::demo`] makes a self-signed certificate that says it is a demo.
-//! [`conformance::exercise`] checks any [`Signer`] with the external verifiers.
+//! `conformance::exercise` (feature `conformance`) checks any [`Signer`] with the
+//! external verifiers.
 
 mod cades;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod demo;
 mod encrypt;
@@ -118,7 +120,7 @@ impl SubFilter {
 }
 
 /// Encrypts a PDF and signs it: the seam between the pipeline and a signing identity.
-/// Implementations are checked by [`conformance::exercise`].
+/// Implementations are checked by `conformance::exercise` (feature `conformance`).
 pub trait Signer: Send + Sync {
     /// Returns `pdf` encrypted as `protection` says, with a PAdES signature appended as an
     /// incremental update. Callable from several threads at once.

@@ -51,12 +51,10 @@ impl Pkcs12Signer {
         let store = KeyStore::from_pkcs12(der, password, Pkcs12ImportPolicy::Strict).map_err(
             |e| match e {
                 p12_keystore::error::Error::MacError(_) => SignError::Pkcs12Password,
-                other => SignError::Pkcs12(other.to_string()),
+                other => SignError::Pkcs12(other),
             },
         )?;
-        let (_, chain) = store.private_key_chain().ok_or_else(|| {
-            SignError::Pkcs12("no private key with a matching certificate in it".into())
-        })?;
+        let (_, chain) = store.private_key_chain().ok_or(SignError::Pkcs12NoKey)?;
         let key = RsaPrivateKey::from_pkcs8_der(chain.key().as_der()).map_err(|_| {
             SignError::UnsupportedKey(format!(
                 "expected an RSA private key, got algorithm {}",
@@ -68,7 +66,7 @@ impl Pkcs12Signer {
             .iter()
             .map(|c| Certificate::from_der(c.as_der()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| SignError::Pkcs12(format!("certificate: {e}")))?;
+            .map_err(SignError::Pkcs12Certificate)?;
         Self::new(key, certs, info, SubFilter::default())
     }
 
@@ -85,17 +83,17 @@ impl Pkcs12Signer {
     /// `demo-signer.pem` (what verifiers are told to trust).
     pub fn demo_in(dir: &Path, password: &str, info: SignatureInfo) -> Result<Self, SignError> {
         let p12_path = dir.join(DEMO_P12);
-        let io = |path: &Path| {
+        let io = |op: &'static str, path: &Path| {
             let path = path.to_path_buf();
-            move |source| SignError::Io { path, source }
+            move |source| SignError::Io { op, path, source }
         };
         match std::fs::read(&p12_path) {
             Ok(bytes) => return Self::from_pkcs12(&bytes, password, info),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&p12_path)(e)),
+            Err(e) => return Err(io("read", &p12_path)(e)),
         }
         let signer = Self::demo(info)?;
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         // Written under a temporary name and renamed, so a concurrent or killed run never
         // leaves half a key store behind. The key store stays readable by its owner only
         // (the temporary file's mode); the certificate is public.
@@ -104,17 +102,20 @@ impl Pkcs12Signer {
             (DEMO_P12, signer.to_pkcs12(password)?, false),
         ] {
             let path = dir.join(name);
-            let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
-            std::io::Write::write_all(&mut tmp, &bytes).map_err(io(&path))?;
+            let mut tmp =
+                tempfile::NamedTempFile::new_in(dir).map_err(io("create a file in", dir))?;
+            std::io::Write::write_all(&mut tmp, &bytes).map_err(io("write", &path))?;
             #[cfg(unix)]
             if public {
                 use std::os::unix::fs::PermissionsExt as _;
                 let readable = std::fs::Permissions::from_mode(0o644);
-                tmp.as_file().set_permissions(readable).map_err(io(&path))?;
+                let set = tmp.as_file().set_permissions(readable);
+                set.map_err(io("set the permissions of", &path))?;
             }
             #[cfg(not(unix))]
             let _ = public;
-            tmp.persist(&path).map_err(|e| io(&path)(e.error))?;
+            tmp.persist(&path)
+                .map_err(|e| io("rename into place", &path)(e.error))?;
         }
         Ok(signer)
     }
@@ -122,14 +123,12 @@ impl Pkcs12Signer {
     /// The key and certificate chain as PKCS#12 (PBES2 AES-256, HMAC-SHA-256), readable
     /// by OpenSSL 3 and [`from_pkcs12`](Self::from_pkcs12).
     pub fn to_pkcs12(&self, password: &str) -> Result<Vec<u8>, SignError> {
-        let write_error = |e: &dyn std::fmt::Display| SignError::Pkcs12Write(e.to_string());
-        let key_der = self.key.to_pkcs8_der().map_err(|e| write_error(&e))?;
-        let key =
-            p12_keystore::PrivateKey::from_der(key_der.as_bytes()).map_err(|e| write_error(&e))?;
+        let key_der = self.key.to_pkcs8_der().map_err(write_error)?;
+        let key = p12_keystore::PrivateKey::from_der(key_der.as_bytes()).map_err(write_error)?;
         let mut certs = Vec::with_capacity(self.cms.chain().len());
         for cert in self.cms.chain() {
-            let der = cert.to_der().map_err(|e| write_error(&e))?;
-            certs.push(p12_keystore::Certificate::from_der(&der).map_err(|e| write_error(&e))?);
+            let der = cert.to_der().map_err(write_error)?;
+            certs.push(p12_keystore::Certificate::from_der(&der).map_err(write_error)?);
         }
         let local_key_id = Sha256::digest(certs[0].as_der())[..20].to_vec();
         let mut store = KeyStore::new();
@@ -137,7 +136,7 @@ impl Pkcs12Signer {
             "tranche-signer",
             KeyStoreEntry::PrivateKeyChain(PrivateKeyChain::new(local_key_id, key, certs)),
         );
-        store.writer(password).write().map_err(|e| write_error(&e))
+        store.writer(password).write().map_err(write_error)
     }
 
     /// The same identity writing `sub_filter` signatures instead.
@@ -181,17 +180,15 @@ impl Pkcs12Signer {
                 "expected an RSA key of 2048 bits or more, got {bits}"
             )));
         }
-        let leaf = chain
-            .first()
-            .ok_or_else(|| SignError::Pkcs12("no certificate for the private key".into()))?;
+        let leaf = chain.first().ok_or(SignError::NoCertificate)?;
         let key_spki = SubjectPublicKeyInfoOwned::from_key(&key.to_public_key())
-            .map_err(|e| SignError::UnsupportedKey(e.to_string()))?;
+            .map_err(SignError::PublicKey)?;
         if &key_spki != leaf.tbs_certificate().subject_public_key_info() {
             return Err(SignError::KeyMismatch);
         }
         let certificate_pem = leaf
             .to_pem(der::pem::LineEnding::LF)
-            .map_err(|e| SignError::Certificate(e.to_string()))?;
+            .map_err(|e| SignError::Certificate(Box::new(e)))?;
         let cms = CmsSigner::new(key.clone(), chain, sub_filter)?;
         Ok(Pkcs12Signer {
             key,
@@ -220,4 +217,8 @@ impl Signer for Pkcs12Signer {
     fn certificate_pem(&self) -> String {
         self.certificate_pem.clone()
     }
+}
+
+fn write_error(e: impl std::error::Error + Send + Sync + 'static) -> SignError {
+    SignError::Pkcs12Write(Box::new(e))
 }

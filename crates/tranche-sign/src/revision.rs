@@ -16,7 +16,7 @@ use crate::{SignError, SignatureInfo};
 
 /// Reads a plain PDF.
 pub(crate) fn parse(pdf: &[u8]) -> Result<Document, SignError> {
-    Document::load_mem(pdf).map_err(|e| SignError::Pdf(e.to_string()))
+    Document::load_mem(pdf).map_err(SignError::Pdf)
 }
 
 /// A complete PDF file and what is known about it, to append a revision to.
@@ -213,11 +213,10 @@ fn sign_in_place(
     let cms = signer.sign_digest(&digest, now)?;
     let hex = &mut bytes[at.contents_start + 1..at.contents_end - 1];
     if cms.len() * 2 > hex.len() {
-        return Err(SignError::Signature(format!(
-            "the signature is {} bytes, larger than the {} reserved",
-            cms.len(),
-            hex.len() / 2
-        )));
+        return Err(SignError::SignatureTooLarge {
+            len: cms.len(),
+            reserved: hex.len() / 2,
+        });
     }
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for (i, byte) in cms.iter().enumerate() {
@@ -233,9 +232,7 @@ fn encrypt_new(
     object: &mut Object,
 ) -> Result<(), SignError> {
     match state {
-        Some(state) => {
-            encrypt_object(state, id, object).map_err(|e| SignError::Encrypt(e.to_string()))
-        }
+        Some(state) => encrypt_object(state, id, object).map_err(|e| SignError::Encrypt(e.into())),
         None => Ok(()),
     }
 }

@@ -9,9 +9,10 @@
 //! SlowDown), 5xx and timeouts are retried with jittered exponential backoff (numbers in
 //! [`s3`]); a missing key is [`StorageError::NotFound`] in every store, and a full disk
 //! [`StorageError::Full`] (waiting for space helps, retrying soon does not).
-//! [`conformance::exercise`] is the suite every implementation passes, against a real
-//! store.
+//! `conformance::exercise` (feature `conformance`) is the suite every implementation
+//! passes, against a real store.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod key;
 mod local;
@@ -31,11 +32,13 @@ use async_trait::async_trait;
 pub enum StorageError {
     #[error("{key} not found in the store")]
     NotFound { key: String },
-    #[error("{op} {key}: {message}")]
+    #[error("{op} {key}")]
     Io {
         op: &'static str,
         key: String,
-        message: String,
+        /// An `std::io::Error` from a local disk, an [`s3::ObjectStoreError`] from S3.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// No room left where the store writes (ENOSPC, EDQUOT): nothing was stored, and the
     /// same write succeeds once space is freed at `location`.
@@ -53,6 +56,13 @@ pub enum StorageError {
     /// A store that cannot be opened: a bad location or configuration.
     #[error("{0}")]
     Config(String),
+    /// The S3 client refused its configuration (a bad endpoint, region or option).
+    #[error("s3://{bucket}: cannot set up the S3 client")]
+    S3Setup {
+        bucket: String,
+        #[source]
+        source: s3::ObjectStoreError,
+    },
 }
 
 /// The store at `location`: `s3://bucket[/prefix]` is an [`S3Store`] configured from the

@@ -84,7 +84,7 @@ fn io(op: &'static str, key: &StoreKey, e: std::io::Error) -> StorageError {
     StorageError::Io {
         op,
         key: key.to_string(),
-        message: e.to_string(),
+        source: Box::new(e),
     }
 }
 

@@ -43,6 +43,21 @@ fn retry_config() -> RetryConfig {
     }
 }
 
+/// An `object_store` error, as the cause of a [`StorageError`]. object_store writes
+/// each of its error's sources into its message and returns them as `source()` too, so
+/// a printed chain would say each three times: this one says it once, in its message,
+/// and reports no source of its own (the original, with its sources, is `.0`).
+#[derive(Debug)]
+pub struct ObjectStoreError(pub object_store::Error);
+
+impl fmt::Display for ObjectStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ObjectStoreError {}
+
 /// A store in an S3 bucket (AWS or any S3-compatible server), one object per key under
 /// an optional prefix. A PUT is atomic: readers see the old object or the new one.
 ///
@@ -160,7 +175,10 @@ impl S3Store {
             .build()
             // object_store's configuration errors name keys and URLs, never values of
             // secrets.
-            .map_err(|e| StorageError::Config(format!("s3://{bucket}: {e}")))?;
+            .map_err(|e| StorageError::S3Setup {
+                bucket: bucket.clone(),
+                source: ObjectStoreError(e),
+            })?;
         Ok(S3Store {
             store: Arc::new(store),
             bucket,
@@ -186,7 +204,7 @@ impl S3Store {
         Path::parse(full).map_err(|e| StorageError::Io {
             op: "name",
             key: key.to_string(),
-            message: e.to_string(),
+            source: Box::new(ObjectStoreError(e.into())),
         })
     }
 }
@@ -195,9 +213,8 @@ impl S3Store {
 /// configuration, which must not pass for a missing artifact. (A HEAD's 404 has no body
 /// to tell: `exists` in a missing bucket is `false`, and the next put or get says why.)
 fn s3_error(op: &'static str, key: &StoreKey, e: object_store::Error) -> StorageError {
-    let message = e.to_string();
     match e {
-        object_store::Error::NotFound { .. } if !message.contains("NoSuchBucket") => {
+        object_store::Error::NotFound { .. } if !e.to_string().contains("NoSuchBucket") => {
             StorageError::NotFound {
                 key: key.to_string(),
             }
@@ -205,7 +222,7 @@ fn s3_error(op: &'static str, key: &StoreKey, e: object_store::Error) -> Storage
         _ => StorageError::Io {
             op,
             key: key.to_string(),
-            message,
+            source: Box::new(ObjectStoreError(e)),
         },
     }
 }

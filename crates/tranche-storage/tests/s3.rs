@@ -323,9 +323,9 @@ async fn a_missing_bucket_is_not_a_missing_object() {
     let store = S3Store::from_vars(&format!("s3://{BUCKET}"), vars(proxy, SECRET_KEY)).unwrap();
     let k = key("C4");
     match store.get(&k).await {
-        Err(StorageError::Io { op, message, .. }) => {
+        Err(StorageError::Io { op, source, .. }) => {
             assert_eq!(op, "get");
-            assert!(message.contains("NoSuchBucket"), "{message}");
+            assert!(source.to_string().contains("NoSuchBucket"), "{source}");
         }
         other => panic!("expected an Io error, got {other:?}"),
     }

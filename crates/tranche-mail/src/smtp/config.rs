@@ -8,7 +8,8 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, TlsParameters};
 use url::{Host, Url};
 
-use crate::MailError;
+use crate::error::WholeMessage;
+use crate::{MailError, Reason};
 
 /// Where and how to send mail over SMTP.
 ///
@@ -82,26 +83,33 @@ impl SmtpConfig {
         let file = var(Self::PASSWORD_FILE_VAR).filter(|p| !p.is_empty());
         config.password = match (direct, file) {
             (Some(_), Some(_)) => {
-                return Err(MailError::Invalid(format!(
-                    "set one of {} and {}, not both",
-                    Self::PASSWORD_VAR,
-                    Self::PASSWORD_FILE_VAR
-                )))
+                return Err(MailError::Invalid(
+                    format!(
+                        "set one of {} and {}, not both",
+                        Self::PASSWORD_VAR,
+                        Self::PASSWORD_FILE_VAR
+                    )
+                    .into(),
+                ))
             }
             (Some(p), None) => Some(p),
             (None, Some(path)) => {
                 let text = std::fs::read_to_string(&path).map_err(|e| {
-                    MailError::Invalid(format!(
-                        "{} = {path}: cannot read the password file: {e}",
+                    let what = format!(
+                        "{} = {path}: cannot read the password file",
                         Self::PASSWORD_FILE_VAR
-                    ))
+                    );
+                    MailError::Invalid(Reason::because(what, e))
                 })?;
                 let password = text.trim_end_matches(['\r', '\n']);
                 if password.is_empty() {
-                    return Err(MailError::Invalid(format!(
-                        "{} = {path}: the password file is empty",
-                        Self::PASSWORD_FILE_VAR
-                    )));
+                    return Err(MailError::Invalid(
+                        format!(
+                            "{} = {path}: the password file is empty",
+                            Self::PASSWORD_FILE_VAR
+                        )
+                        .into(),
+                    ));
                 }
                 Some(password.to_string())
             }
@@ -144,7 +152,11 @@ const URL_FORMS: &str =
     "smtp://[user@]host[:port][?tls=starttls|opportunistic] or smtps://[user@]host[:port]";
 
 fn bad_url(what: &str) -> MailError {
-    MailError::Invalid(format!("SMTP URL: {what} (expected {URL_FORMS})"))
+    MailError::Invalid(url_problem(what).into())
+}
+
+fn url_problem(what: &str) -> String {
+    format!("SMTP URL: {what} (expected {URL_FORMS})")
 }
 
 pub(crate) fn endpoint(config: &SmtpConfig) -> Result<Endpoint, MailError> {
@@ -164,7 +176,8 @@ pub(crate) fn endpoint(config: &SmtpConfig) -> Result<Endpoint, MailError> {
         ));
     }
     // The URL's text is not echoed: its user part is often an e-mail address.
-    let url = Url::parse(&config.url).map_err(|e| bad_url(&format!("cannot parse it: {e}")))?;
+    let url = Url::parse(&config.url)
+        .map_err(|e| MailError::Invalid(Reason::because(url_problem("cannot parse it"), e)))?;
     if url.password().is_some() {
         return Err(bad_url(&format!(
             "it holds a password; remove it and set {} or {}",
@@ -195,18 +208,22 @@ pub(crate) fn endpoint(config: &SmtpConfig) -> Result<Endpoint, MailError> {
         let mut builder = TlsParameters::builder(host.to_string());
         if let Some(path) = &ca {
             let pem = std::fs::read(path).map_err(|e| {
-                MailError::Invalid(format!("SMTP URL ca = {path}: cannot read it: {e}"))
+                MailError::Invalid(Reason::because(
+                    format!("SMTP URL ca = {path}: cannot read it"),
+                    e,
+                ))
             })?;
             let cert = Certificate::from_pem(&pem).map_err(|e| {
-                MailError::Invalid(format!(
-                    "SMTP URL ca = {path}: expected a PEM certificate: {e}"
+                MailError::Invalid(Reason::because(
+                    format!("SMTP URL ca = {path}: expected a PEM certificate"),
+                    WholeMessage(e),
                 ))
             })?;
             builder = builder.add_root_certificate(cert);
         }
         builder
             .build_rustls()
-            .map_err(|e| MailError::Invalid(format!("SMTP TLS settings: {e}")))
+            .map_err(|e| MailError::Invalid(Reason::because("SMTP TLS settings", WholeMessage(e))))
     };
     let (security, default_port) = match (url.scheme(), tls_mode.as_deref()) {
         ("smtp", None | Some("none")) => (Security::Plain, 25),
@@ -230,11 +247,14 @@ pub(crate) fn endpoint(config: &SmtpConfig) -> Result<Endpoint, MailError> {
         (true, None) => None,
         (false, Some(password)) => Some(Credentials::new(user, password.clone())),
         (false, None) => {
-            return Err(MailError::Invalid(format!(
-                "the SMTP URL names a user but no password is set: set {} or {}",
-                SmtpConfig::PASSWORD_VAR,
-                SmtpConfig::PASSWORD_FILE_VAR
-            )))
+            return Err(MailError::Invalid(
+                format!(
+                    "the SMTP URL names a user but no password is set: set {} or {}",
+                    SmtpConfig::PASSWORD_VAR,
+                    SmtpConfig::PASSWORD_FILE_VAR
+                )
+                .into(),
+            ))
         }
         (true, Some(_)) => {
             return Err(bad_url(
@@ -284,7 +304,7 @@ mod tests {
 
     fn err(url: &str, password: Option<&str>) -> String {
         match endpoint(&config(url, password)) {
-            Err(MailError::Invalid(m)) => m,
+            Err(MailError::Invalid(m)) => m.to_string(),
             Err(e) => panic!("{url}: expected Invalid, got {e}"),
             Ok(_) => panic!("{url}: accepted"),
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lettre::transport::smtp::response::Response;
 
-use crate::{message, redact, Mail, MailError, Mailer, Sent};
+use crate::{message, redact, Mail, MailError, Mailer, Reason, Sent};
 use config::Endpoint;
 use pool::{Failed, Pool};
 
@@ -71,8 +71,8 @@ impl SmtpMailer {
 }
 
 enum Failure {
-    Retry(String),
-    Permanent(String),
+    Retry(Reason),
+    Permanent(Reason),
 }
 
 #[async_trait]
@@ -90,20 +90,24 @@ impl Mailer for SmtpMailer {
                         })
                     }
                     Ok(Err(Failed::Smtp(e))) => classify(&e, &self.server),
-                    Ok(Err(Failed::Connect(e))) => {
-                        Failure::Retry(format!("SMTP server {}: cannot connect: {e}", self.server))
-                    }
-                    Err(_) => Failure::Retry(format!(
-                        "no reply from the SMTP server {} within {:?}",
-                        self.server, self.timeout
+                    Ok(Err(Failed::Connect(e))) => Failure::Retry(Reason::because(
+                        format!("SMTP server {}: cannot connect", self.server),
+                        e,
                     )),
+                    Err(_) => Failure::Retry(
+                        format!(
+                            "no reply from the SMTP server {} within {:?}",
+                            self.server, self.timeout
+                        )
+                        .into(),
+                    ),
                 };
             match failure {
                 Failure::Permanent(reason) => return Err(MailError::Permanent(reason)),
                 Failure::Retry(reason) if attempt >= self.max_attempts => {
-                    return Err(MailError::Temporary(format!(
-                        "{reason} (after {attempt} attempts)"
-                    )))
+                    return Err(MailError::Temporary(
+                        reason.with_suffix(&format!(" (after {attempt} attempts)")),
+                    ))
                 }
                 Failure::Retry(reason) => {
                     let wait = self.backoff.saturating_mul(1 << (attempt - 1).min(16));
@@ -121,10 +125,12 @@ fn reply_text(response: &Response) -> String {
     format!("{} {}", response.code(), lines.join(" "))
 }
 
-/// Sorts a lettre error into retry-later or never, as text free of addresses.
+/// Sorts a lettre error into retry-later or never, as text free of addresses. The
+/// error is not kept as a cause: lettre's errors quote the server's replies, and those
+/// quote recipients' addresses, which only the redacted text is free of.
 fn classify(e: &lettre::transport::smtp::Error, server: &str) -> Failure {
     let detail = e.source().map(|s| s.to_string()).unwrap_or_default();
-    let text = |what: String| redact::addresses(&what);
+    let text = |what: String| Reason::new(redact::addresses(&what));
     match e.status() {
         Some(code) if e.is_permanent() => Failure::Permanent(text(format!("{code} {detail}"))),
         Some(code) => Failure::Retry(text(format!("{code} {detail}"))),
@@ -133,7 +139,7 @@ fn classify(e: &lettre::transport::smtp::Error, server: &str) -> Failure {
         None if e.is_client() => {
             Failure::Permanent(text(format!("SMTP server {server}: {detail}")))
         }
-        None if e.is_timeout() => Failure::Retry(format!("SMTP server {server}: timed out")),
+        None if e.is_timeout() => Failure::Retry(format!("SMTP server {server}: timed out").into()),
         // lettre nests its connection errors, each saying "Connection error": the
         // source alone reads once.
         None if !detail.is_empty() => {
