@@ -75,7 +75,10 @@ mod tests {
     #[test]
     fn map_turns_a_result_and_keeps_every_other_decision() {
         let text = |n: u8| n.to_string();
-        assert_eq!(Outcome::Complete(2).map(text), Outcome::Complete("2".into()));
+        assert_eq!(
+            Outcome::Complete(2).map(text),
+            Outcome::Complete("2".into())
+        );
         let after = Duration::from_secs(3);
         assert_eq!(
             Outcome::retry_after("busy", after).map(text),
