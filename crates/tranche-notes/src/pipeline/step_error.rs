@@ -231,3 +231,113 @@ impl From<NightError> for StepError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::NaiveDate;
+
+    use super::*;
+
+    fn outcome(e: StepError) -> Outcome<()> {
+        e.into_outcome("C042")
+    }
+
+    fn not_found() -> StorageError {
+        StorageError::NotFound {
+            key: "3-tmp-pdf/2026-11-20/C042.pdf".into(),
+        }
+    }
+
+    #[test]
+    fn the_client_and_the_stage_are_said_once_before_the_cause() {
+        assert_eq!(
+            outcome(StepError::permanent("not in the client master")),
+            Outcome::discard("client C042: not in the client master")
+        );
+        assert_eq!(
+            outcome(StepError::from(not_found()).at("sign")),
+            Outcome::discard(
+                "client C042: sign: 3-tmp-pdf/2026-11-20/C042.pdf is missing from the store"
+            )
+        );
+        let io = StorageError::Io {
+            op: "get",
+            key: "k".into(),
+            message: "connection reset".into(),
+        };
+        assert_eq!(
+            outcome(StepError::from(io).at("render")),
+            Outcome::retry("client C042: render: get k: connection reset")
+        );
+    }
+
+    #[test]
+    fn mail_replies_are_sorted_by_what_another_attempt_can_do() {
+        let mail = |e: MailError| outcome(StepError::from(e).at("mail"));
+        assert_eq!(
+            mail(MailError::Temporary("421 try later".into())),
+            Outcome::retry("client C042: mail: 421 try later")
+        );
+        assert_eq!(
+            mail(MailError::Permanent("550 no such user".into())),
+            Outcome::discard("client C042: mail: permanent mail failure: 550 no such user")
+        );
+        assert_eq!(
+            mail(MailError::Full("outbox".into())),
+            Outcome::Snooze(SNOOZE_WHEN_FULL)
+        );
+    }
+
+    #[test]
+    fn a_full_store_snoozes_and_keeps_its_cause() {
+        let full = StorageError::Full {
+            op: "put",
+            key: "k".into(),
+            location: "/store".into(),
+            bytes: 10,
+            source: std::io::Error::other("no space"),
+        };
+        let e = StepError::from(full);
+        assert!(matches!(
+            e.source().and_then(|s| s.downcast_ref::<StorageError>()),
+            Some(StorageError::Full { .. })
+        ));
+        assert_eq!(outcome(e), Outcome::Snooze(SNOOZE_WHEN_FULL));
+    }
+
+    #[test]
+    fn a_missing_artifact_keeps_the_store_error_as_its_source() {
+        let e = StepError::from(not_found());
+        let missing = e.source().and_then(|s| s.downcast_ref::<Missing>());
+        assert!(matches!(
+            missing
+                .and_then(|m| m.source())
+                .and_then(|s| s.downcast_ref()),
+            Some(StorageError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn cancellations_and_nights_are_not_said_of_the_client() {
+        assert_eq!(
+            outcome(StepError::cancelled("cancelled before the mail was sent")),
+            Outcome::cancel("cancelled before the mail was sent")
+        );
+        let date = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        let unreadable = NightError::Unreadable {
+            date,
+            source: StorageError::Config("bad".into()),
+        };
+        assert_eq!(
+            outcome(unreadable.into()),
+            Outcome::retry("reading the night of 2026-11-20: bad")
+        );
+        let garbled = NightError::Garbled {
+            date,
+            source: serde_json::from_str::<u8>("x").unwrap_err(),
+        };
+        assert!(
+            matches!(outcome(garbled.into()), Outcome::Discard(e) if e.starts_with("the broker details of 2026-11-20 in the store: "))
+        );
+    }
+}
