@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -105,60 +106,77 @@ pub fn register(
     cpu: usize,
     mail_connections: usize,
 ) {
-    let s = source.clone();
-    registry.register_blocking(
-        PROCESS.kind,
-        options(PROCESS, cpu),
-        move |ctx, args: ProcessArgs| {
-            let client = args.client_code.clone();
-            let done = ctx
-                .block_on(s.night(args.date))
-                .map_err(StepError::from)
-                .and_then(|night| process(&night, &ctx, args));
-            settle(done, &client)
-        },
-    );
-    let s = source.clone();
+    register_cpu_bound(registry, PROCESS, cpu, source.clone(), process);
     // Typst memoises in one cache per process: a second render thread adds no
     // throughput (measured: 33 notes/s with one, 34 with two; examples/render_many)
     // and only takes a core from signing. More render throughput = more processes:
     // one note at a time per helper process.
     let renders = source.helpers.as_ref().map_or(1, |h| h.size());
-    registry.register_blocking(
-        RENDER.kind,
-        options(RENDER, renders),
-        move |ctx, args: StepArgs| {
-            let client = args.client_code.clone();
-            let done = ctx
-                .block_on(s.night(args.date))
-                .map_err(StepError::from)
-                .and_then(|night| render(&night, &ctx, args));
-            settle(done, &client)
-        },
-    );
-    let s = source.clone();
-    registry.register_blocking(SIGN.kind, options(SIGN, cpu), move |ctx, args: StepArgs| {
-        let client = args.client_code.clone();
-        let done = ctx
-            .block_on(s.night(args.date))
-            .map_err(StepError::from)
-            .and_then(|night| sign(&night, &ctx, args));
-        settle(done, &client)
-    });
-    let s = source;
+    register_cpu_bound(registry, RENDER, renders, source.clone(), render);
+    register_cpu_bound(registry, SIGN, cpu, source.clone(), sign);
     registry.register(
         MAIL.kind,
         options(MAIL, mail_connections).timeout(Duration::from_secs(300)),
         move |ctx, args: StepArgs| {
-            let s = s.clone();
+            let source = source.clone();
             async move {
                 let client = args.client_code.clone();
-                let done = match s.night(args.date).await {
+                let done = match source.night(args.date).await {
                     Ok(night) => mail(&night, &ctx, args).await,
                     Err(e) => Err(e.into()),
                 };
                 settle(done, &client)
             }
+        },
+    );
+}
+
+/// What every step's arguments name: the night and the client.
+trait ChainArgs {
+    fn date(&self) -> NaiveDate;
+    fn client_code(&self) -> &str;
+}
+
+impl ChainArgs for ProcessArgs {
+    fn date(&self) -> NaiveDate {
+        self.date
+    }
+    fn client_code(&self) -> &str {
+        &self.client_code
+    }
+}
+
+impl ChainArgs for StepArgs {
+    fn date(&self) -> NaiveDate {
+        self.date
+    }
+    fn client_code(&self) -> &str {
+        &self.client_code
+    }
+}
+
+/// A step that runs on a blocking thread, with its night loaded and its result turned
+/// into the engine's decision about its client's job.
+fn register_cpu_bound<A, T>(
+    registry: &mut Registry,
+    step: Step,
+    concurrency: usize,
+    source: Arc<NightSource>,
+    run: fn(&Night, &JobContext, A) -> Result<T, StepError>,
+) where
+    A: ChainArgs + DeserializeOwned + Send + 'static,
+    T: Serialize + 'static,
+{
+    registry.register_blocking(
+        step.kind,
+        options(step, concurrency),
+        move |ctx, args: A| {
+            let client = args.client_code().to_string();
+            let done = ctx
+                .block_on(source.night(args.date()))
+                .map_err(StepError::from)
+                .and_then(|night| run(&night, &ctx, args));
+            settle(done, &client)
         },
     );
 }
