@@ -155,7 +155,7 @@ pub fn settle<T>(result: Result<T, StepError>, client: &str) -> Outcome<T> {
 /// the run does, not another attempt of this one.
 #[derive(Debug, thiserror::Error)]
 #[error("{key} is missing from the store")]
-pub struct Missing {
+struct Missing {
     key: String,
     #[source]
     source: StorageError,
@@ -179,7 +179,7 @@ impl From<StorageError> for StepError {
 /// A mail server's "not now", said in its own words.
 #[derive(Debug, thiserror::Error)]
 #[error("{reply}")]
-pub struct Deferred {
+struct Deferred {
     reply: String,
     #[source]
     source: MailError,
