@@ -43,6 +43,18 @@ impl<T> Outcome<T> {
     pub fn cancel(reason: impl Display) -> Self {
         Outcome::Cancel(reason.to_string())
     }
+
+    /// The same decision about a result of another type: `f` turns a completed result;
+    /// the other outcomes carry no result and stay as they are.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
+        match self {
+            Outcome::Complete(v) => Outcome::Complete(f(v)),
+            Outcome::Retry { error, after } => Outcome::Retry { error, after },
+            Outcome::Snooze(after) => Outcome::Snooze(after),
+            Outcome::Cancel(reason) => Outcome::Cancel(reason),
+            Outcome::Discard(error) => Outcome::Discard(error),
+        }
+    }
 }
 
 /// `Ok(v)` completes; `Err(e)` is retried with the task's backoff, the common case for
@@ -53,5 +65,33 @@ impl<T, E: Display> From<Result<T, E>> for Outcome<T> {
             Ok(v) => Outcome::Complete(v),
             Err(e) => Outcome::retry(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_turns_a_result_and_keeps_every_other_decision() {
+        let text = |n: u8| n.to_string();
+        assert_eq!(
+            Outcome::Complete(2).map(text),
+            Outcome::Complete("2".into())
+        );
+        let after = Duration::from_secs(3);
+        assert_eq!(
+            Outcome::retry_after("busy", after).map(text),
+            Outcome::retry_after("busy", after)
+        );
+        assert_eq!(Outcome::Snooze(after).map(text), Outcome::Snooze(after));
+        assert_eq!(
+            Outcome::cancel("stopped").map(text),
+            Outcome::cancel("stopped")
+        );
+        assert_eq!(
+            Outcome::discard("broken").map(text),
+            Outcome::discard("broken")
+        );
     }
 }

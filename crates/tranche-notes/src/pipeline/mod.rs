@@ -10,12 +10,16 @@
 //! `process`, with file, line and field. Mail is an exactly-once effect per client and
 //! day: a redelivered `mail` job finds it recorded and does not send again.
 
+mod artifacts;
+mod chain;
 mod drive;
+mod mail_text;
 mod password;
 mod plan;
 mod report;
 mod source;
 mod space;
+mod step_error;
 mod steps;
 mod submit;
 
@@ -24,13 +28,15 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 use tranche_mail::Mailer;
 use tranche_sign::{Cipher, Signer};
-use tranche_storage::{Storage, StoreKey};
+use tranche_storage::Storage;
 use tranche_types::RunName;
 
 use crate::input::Broker;
 use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
+pub use artifacts::{Artifacts, AUDIT_KIND, DATA_KIND, SIGNED_PDF_KIND, TMP_PDF_KIND};
+pub use chain::ChainStep;
 pub use drive::{work_until_finished, DriveError, StepCounts, Workers, LEASE};
 pub use password::PasswordRule;
 pub use plan::{
@@ -40,7 +46,7 @@ pub use plan::{
 pub use report::{
     collect_report, write_accounting, write_report, ReportRow, ReportStatus, ReportSummary,
 };
-pub use source::{broker_key, publish_broker, NightSource};
+pub use source::{broker_key, publish_broker, NightError, NightSource};
 pub use space::{StoreFull, StoreSpace};
 pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
 pub use submit::{
@@ -87,26 +93,8 @@ pub const MAIL: Step = Step {
 
 pub const STEPS: [Step; 4] = [PROCESS, RENDER, SIGN, MAIL];
 
-/// The artifact kinds in the store.
-pub const DATA_KIND: &str = "contract-notes-data";
-pub const TMP_PDF_KIND: &str = "tmp-pdf";
-pub const SIGNED_PDF_KIND: &str = "signed-pdf";
-/// What stays of a note's data once it is mailed (see `steps::AuditRecord`).
-pub const AUDIT_KIND: &str = "contract-notes-audit";
-
 pub fn run_name(date: NaiveDate) -> RunName {
     RunName::new(format!("contract-notes/{date}")).expect("a date makes a valid run name")
-}
-
-/// Where a client's artifact of `kind` lives. Fails for a client code that cannot name
-/// a file (the planner fails such a client's chain at `process`).
-pub fn artifact_key(kind: &str, date: NaiveDate, client: &str) -> Result<StoreKey, String> {
-    let ext = if kind == DATA_KIND || kind == AUDIT_KIND {
-        "json"
-    } else {
-        "pdf"
-    };
-    StoreKey::partitioned(kind, &date.to_string(), client, ext).map_err(|e| e.to_string())
 }
 
 /// One night as its steps see it: the date and broker (from the store, see

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
+use tranche_storage::InvalidKey;
 
-use super::{artifact_key, DATA_KIND};
+use super::Artifacts;
 use crate::input::{Broker, Clients, Trades};
 use crate::model::{Client, Trade};
 use crate::note::{build, NoteData};
@@ -108,6 +109,10 @@ impl ProcessArgs {
             .map_err(|e| e.to_string())?;
         note.replaces = self.replaces.clone();
         Ok(note)
+    }
+
+    pub fn artifacts(&self) -> Result<Artifacts, InvalidKey> {
+        Artifacts::new(self.date, &self.client_code, self.version)
     }
 }
 
@@ -223,7 +228,7 @@ pub fn plan_night(day: Day) -> Result<NightPlan, Unaccounted> {
                     "{trades_file}:{line}: field client_code: expected a client in the client master, got {code:?}"
                 ));
             }
-            if let Err(e) = artifact_key(DATA_KIND, date, &code) {
+            if let Err(e) = Artifacts::new(date, &code, 1) {
                 problems.push(format!(
                     "{trades_file}:{line}: field client_code: expected a code that can name a file, got {code:?} ({e})"
                 ));
@@ -281,7 +286,7 @@ pub struct StepArgs {
 }
 
 impl StepArgs {
-    pub fn entity(&self) -> String {
-        entity(&self.client_code, self.version)
+    pub fn artifacts(&self) -> Result<Artifacts, InvalidKey> {
+        Artifacts::new(self.date, &self.client_code, self.version)
     }
 }

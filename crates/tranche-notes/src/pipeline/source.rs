@@ -10,7 +10,6 @@ use chrono::NaiveDate;
 use tranche_mail::Mailer;
 use tranche_sign::{Cipher, Signer};
 use tranche_storage::{Storage, StorageError, StoreKey};
-use tranche_types::Outcome;
 
 use super::{Night, PasswordRule, StoreSpace};
 use crate::input::Broker;
@@ -31,6 +30,38 @@ pub async fn publish_broker(
 ) -> Result<(), StorageError> {
     let bytes = serde_json::to_vec(broker).expect("a broker serialises");
     store.put(&broker_key(date), bytes).await
+}
+
+/// Why a night cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum NightError {
+    #[error("the broker details of {date} are not in the store ({location}): submit the night with `tranche notes run`")]
+    NotPublished {
+        date: NaiveDate,
+        location: String,
+        #[source]
+        source: StorageError,
+    },
+    #[error("reading the night of {date}: {source}")]
+    Unreadable {
+        date: NaiveDate,
+        #[source]
+        source: StorageError,
+    },
+    #[error("the broker details of {date} in the store: {source}")]
+    Garbled {
+        date: NaiveDate,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl NightError {
+    /// A store that fails is worth a retry; a night nobody published, or published
+    /// garbled, is not.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, NightError::Unreadable { .. })
+    }
 }
 
 /// What a worker process is given at start; [`NightSource::night`] adds a date's
@@ -90,26 +121,22 @@ impl NightSource {
         self
     }
 
-    /// The night of `date`, its broker read from the store on first use. A store that
-    /// fails is worth a retry; a night nobody published is not.
-    pub async fn night(&self, date: NaiveDate) -> Result<Arc<Night>, Outcome<()>> {
+    /// The night of `date`, its broker read from the store on first use.
+    pub async fn night(&self, date: NaiveDate) -> Result<Arc<Night>, NightError> {
         if let Some(n) = self.nights.lock().expect("nights").get(&date) {
             return Ok(n.clone());
         }
         let key = broker_key(date);
-        let bytes = match self.store.get(&key).await {
-            Ok(b) => b,
-            Err(StorageError::NotFound { .. }) => {
-                return Err(Outcome::discard(format!(
-                    "the broker details of {date} are not in the store ({}): submit the night with `tranche notes run`",
-                    self.store.locate(&key)
-                )))
-            }
-            Err(e) => return Err(Outcome::retry(format!("reading the night of {date}: {e}"))),
-        };
-        let broker: Broker = serde_json::from_slice(&bytes).map_err(|e| {
-            Outcome::discard(format!("the broker details of {date} in the store: {e}"))
+        let bytes = self.store.get(&key).await.map_err(|source| match source {
+            StorageError::NotFound { .. } => NightError::NotPublished {
+                date,
+                location: self.store.locate(&key),
+                source,
+            },
+            source => NightError::Unreadable { date, source },
         })?;
+        let broker: Broker = serde_json::from_slice(&bytes)
+            .map_err(|source| NightError::Garbled { date, source })?;
         let night = Arc::new(Night {
             date,
             broker,

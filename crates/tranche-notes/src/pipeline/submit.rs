@@ -33,14 +33,15 @@ use tranche_types::{
 };
 
 use super::plan::{chain_key, entity, PlannedChain, ProcessArgs, StepArgs};
-use super::{run_name, Step, MAIL, PROCESS, RENDER, SIGN};
+use super::{run_name, ChainStep, Step, MAIL, PROCESS, RENDER, SIGN};
 use crate::input::Broker;
 use crate::note::note_number;
 
-/// A client's chain: the ids of its four steps, in order.
+/// A client's chain: the ids of its four steps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainIds {
     pub client_code: String,
+    /// In chain order: `steps[ChainStep::Mail]` is the mail job's.
     pub steps: [JobId; 4],
     /// Rows of the trades file in this client's chain, and input rows (of either
     /// file) refused for this client.
@@ -162,7 +163,8 @@ struct Existing {
     version: u32,
     steps: [JobId; 4],
     args: ProcessArgs,
-    mail: JobRecord,
+    /// Where its mail job is.
+    mail: JobState,
 }
 
 /// Submit the night: enqueue what is new or changed in batches of `batch` (each one
@@ -233,7 +235,7 @@ pub async fn submit_night(
         }
         let code = &planned.client_code;
         let version = old.version + 1;
-        let mailed = old.mail.state == JobState::Succeeded
+        let mailed = old.mail == JobState::Succeeded
             || backend
                 .effect(&mail_effect_key(&run, code, old.version))
                 .await?
@@ -273,7 +275,7 @@ pub async fn submit_night(
             );
             out.corrected += 1;
             to_enqueue.push((i, c, Some(remark)));
-        } else if old.mail.state == JobState::Running {
+        } else if old.mail == JobState::Running {
             out.attention.push(Attention::MailInFlight {
                 client_code: code.clone(),
             });
@@ -289,7 +291,7 @@ pub async fn submit_night(
             // Never sent: the new input simply takes its place, under the same number.
             backend
                 .cancel(
-                    CancelTarget::Chain(old.steps[0]),
+                    CancelTarget::Chain(old.steps[ChainStep::Process]),
                     "the client's input changed: made again from the new input",
                 )
                 .await?;
@@ -319,14 +321,14 @@ pub async fn submit_night(
             })
             .await?;
         for ((i, c, remark), e) in part.iter().zip(enqueued) {
+            let foreign = || EnqueueError::Foreign(c.client_code.clone());
+            // A chain enqueued before is named by its first job, the one holding the key.
             let steps = if e.existed {
-                walk_chain(backend, &c.client_code, e.ids[0]).await?.0
+                let first = *e.ids.first().ok_or_else(foreign)?;
+                walk_chain(backend, &c.client_code, first).await?.ids
             } else {
-                e.ids
+                e.ids.try_into().map_err(|_| foreign())?
             };
-            let steps: [JobId; 4] = steps
-                .try_into()
-                .map_err(|_| EnqueueError::Foreign(c.client_code.clone()))?;
             kept.insert(*i, ids(&chains[*i], steps, remark.clone()));
         }
         done += part.len();
@@ -375,11 +377,13 @@ async fn settle_removed(
         }
     }
     for (code, (version, first)) in newest {
-        let (steps, records) = walk_chain(backend, &code, first).await?;
-        let foreign = || EnqueueError::Foreign(code.clone());
-        let steps: [JobId; 4] = steps.try_into().map_err(|_| foreign())?;
-        let args: ProcessArgs = serde_json::from_str(&records[0].args).map_err(|_| foreign())?;
-        let mailed = records[3].state == JobState::Succeeded
+        let ChainRead {
+            ids: steps,
+            records,
+        } = walk_chain(backend, &code, first).await?;
+        let args: ProcessArgs = serde_json::from_str(&records[ChainStep::Process].args)
+            .map_err(|_| EnqueueError::Foreign(code.clone()))?;
+        let mailed = records[ChainStep::Mail].state == JobState::Succeeded
             || backend
                 .effect(&mail_effect_key(&run, &code, version))
                 .await?
@@ -393,7 +397,7 @@ async fn settle_removed(
         } else {
             backend
                 .cancel(
-                    CancelTarget::Chain(steps[0]),
+                    CancelTarget::Chain(steps[ChainStep::Process]),
                     "the client is no longer in the input",
                 )
                 .await?;
@@ -584,42 +588,51 @@ async fn newest_chains(
             out.push(None);
             continue;
         };
-        let (steps, records) = walk_chain(backend, &c.client_code, first).await?;
-        let foreign = || EnqueueError::Foreign(c.client_code.clone());
-        let steps: [JobId; 4] = steps.try_into().map_err(|_| foreign())?;
-        let args: ProcessArgs = serde_json::from_str(&records[0].args).map_err(|_| foreign())?;
-        let mail = records.into_iter().nth(3).ok_or_else(foreign)?;
+        let ChainRead {
+            ids: steps,
+            records,
+        } = walk_chain(backend, &c.client_code, first).await?;
+        let args: ProcessArgs = serde_json::from_str(&records[ChainStep::Process].args)
+            .map_err(|_| EnqueueError::Foreign(c.client_code.clone()))?;
         out.push(Some(Existing {
             version,
             steps,
             args,
-            mail,
+            mail: records[ChainStep::Mail].state,
         }));
     }
     Ok(out)
 }
 
-/// A chain's step ids and records, from its first step.
+/// A chain read back from the backend: its step ids and records, in chain order.
+struct ChainRead {
+    ids: [JobId; 4],
+    records: [JobRecord; 4],
+}
+
+/// A chain read from its first step; any other length than the four steps is not a
+/// contract-note chain.
 async fn walk_chain(
     backend: &dyn Backend,
     client: &str,
     first: JobId,
-) -> Result<(Vec<JobId>, Vec<JobRecord>), EnqueueError> {
+) -> Result<ChainRead, EnqueueError> {
+    let foreign = || EnqueueError::Foreign(client.to_string());
     let (mut ids, mut records) = (Vec::new(), Vec::new());
     let mut at = Some(first);
     while let Some(id) = at {
-        let record = backend
-            .job(id)
-            .await?
-            .ok_or_else(|| EnqueueError::Foreign(client.to_string()))?;
+        let record = backend.job(id).await?.ok_or_else(foreign)?;
         at = record.next;
         ids.push(id);
         records.push(record);
-        if ids.len() > 4 {
-            return Err(EnqueueError::Foreign(client.to_string()));
+        if ids.len() > ChainStep::ALL.len() {
+            return Err(foreign());
         }
     }
-    Ok((ids, records))
+    Ok(ChainRead {
+        ids: ids.try_into().map_err(|_| foreign())?,
+        records: records.try_into().map_err(|_| foreign())?,
+    })
 }
 
 fn spec(step: Step, args: String) -> JobSpec {

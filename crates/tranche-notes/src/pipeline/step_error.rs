@@ -1,0 +1,343 @@
+//! Why a step stopped short of its result, sorted by what trying again can do: nothing
+//! (the client's chain ends with the reason), something (retried with backoff), or
+//! something once space is freed (snoozed, without using up an attempt). Turned into
+//! the engine's [`Outcome`] in one place, [`StepError::into_outcome`], which names the
+//! client; what the step was doing (`render: `) is said by the step, with
+//! [`StepError::at`].
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+use tranche_mail::MailError;
+use tranche_storage::StorageError;
+use tranche_types::{BackendError, Outcome};
+
+use super::source::NightError;
+use super::space::SNOOZE_WHEN_FULL;
+use crate::render::helper::HelperError;
+
+type Cause = Box<dyn Error + Send + Sync + 'static>;
+
+/// What the engine does with the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Then {
+    Discard,
+    Retry,
+    Snooze(Duration),
+    /// The job was stopped from outside: not a failure of the client's note.
+    Cancel,
+}
+
+#[derive(Debug)]
+pub struct StepError {
+    then: Then,
+    /// What the step was doing, said before the cause.
+    stage: Option<&'static str>,
+    /// Whether the reason is about the client's note (most are) or about the night or
+    /// the job, which the client's code would only misattribute.
+    about_client: bool,
+    cause: Cause,
+}
+
+impl StepError {
+    fn new(then: Then, cause: impl Into<Cause>) -> Self {
+        StepError {
+            then,
+            stage: None,
+            about_client: true,
+            cause: cause.into(),
+        }
+    }
+
+    /// Trying again cannot help: an input, template or signing problem, a refused mail.
+    pub fn permanent(cause: impl Into<Cause>) -> Self {
+        Self::new(Then::Discard, cause)
+    }
+
+    /// Worth another attempt after the task's backoff: a store or mail server hiccup.
+    pub fn transient(cause: impl Into<Cause>) -> Self {
+        Self::new(Then::Retry, cause)
+    }
+
+    /// Not now: a full store or outbox; tried again after `after` without using up an
+    /// attempt.
+    pub fn snooze(after: Duration, cause: impl Into<Cause>) -> Self {
+        Self::new(Then::Snooze(after), cause)
+    }
+
+    /// The job was cancelled; `reason` is said as it is.
+    pub fn cancelled(reason: impl Into<Cause>) -> Self {
+        StepError {
+            about_client: false,
+            ..Self::new(Then::Cancel, reason)
+        }
+    }
+
+    /// Says what the step was doing (`render`) before the cause.
+    pub fn at(self, stage: &'static str) -> Self {
+        StepError {
+            stage: Some(stage),
+            ..self
+        }
+    }
+
+    /// The engine's decision about the job of `client`.
+    pub fn into_outcome<T>(self, client: &str) -> Outcome<T> {
+        let reason = if self.about_client {
+            format!("client {client}: {self}")
+        } else {
+            self.to_string()
+        };
+        match self.then {
+            Then::Discard => Outcome::discard(reason),
+            Then::Retry => Outcome::retry(reason),
+            Then::Snooze(after) => Outcome::Snooze(after),
+            Then::Cancel => Outcome::cancel(reason),
+        }
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(stage) = self.stage {
+            write!(f, "{stage}: ")?;
+        }
+        write!(f, "{}", self.cause)
+    }
+}
+
+impl Error for StepError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(self.cause.as_ref())
+    }
+}
+
+/// For `?` in a step: its own failures as permanent, and any error said with what the
+/// step was doing.
+pub trait StepResult<T, E> {
+    /// Trying again cannot help, whatever the error.
+    fn permanent(self) -> Result<T, StepError>
+    where
+        E: Into<Cause>;
+
+    /// The error, sorted by its `From` impl, said after `stage`.
+    fn at(self, stage: &'static str) -> Result<T, StepError>
+    where
+        E: Into<StepError>;
+}
+
+impl<T, E> StepResult<T, E> for Result<T, E> {
+    fn permanent(self) -> Result<T, StepError>
+    where
+        E: Into<Cause>,
+    {
+        self.map_err(StepError::permanent)
+    }
+
+    fn at(self, stage: &'static str) -> Result<T, StepError>
+    where
+        E: Into<StepError>,
+    {
+        self.map_err(|e| e.into().at(stage))
+    }
+}
+
+/// A step's result as the engine's decision about the job of `client`.
+pub fn settle<T>(result: Result<T, StepError>, client: &str) -> Outcome<T> {
+    match result {
+        Ok(v) => Outcome::Complete(v),
+        Err(e) => e.into_outcome(client),
+    }
+}
+
+/// An artifact the step needs is gone: its step must run again first, which a retry of
+/// the run does, not another attempt of this one.
+#[derive(Debug, thiserror::Error)]
+#[error("{key} is missing from the store")]
+struct Missing {
+    key: String,
+    #[source]
+    source: StorageError,
+}
+
+/// A store failure is worth retrying; a missing artifact is not; a full store is
+/// waited for.
+impl From<StorageError> for StepError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::NotFound { ref key } => StepError::permanent(Missing {
+                key: key.clone(),
+                source: e,
+            }),
+            StorageError::Full { .. } => StepError::snooze(SNOOZE_WHEN_FULL, e),
+            other => StepError::transient(other),
+        }
+    }
+}
+
+/// A mail server's "not now", said in its own words.
+#[derive(Debug, thiserror::Error)]
+#[error("{reply}")]
+struct Deferred {
+    reply: String,
+    #[source]
+    source: MailError,
+}
+
+/// A 4xx reply or a lost connection is retried; a full outbox is waited for (nothing
+/// was sent); a refusal or a malformed mail ends the chain.
+impl From<MailError> for StepError {
+    fn from(e: MailError) -> Self {
+        match e {
+            MailError::Temporary(ref reply) => StepError::transient(Deferred {
+                reply: reply.clone(),
+                source: e,
+            }),
+            MailError::Full(_) => StepError::snooze(SNOOZE_WHEN_FULL, e),
+            other => StepError::permanent(other),
+        }
+    }
+}
+
+/// A note that cannot be rendered stays so; a lost helper process is replaced.
+impl From<HelperError> for StepError {
+    fn from(e: HelperError) -> Self {
+        match e {
+            HelperError::Render(_) => StepError::permanent(e),
+            HelperError::Lost(_) => StepError::transient(e),
+        }
+    }
+}
+
+impl From<BackendError> for StepError {
+    fn from(e: BackendError) -> Self {
+        StepError::transient(e)
+    }
+}
+
+/// A night that cannot be loaded fails the job, said without the client: every
+/// client of the night fails alike.
+impl From<NightError> for StepError {
+    fn from(e: NightError) -> Self {
+        let then = if e.is_transient() {
+            Then::Retry
+        } else {
+            Then::Discard
+        };
+        StepError {
+            about_client: false,
+            ..StepError::new(then, e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::NaiveDate;
+
+    use super::*;
+
+    fn outcome(e: StepError) -> Outcome<()> {
+        e.into_outcome("C042")
+    }
+
+    fn not_found() -> StorageError {
+        StorageError::NotFound {
+            key: "3-tmp-pdf/2026-11-20/C042.pdf".into(),
+        }
+    }
+
+    #[test]
+    fn the_client_and_the_stage_are_said_once_before_the_cause() {
+        assert_eq!(
+            outcome(StepError::permanent("not in the client master")),
+            Outcome::discard("client C042: not in the client master")
+        );
+        assert_eq!(
+            outcome(StepError::from(not_found()).at("sign")),
+            Outcome::discard(
+                "client C042: sign: 3-tmp-pdf/2026-11-20/C042.pdf is missing from the store"
+            )
+        );
+        let io = StorageError::Io {
+            op: "get",
+            key: "k".into(),
+            message: "connection reset".into(),
+        };
+        assert_eq!(
+            outcome(StepError::from(io).at("render")),
+            Outcome::retry("client C042: render: get k: connection reset")
+        );
+    }
+
+    #[test]
+    fn mail_replies_are_sorted_by_what_another_attempt_can_do() {
+        let mail = |e: MailError| outcome(StepError::from(e).at("mail"));
+        assert_eq!(
+            mail(MailError::Temporary("421 try later".into())),
+            Outcome::retry("client C042: mail: 421 try later")
+        );
+        assert_eq!(
+            mail(MailError::Permanent("550 no such user".into())),
+            Outcome::discard("client C042: mail: permanent mail failure: 550 no such user")
+        );
+        assert_eq!(
+            mail(MailError::Full("outbox".into())),
+            Outcome::Snooze(SNOOZE_WHEN_FULL)
+        );
+    }
+
+    #[test]
+    fn a_full_store_snoozes_and_keeps_its_cause() {
+        let full = StorageError::Full {
+            op: "put",
+            key: "k".into(),
+            location: "/store".into(),
+            bytes: 10,
+            source: std::io::Error::other("no space"),
+        };
+        let e = StepError::from(full);
+        assert!(matches!(
+            e.source().and_then(|s| s.downcast_ref::<StorageError>()),
+            Some(StorageError::Full { .. })
+        ));
+        assert_eq!(outcome(e), Outcome::Snooze(SNOOZE_WHEN_FULL));
+    }
+
+    #[test]
+    fn a_missing_artifact_keeps_the_store_error_as_its_source() {
+        let e = StepError::from(not_found());
+        let missing = e.source().and_then(|s| s.downcast_ref::<Missing>());
+        assert!(matches!(
+            missing
+                .and_then(|m| m.source())
+                .and_then(|s| s.downcast_ref()),
+            Some(StorageError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn cancellations_and_nights_are_not_said_of_the_client() {
+        assert_eq!(
+            outcome(StepError::cancelled("cancelled before the mail was sent")),
+            Outcome::cancel("cancelled before the mail was sent")
+        );
+        let date = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        let unreadable = NightError::Unreadable {
+            date,
+            source: StorageError::Config("bad".into()),
+        };
+        assert_eq!(
+            outcome(unreadable.into()),
+            Outcome::retry("reading the night of 2026-11-20: bad")
+        );
+        let garbled = NightError::Garbled {
+            date,
+            source: serde_json::from_str::<u8>("x").unwrap_err(),
+        };
+        assert!(
+            matches!(outcome(garbled.into()), Outcome::Discard(e) if e.starts_with("the broker details of 2026-11-20 in the store: "))
+        );
+    }
+}
