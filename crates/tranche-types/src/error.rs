@@ -92,3 +92,40 @@ impl From<TooLong> for BackendError {
         }
     }
 }
+
+/// An error and its causes on one line, outermost first, joined by ": ". Some errors
+/// show their cause in their own message too (`op: cause`, as [`BackendError`] does):
+/// a cause the line already ends with is not said twice. For messages that must be
+/// whole on their own (a job's error, the CLI's last line, a server log).
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !line.ends_with(&said) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&said);
+        }
+        next = cause.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_joined_and_never_said_twice() {
+        let shown = BackendError::store("enqueue", std::io::Error::other("disk I/O error"));
+        assert_eq!(one_line(&shown), "enqueue: disk I/O error");
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("read C042.pdf")]
+        struct Hidden(#[source] std::io::Error);
+        let hidden = Hidden(std::io::Error::other("connection reset"));
+        assert_eq!(one_line(&hidden), "read C042.pdf: connection reset");
+    }
+}

@@ -17,7 +17,7 @@ mod state;
 mod stats;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use error::{BackendError, TooLong};
+pub use error::{one_line, BackendError, Cause, TooLong};
 pub use event::{JobEvent, QueueDepth};
 pub use ids::{InvalidName, JobId, RunName};
 pub use job::{

@@ -47,57 +47,9 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", one_line(e.chain()));
+            eprintln!("error: {}", tranche_types::one_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }
 }
 
-/// An error and its causes on one line, outermost context first. Some errors show their
-/// cause in their own message too (`op: cause`): a cause the line already ends with is
-/// not said twice.
-fn one_line<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
-    let mut line = String::new();
-    for cause in chain {
-        let said = cause.to_string();
-        if line.ends_with(&said) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&said);
-    }
-    line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::one_line;
-
-    /// Shows its cause in its own message, as `BackendError`'s variants do.
-    #[derive(Debug)]
-    struct Shows(std::io::Error);
-
-    impl std::fmt::Display for Shows {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "enqueue: {}", self.0)
-        }
-    }
-
-    impl std::error::Error for Shows {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            Some(&self.0)
-        }
-    }
-
-    #[test]
-    fn a_cause_already_said_is_not_repeated() {
-        let e = anyhow::Error::new(Shows(std::io::Error::other("disk I/O error")))
-            .context("could not submit the night");
-        assert_eq!(
-            one_line(e.chain()),
-            "could not submit the night: enqueue: disk I/O error"
-        );
-    }
-}

@@ -103,7 +103,9 @@ impl fmt::Display for StepError {
         if let Some(stage) = self.stage {
             write!(f, "{stage}: ")?;
         }
-        write!(f, "{}", self.cause)
+        // The cause's own causes too: a job's error is read on its own, with no
+        // printer of chains in between.
+        write!(f, "{}", tranche_types::one_line(self.cause.as_ref()))
     }
 }
 
@@ -157,8 +159,9 @@ pub fn settle<T>(result: Result<T, StepError>, client: &str) -> Outcome<T> {
 #[error("{key} is missing from the store")]
 struct Missing {
     key: String,
-    #[source]
-    source: StorageError,
+    /// Said in the step's words above, so not a `source` a printer would repeat.
+    #[cfg_attr(not(test), allow(dead_code))]
+    restated: StorageError,
 }
 
 /// A store failure is worth retrying; a missing artifact is not; a full store is
@@ -168,7 +171,7 @@ impl From<StorageError> for StepError {
         match e {
             StorageError::NotFound { ref key } => StepError::permanent(Missing {
                 key: key.clone(),
-                source: e,
+                restated: e,
             }),
             StorageError::Full { .. } => StepError::snooze(SNOOZE_WHEN_FULL, e),
             other => StepError::transient(other),
@@ -181,8 +184,9 @@ impl From<StorageError> for StepError {
 #[error("{reply}")]
 struct Deferred {
     reply: String,
-    #[source]
-    source: MailError,
+    /// The reply above is its words: not a `source` a printer would repeat.
+    #[allow(dead_code)]
+    restated: MailError,
 }
 
 /// A 4xx reply or a lost connection is retried; a full outbox is waited for (nothing
@@ -191,8 +195,8 @@ impl From<MailError> for StepError {
     fn from(e: MailError) -> Self {
         match e {
             MailError::Temporary(ref reply) => StepError::transient(Deferred {
-                reply: reply.clone(),
-                source: e,
+                reply: reply.to_string(),
+                restated: e,
             }),
             MailError::Full(_) => StepError::snooze(SNOOZE_WHEN_FULL, e),
             other => StepError::permanent(other),
@@ -263,7 +267,7 @@ mod tests {
         let io = StorageError::Io {
             op: "get",
             key: "k".into(),
-            message: "connection reset".into(),
+            source: "connection reset".into(),
         };
         assert_eq!(
             outcome(StepError::from(io).at("render")),
@@ -306,15 +310,17 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_artifact_keeps_the_store_error_as_its_source() {
+    fn a_missing_artifact_keeps_the_store_error() {
         let e = StepError::from(not_found());
         let missing = e.source().and_then(|s| s.downcast_ref::<Missing>());
         assert!(matches!(
-            missing
-                .and_then(|m| m.source())
-                .and_then(|s| s.downcast_ref()),
+            missing.map(|m| &m.restated),
             Some(StorageError::NotFound { .. })
         ));
+        assert!(
+            missing.and_then(|m| m.source()).is_none(),
+            "restated in the step's words, not a cause to print again"
+        );
     }
 
     #[test]
