@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::pipeline::{StoreSpace, STEPS};
 use tranche_core::WorkerStats;
-use tranche_notes::pipeline::{StoreSpace, STEPS};
 use tranche_storage::{free_space, human_bytes};
 use tranche_types::RunProgress;
 
