@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::pipeline::{StoreSpace, STEPS};
 use tranche_core::WorkerStats;
 use tranche_storage::{free_space, human_bytes};
 use tranche_types::RunProgress;
+
+use crate::pipeline::{StoreSpace, STEPS};
 
 /// What holds the night up.
 #[derive(Clone, Debug, PartialEq, Eq)]

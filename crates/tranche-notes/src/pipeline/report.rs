@@ -350,7 +350,7 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "client_code,status,pages,net_amount,bytes,message_id,error,trade_rows,rejected_rows,remark\n\
              C0001,mailed,2,-1234.50,48211,CN-1@broker.example,,7,0,\"made again, from changed input\"\n\
-             ,failed,,,,,\"trades.csv:3: field qty: not a number, \"\"x\"\"\"\",0,1,\n"
+             ,failed,,,,,\"trades.csv:3: field qty: not a number, \"\"x\"\"\",0,1,\n"
         );
         write_report(&path, &[]).unwrap();
         assert_eq!(
