@@ -51,6 +51,7 @@ pub async fn exercise(mailer: &dyn Mailer, read_back: &dyn Fn(&str) -> Option<Ve
     mail_without_attachments(mailer, read_back).await;
     several_attachments(mailer, read_back).await;
     invalid_mail_is_refused_without_echoing_it(mailer, read_back).await;
+    sends_after_close(mailer, read_back).await;
 }
 
 fn unique_id(tag: &str) -> String {
@@ -134,6 +135,15 @@ async fn delivers_a_note_with_its_pdf(
     );
     send_ok(mailer, &mail).await;
     assert_same(&fetch(read_back, &mail.message_id), &mail);
+}
+
+/// A night's end closes the mailer; a worker serving the next night sends again.
+async fn sends_after_close(mailer: &dyn Mailer, read_back: &dyn Fn(&str) -> Option<Vec<u8>>) {
+    mailer.close().await;
+    let mail = sample_mail(&unique_id("closed"), "asha.rao@client.example", 1_000);
+    send_ok(mailer, &mail).await;
+    assert_same(&fetch(read_back, &mail.message_id), &mail);
+    mailer.close().await;
 }
 
 async fn each_message_reaches_its_own_recipient(

@@ -81,4 +81,9 @@ pub trait Mailer: Send + Sync {
     /// Send `mail` to its recipient. Not idempotent by itself: sending the same mail
     /// twice delivers it twice, with the same `Message-ID`.
     async fn send(&self, mail: &Mail) -> Result<Sent, MailError>;
+
+    /// Let go of what is held between messages, at the end of a night or a worker's
+    /// life: pooled SMTP connections are closed politely (QUIT) rather than dropped
+    /// mid-session. Sends after this still work (they open what they need again).
+    async fn close(&self) {}
 }

@@ -157,7 +157,8 @@ impl<'a> Order<'a> {
     }
 }
 
-struct Day {
+/// Writes a generated day's trades file, numbering its orders and trades.
+struct DayWriter {
     rng: fastrand::Rng,
     out: BufWriter<std::fs::File>,
     trade_no: u64,
@@ -165,7 +166,7 @@ struct Day {
     expiry: String,
 }
 
-impl Day {
+impl DayWriter {
     fn time(&mut self) -> NaiveTime {
         // Market hours 09:15–15:30.
         let secs = 9 * 3600 + 15 * 60 + self.rng.u32(0..(6 * 3600 + 15 * 60));
@@ -321,26 +322,26 @@ pub fn generate(dir: &Path, o: &GenerateOptions) -> std::io::Result<Generated> {
     clients.flush()?;
 
     let expiry = o.date.format("%d%b%Y").to_string().to_uppercase();
-    let mut day = Day {
+    let mut writer = DayWriter {
         rng,
         out: BufWriter::new(std::fs::File::create(dir.join("trades.csv"))?),
         trade_no: 0,
         order_no: 0,
         expiry,
     };
-    writeln!(day.out, "{}", crate::input::TRADE_COLUMNS.join(","))?;
+    writeln!(writer.out, "{}", crate::input::TRADE_COLUMNS.join(","))?;
     let mut trades = 0;
     for (i, code) in codes.iter().enumerate() {
         let n = if o.heavy_trades.is_some() && i + 1 == total {
             o.heavy_trades.unwrap_or(0)
-        } else if day.rng.u32(0..200) == 0 {
-            500 + day.rng.usize(0..2500)
+        } else if writer.rng.u32(0..200) == 0 {
+            500 + writer.rng.usize(0..2500)
         } else {
-            1 + day.rng.usize(0..40)
+            1 + writer.rng.usize(0..40)
         };
-        trades += day.client_day(code, n)?;
+        trades += writer.client_day(code, n)?;
     }
-    day.out.flush()?;
+    writer.out.flush()?;
     Ok(Generated {
         clients: total,
         trades,

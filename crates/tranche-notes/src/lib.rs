@@ -6,12 +6,14 @@
 //! day's files (every problem with file, line and field; a bad row fails only its
 //! client), [`charges`] computes a note's charges from dated [`rates`], [`note`] builds
 //! the data a note shows (the `process` step's artifact), and [`generate`] writes a
-//! realistic synthetic day for demos and benchmarks.
+//! realistic synthetic day for demos and benchmarks. [`night`] does a whole night in one
+//! call, and says what `Day` and `Night` mean.
 
 pub mod charges;
 pub mod generate;
 pub mod input;
 pub mod model;
+pub mod night;
 pub mod note;
 pub mod pipeline;
 pub mod rates;

@@ -1,13 +1,15 @@
 //! `tranche`: the command line over Tranche's engine. A thin binary: every capability
 //! lives in a library crate; this only parses arguments, opens the backend, and prints.
 
+mod bench;
 mod cli;
 mod commands;
 mod data;
+mod night;
+mod notes_setup;
 mod output;
 mod progress;
 mod secrets;
-mod stall;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -52,4 +54,3 @@ fn main() -> ExitCode {
         }
     }
 }
-

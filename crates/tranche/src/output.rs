@@ -24,32 +24,12 @@ pub fn run_line(p: &RunProgress) -> String {
 pub fn when(t: Option<Timestamp>) -> String {
     match t {
         None => "-".to_string(),
-        Some(t) => {
-            let secs = t.0.div_euclid(1_000_000);
-            let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-            let (y, m, d) = civil_from_days(days);
-            format!(
-                "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-                rem / 3600,
-                rem % 3600 / 60,
-                rem % 60
-            )
-        }
+        Some(t) => match chrono::DateTime::from_timestamp_micros(t.0) {
+            Some(at) => at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            // Beyond chrono's ±262,000 years: only a corrupt record gets there.
+            None => format!("{} µs after 1970-01-01 UTC", t.0),
+        },
     }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm);
-/// a few lines instead of a date-time dependency for one display.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// A server URL as scheme://host:port only: user names and passwords never reach
@@ -88,6 +68,7 @@ mod tests {
             when(Some(Timestamp(1_795_478_400_000_000))),
             "2026-11-24 00:00:00 UTC"
         );
+        assert_eq!(when(Some(Timestamp(-1))), "1969-12-31 23:59:59 UTC");
         assert_eq!(when(None), "-");
     }
 }

@@ -5,9 +5,8 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tranche_notes::night::Stall;
 use tranche_types::RunProgress;
-
-use crate::stall::Stall;
 
 pub struct RunDisplay {
     bar: Option<ProgressBar>,

@@ -63,11 +63,6 @@ impl SmtpMailer {
     pub fn connections_opened(&self) -> u64 {
         self.pool.opened()
     }
-
-    /// Close idle connections politely (QUIT). Sends after this open new ones.
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
 }
 
 enum Failure {
@@ -117,6 +112,11 @@ impl Mailer for SmtpMailer {
                 }
             }
         }
+    }
+
+    /// Idle connections get a QUIT; sends after this open new ones.
+    async fn close(&self) {
+        self.pool.close().await;
     }
 }
 

@@ -209,34 +209,59 @@ fn step_error(step: usize, job: &JobRecord) -> String {
     format!("{}: {what}", STEPS[step].queue)
 }
 
+/// The columns of `report.csv`, written even when the night has no rows (serde names
+/// columns only from a first row); a test holds them to [`ReportLine`]'s fields.
+const REPORT_COLUMNS: [&str; 10] = [
+    "client_code",
+    "status",
+    "pages",
+    "net_amount",
+    "bytes",
+    "message_id",
+    "error",
+    "trade_rows",
+    "rejected_rows",
+    "remark",
+];
+
+/// A [`ReportRow`] as `report.csv` shows it: amounts to the paisa, absent values empty.
+#[derive(Serialize)]
+struct ReportLine<'a> {
+    client_code: &'a str,
+    status: ReportStatus,
+    pages: Option<usize>,
+    net_amount: Option<String>,
+    bytes: Option<usize>,
+    message_id: Option<&'a str>,
+    error: Option<&'a str>,
+    trade_rows: u64,
+    rejected_rows: u64,
+    remark: Option<&'a str>,
+}
+
+impl<'a> From<&'a ReportRow> for ReportLine<'a> {
+    fn from(r: &'a ReportRow) -> Self {
+        ReportLine {
+            client_code: &r.client_code,
+            status: r.status,
+            pages: r.pages,
+            net_amount: r.net_amount.map(|n| format!("{n:.2}")),
+            bytes: r.bytes,
+            message_id: r.message_id.as_deref(),
+            error: r.error.as_deref(),
+            trade_rows: r.trade_rows,
+            rejected_rows: r.rejected_rows,
+            remark: r.remark.as_deref(),
+        }
+    }
+}
+
 /// Write `report.csv` atomically (a reader never sees half a report).
 pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
-    write_csv_atomically(path, |w| {
-        w.write_record([
-            "client_code",
-            "status",
-            "pages",
-            "net_amount",
-            "bytes",
-            "message_id",
-            "error",
-            "trade_rows",
-            "rejected_rows",
-            "remark",
-        ])?;
+    write_csv_atomically(path, false, |w| {
+        w.write_record(REPORT_COLUMNS)?;
         for r in rows {
-            w.write_record([
-                r.client_code.as_str(),
-                r.status.as_str(),
-                &r.pages.map(|p| p.to_string()).unwrap_or_default(),
-                &r.net_amount.map(|n| format!("{n:.2}")).unwrap_or_default(),
-                &r.bytes.map(|b| b.to_string()).unwrap_or_default(),
-                r.message_id.as_deref().unwrap_or(""),
-                r.error.as_deref().unwrap_or(""),
-                &r.trade_rows.to_string(),
-                &r.rejected_rows.to_string(),
-                r.remark.as_deref().unwrap_or(""),
-            ])?;
+            w.serialize(ReportLine::from(r))?;
         }
         Ok(())
     })
@@ -244,7 +269,7 @@ pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
 
 /// Write `accounting.csv`: per input file, where its rows went.
 pub fn write_accounting(path: &Path, accounts: &[RowAccount]) -> std::io::Result<()> {
-    write_csv_atomically(path, |w| {
+    write_csv_atomically(path, true, |w| {
         for a in accounts {
             w.serialize(a)?;
         }
@@ -254,14 +279,18 @@ pub fn write_accounting(path: &Path, accounts: &[RowAccount]) -> std::io::Result
 
 type CsvOut<'a> = csv::Writer<std::io::BufWriter<&'a mut tempfile::NamedTempFile>>;
 
+/// `headers`: a header line from the first serialized row's field names.
 fn write_csv_atomically(
     path: &Path,
+    headers: bool,
     fill: impl FnOnce(&mut CsvOut<'_>) -> csv::Result<()>,
 ) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     {
-        let mut w = csv::Writer::from_writer(std::io::BufWriter::new(&mut tmp));
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(headers)
+            .from_writer(std::io::BufWriter::new(&mut tmp));
         fill(&mut w)?;
         w.flush()?;
     }
@@ -269,4 +298,64 @@ fn write_csv_atomically(
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rust_decimal_macros::dec;
+
+    use super::*;
+
+    fn row() -> ReportRow {
+        ReportRow {
+            client_code: "C0001".into(),
+            status: ReportStatus::Mailed,
+            pages: Some(2),
+            net_amount: Some(dec!(-1234.5)),
+            bytes: Some(48_211),
+            message_id: Some("CN-1@broker.example".into()),
+            error: None,
+            trade_rows: 7,
+            rejected_rows: 0,
+            remark: Some("made again, from changed input".into()),
+        }
+    }
+
+    #[test]
+    fn the_written_columns_are_the_lines_fields() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(ReportLine::from(&row())).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().next(), Some(REPORT_COLUMNS.join(",").as_str()));
+    }
+
+    #[test]
+    fn a_report_reads_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.csv");
+        let unattributed = ReportRow {
+            client_code: String::new(),
+            status: ReportStatus::Failed,
+            pages: None,
+            net_amount: None,
+            bytes: None,
+            message_id: None,
+            error: Some("trades.csv:3: field qty: not a number, \"x\"".into()),
+            trade_rows: 0,
+            rejected_rows: 1,
+            remark: None,
+        };
+        write_report(&path, &[row(), unattributed]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "client_code,status,pages,net_amount,bytes,message_id,error,trade_rows,rejected_rows,remark\n\
+             C0001,mailed,2,-1234.50,48211,CN-1@broker.example,,7,0,\"made again, from changed input\"\n\
+             ,failed,,,,,\"trades.csv:3: field qty: not a number, \"\"x\"\"\",0,1,\n"
+        );
+        write_report(&path, &[]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "client_code,status,pages,net_amount,bytes,message_id,error,trade_rows,rejected_rows,remark\n"
+        );
+    }
 }

@@ -1,12 +1,6 @@
-mod bench;
-mod bench_notes;
-mod bench_processes;
-mod bench_server;
 mod inspect;
 mod notes;
-mod notes_report;
 mod notes_run;
-mod notes_setup;
 mod server;
 mod steer;
 mod wait;
@@ -16,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use crate::bench;
 use crate::cli::{Bench, Cli, Command, Notes};
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -40,8 +35,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             timeout,
         } => wait::wait(at, &run, on_done, timeout).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(at, args).await,
-        Command::Bench(Bench::Notes(args)) => bench_notes::notes(args).await,
-        Command::Bench(Bench::Server(args)) => bench_server::server(at, args).await,
+        Command::Bench(Bench::Notes(args)) => bench::notes(args).await,
+        Command::Bench(Bench::Server(args)) => bench::server(at, args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
         Command::Notes(Notes::Generate {

@@ -5,10 +5,9 @@ use anyhow::{Context, Result};
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use tranche_notes::generate::{generate as write_day, GenerateOptions};
+use tranche_notes::night::read_day;
 use tranche_notes::pipeline::plan_night;
 use tranche_notes::render::{helper, Renderer};
-
-use super::notes_run::read_day;
 
 pub fn generate(
     clients: usize,

@@ -1,219 +1,23 @@
-//! `tranche notes run` and `tranche notes demo`: a broker's night, as one command on the
-//! embedded backend. Inputs are read and planned, one chain per client is enqueued (a
-//! second run of the same night adds nothing and resumes), this process works the four
-//! step queues until the run finishes, and `OUT/report.csv` is written.
+//! `tranche notes run` and `tranche notes demo`: a broker's night, as one command. The
+//! day's files are read (or, for the demo, generated), the night is done as
+//! `tranche_notes::night` says (a second run of the same night adds nothing and
+//! resumes), and its outcome printed, with an exit code saying whether a person must act.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use chrono::NaiveDate;
-use tranche_core::Backend;
-use tranche_notes::generate::{generate as write_day, GenerateOptions, Generated};
-use tranche_notes::input::{load_broker, read_clients, read_trades};
-use tranche_notes::pipeline::{
-    collect_report, plan_night, publish_broker, run_name, submit_night, work_until_finished,
-    write_accounting, Attention, ChainIds, Corrections, Day, NightPlan, ReportRow, ReportSummary,
-    StepCounts, LEASE,
-};
+use tranche_notes::generate::GenerateOptions;
+use tranche_notes::night::{generated_day, read_day, NightSummary};
+use tranche_notes::pipeline::{run_name, Corrections, ReportRow};
 
-use super::notes_report::place_report;
-use super::notes_setup::{open_store, setup, RunOptions};
 use crate::cli::{DataArgs, NotesDemo, NotesRun};
 use crate::data::{open, riding_outages};
-use crate::progress::RunDisplay;
-use crate::stall::StallWatch;
+use crate::night::work_night;
+use crate::notes_setup::RunOptions;
 
-/// Read the day's files. A broken broker file or an unreadable trades/clients file
-/// stops the night (nothing could be right); a bad row only fails its client.
-pub fn read_day(trades: &Path, clients: &Path, broker: &Path, date: NaiveDate) -> Result<Day> {
-    let broker_file = broker;
-    let broker = load_broker(broker_file)?;
-    if broker.rates_on(date).is_none() {
-        bail!(
-            "{}: no charge-rate table applies on {date} (each [[rates]] applies from its `from` date)",
-            broker_file.display()
-        );
-    }
-    Ok(Day {
-        date,
-        trades_file: trades.display().to_string(),
-        clients_file: clients.display().to_string(),
-        broker,
-        clients: read_clients(clients)?,
-        trades: read_trades(trades)?,
-    })
-}
-
-/// Write a synthetic day into `input` and read it back as a night's inputs.
-pub fn generated_day(input: &Path, options: &GenerateOptions) -> Result<(Generated, Day)> {
-    let g = write_day(input, options)
-        .with_context(|| format!("cannot write the day's files to {}", input.display()))?;
-    let day = read_day(
-        &input.join("trades.csv"),
-        &input.join("clients.csv"),
-        &input.join("broker.toml"),
-        options.date,
-    )?;
-    Ok((g, day))
-}
-
-/// The result of working a night in this process.
-pub struct NightResult {
-    /// Where the report was written; `None`: nowhere (said on stderr).
-    pub report: Option<PathBuf>,
-    pub rows: Vec<ReportRow>,
-    pub chains: Vec<ChainIds>,
-    /// Clients a person must look at: input changed after mailing, or while mailing.
-    pub attention: Vec<Attention>,
-    pub summary: ReportSummary,
-    pub interrupted: bool,
-    pub counts: Arc<StepCounts>,
-    pub enqueue_time: Duration,
-    pub work_time: Duration,
-}
-
-/// Enqueue the night (idempotently), work it to the end (or, with `work` false, watch
-/// workers elsewhere do it), write the report.
-pub async fn work_night(
-    backend: Arc<dyn Backend>,
-    day: Day,
-    options: &RunOptions,
-    corrections: &Corrections,
-    work: bool,
-    quiet: bool,
-) -> Result<NightResult> {
-    let date = day.date;
-    let run = run_name(date);
-    let trades = day.trades.count();
-    let store = open_store(options)?;
-    let steps = if work {
-        Some(setup(options, store.clone())?)
-    } else {
-        None
-    };
-    publish_broker(&*store, date, &day.broker)
-        .await
-        .context("cannot publish the night's broker details to the store")?;
-    let broker = day.broker.clone();
-    let NightPlan {
-        chains,
-        unattributed,
-        accounts,
-    } = plan_night(day)?;
-    std::fs::create_dir_all(&options.out)
-        .with_context(|| format!("cannot create {}", options.out.display()))?;
-    let accounting = options.out.join("accounting.csv");
-    write_accounting(&accounting, &accounts)
-        .with_context(|| format!("cannot write {}", accounting.display()))?;
-    if !quiet {
-        let how = match &steps {
-            Some(s) => format!("{}; {}", s.signer_note, s.mail_to),
-            None => "submitted for workers elsewhere (--no-work)".to_string(),
-        };
-        eprintln!("{run}: {} clients, {trades} trades; {how}", chains.len());
-        for a in &accounts {
-            eprintln!("  {a}");
-        }
-    }
-    let started = Instant::now();
-    let submitted = submit_night(
-        &*backend,
-        &broker,
-        date,
-        &chains,
-        corrections,
-        2_000,
-        |_| {},
-    )
-    .await?;
-    let enqueue_time = started.elapsed();
-    drop(chains);
-    if !quiet {
-        if submitted.redone > 0 {
-            eprintln!(
-                "  {} client(s) not yet mailed had changed input: their notes are made again from it",
-                submitted.redone
-            );
-        }
-        if submitted.corrected > 0 {
-            eprintln!(
-                "  {} corrected note(s) decided (--issue-corrections), recorded in the run",
-                submitted.corrected
-            );
-        }
-        for a in &submitted.attention {
-            eprintln!("  attention: {a}");
-        }
-    }
-    let ids = submitted.chains;
-
-    let counts = Arc::new(StepCounts::default());
-    let work_started = Instant::now();
-    // A day without trades has no run to work: its report is empty, and nothing is wrong.
-    let finished = ids.is_empty() || {
-        let worker = match &steps {
-            Some(s) => Some(options.workers.worker(
-                backend.clone(),
-                s.source.clone(),
-                counts.clone(),
-            )?),
-            None => None,
-        };
-        let mut display = (!quiet).then(|| RunDisplay::new(run.as_str()));
-        let mut stalls = match (&display, &steps, &worker) {
-            (Some(_), Some(s), Some(w)) => {
-                Some(StallWatch::new(s.source.space.clone(), w.stats(), LEASE))
-            }
-            _ => None,
-        };
-        let stop = tranche_core::on_terminate();
-        let c = counts.clone();
-        let finished = work_until_finished(
-            backend.clone(),
-            worker,
-            &run,
-            stop,
-            Duration::from_millis(200),
-            |p| {
-                if let Some(d) = display.as_mut() {
-                    if let Some(w) = stalls.as_mut() {
-                        d.stalled(w.check(p));
-                    }
-                    let detail = if work { c.summary() } else { String::new() };
-                    d.update(p, &detail);
-                }
-            },
-        )
-        .await?;
-        if let Some(d) = &display {
-            d.finish();
-        }
-        finished.is_some()
-    };
-    let work_time = work_started.elapsed();
-    if let Some(s) = &steps {
-        s.mailer.close().await;
-    }
-    let rows = collect_report(&*backend, &ids, &unattributed).await?;
-    let report = place_report(&options.out.join("report.csv"), &run, &rows);
-    Ok(NightResult {
-        report,
-        summary: ReportSummary::of(&rows),
-        rows,
-        chains: ids,
-        attention: submitted.attention,
-        interrupted: !finished,
-        counts,
-        enqueue_time,
-        work_time,
-    })
-}
-
-fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitCode {
-    let s = &r.summary;
+fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightSummary) -> ExitCode {
+    let s = &r.totals;
     println!(
         "{run}: {} mailed, {} failed, {} cancelled, {} not finished  ({:.1} s)",
         s.mailed,
@@ -222,7 +26,7 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         s.pending,
         (r.enqueue_time + r.work_time).as_secs_f64()
     );
-    match &r.report {
+    match r.report.path() {
         Some(report) => println!("  report   {}", report.display()),
         None => println!("  report   not written: free space and run this command again"),
     }
@@ -268,7 +72,7 @@ fn print_outcome(run: &str, at: &DataArgs, out: &Path, r: &NightResult) -> ExitC
         }
         return ExitCode::from(2);
     }
-    if r.report.is_none() {
+    if r.report.path().is_none() {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -283,7 +87,7 @@ pub async fn run(at: &DataArgs, args: NotesRun) -> Result<ExitCode> {
         .as_deref()
         .map(Corrections::parse)
         .unwrap_or_default();
-    let result = work_night(backend, day, &options, &corrections, !args.no_work, false).await?;
+    let result = work_night(backend, day, &options, corrections, !args.no_work).await?;
     Ok(print_outcome(
         run_name(args.date).as_str(),
         at,
@@ -344,7 +148,7 @@ pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
     let options = RunOptions::local(dir, args.smtp.clone());
     let backend = open(&at).await?;
     let run = run_name(date);
-    let result = work_night(backend, day, &options, &Corrections::default(), true, false).await?;
+    let result = work_night(backend, day, &options, Corrections::default(), true).await?;
     let code = print_outcome(run.as_str(), &at, dir, &result);
     let mailed = result.rows.iter().find(|r| r.message_id.is_some());
     println!("where to look:");

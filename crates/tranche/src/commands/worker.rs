@@ -8,9 +8,9 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use tranche_notes::pipeline::{StepCounts, STEPS};
 
-use super::notes_setup::{open_store, setup, RunOptions};
 use crate::cli::{DataArgs, WorkerArgs};
 use crate::data::{open, riding_outages};
+use crate::notes_setup::{open_store, setup, RunOptions};
 
 pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     for q in &args.queues {
@@ -44,7 +44,7 @@ pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     eprintln!("{}", notes.join("; "));
     let stop = tranche_core::on_terminate();
     worker.run(stop).await?;
-    steps.mailer.close().await;
+    steps.source.mailer.close().await;
     eprintln!("tranche worker stopped: {}", counts.summary());
     Ok(ExitCode::SUCCESS)
 }

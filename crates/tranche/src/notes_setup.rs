@@ -80,31 +80,10 @@ impl RunOptions {
     }
 }
 
-/// The mailer, kept typed so an SMTP pool can be closed at the end.
-pub enum NightMailer {
-    Smtp(Arc<SmtpMailer>),
-    Outbox(Arc<OutboxMailer>),
-}
-
-impl NightMailer {
-    fn shared(&self) -> Arc<dyn Mailer> {
-        match self {
-            NightMailer::Smtp(m) => m.clone(),
-            NightMailer::Outbox(m) => m.clone(),
-        }
-    }
-
-    pub async fn close(&self) {
-        if let NightMailer::Smtp(m) = self {
-            m.close().await;
-        }
-    }
-}
-
 /// Everything the steps need, and what to tell the user about it.
 pub struct StepSetup {
+    /// Holds the mailer, closed when the process is done with it.
     pub source: Arc<NightSource>,
-    pub mailer: NightMailer,
     pub mail_to: String,
     pub signer_note: String,
 }
@@ -196,7 +175,7 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
             let default_port = if url.starts_with("smtps:") { 465 } else { 25 };
             let shown = server_address(url, default_port);
             (
-                NightMailer::Smtp(Arc::new(mailer)),
+                Arc::new(mailer) as Arc<dyn Mailer>,
                 format!("mail via {shown}"),
             )
         }
@@ -205,7 +184,7 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
             let mailer = OutboxMailer::new(&dir)
                 .with_context(|| format!("cannot create the outbox {}", dir.display()))?;
             (
-                NightMailer::Outbox(Arc::new(mailer)),
+                Arc::new(mailer) as Arc<dyn Mailer>,
                 format!(
                     "mail written as .eml files to {} (no --smtp)",
                     dir.display()
@@ -217,7 +196,7 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
         store,
         renderer,
         signer,
-        mailer.shared(),
+        mailer,
         password_rule,
         owner_password(&options.out)?,
         options.cipher,
@@ -227,7 +206,6 @@ pub fn setup(options: &RunOptions, store: Arc<dyn Storage>) -> Result<StepSetup>
     }
     Ok(StepSetup {
         source: Arc::new(source),
-        mailer,
         mail_to,
         signer_note,
     })

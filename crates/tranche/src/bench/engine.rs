@@ -1,83 +1,21 @@
 //! `tranche bench engine`: the engine's own figures on the embedded backend.
 
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
-use tranche_core::{Engine, Finished, Observer, Registry, TaskOptions, WorkerConfig};
+use tranche_core::Engine;
 use tranche_types::{BackendError, EnqueueItem, JobSpec, RunName, RunProgress};
 
-use super::bench_processes;
-use crate::cli::BenchEngine;
-use crate::cli::DataArgs;
+use super::figures::{ms, peak_rss_mb, Latencies, LatencySummary};
+use super::noop::{registry, worker_config};
+use super::processes;
+use crate::cli::{BenchEngine, DataArgs};
 use crate::data::{open_redis, open_with, riding_outages, run_name};
 use crate::output::duration;
-
-#[derive(Default)]
-pub(crate) struct Latencies {
-    /// Microseconds from runnable to result committed, and from start to committed.
-    queue_to_done: Mutex<Vec<u32>>,
-    start_to_done: Mutex<Vec<u32>>,
-}
-
-/// Percentiles of the two latencies.
-#[derive(Debug, Default, Serialize, serde::Deserialize)]
-pub(crate) struct LatencySummary {
-    pub queue_p50: Duration,
-    pub queue_p99: Duration,
-    pub run_p50: Duration,
-    pub run_p99: Duration,
-}
-
-impl Latencies {
-    pub(crate) fn summary(&self) -> LatencySummary {
-        let mut queue = std::mem::take(&mut *self.queue_to_done.lock().expect("lock"));
-        let mut run_times = std::mem::take(&mut *self.start_to_done.lock().expect("lock"));
-        queue.sort_unstable();
-        run_times.sort_unstable();
-        LatencySummary {
-            queue_p50: percentile(&queue, 0.50),
-            queue_p99: percentile(&queue, 0.99),
-            run_p50: percentile(&run_times, 0.50),
-            run_p99: percentile(&run_times, 0.99),
-        }
-    }
-}
-
-impl Observer for Latencies {
-    fn finished(&self, f: &Finished<'_>) {
-        let us = |a: tranche_types::Timestamp| {
-            f.finished_at.since(a).as_micros().min(u32::MAX as u128) as u32
-        };
-        self.queue_to_done
-            .lock()
-            .expect("latency lock")
-            .push(us(f.available_at));
-        self.start_to_done
-            .lock()
-            .expect("latency lock")
-            .push(us(f.started_at));
-    }
-}
-
-fn percentile(sorted: &[u32], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    Duration::from_micros(u64::from(sorted[i]))
-}
-
-/// The `p` quantile of sorted durations (zero when there are none).
-pub(crate) fn percentile_of(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
 
 #[derive(Serialize)]
 struct Report {
@@ -100,18 +38,10 @@ struct Report {
     peak_rss_mb: f64,
 }
 
-/// Peak resident set size of this process, from the kernel's high-water mark.
-pub(crate) fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// Who works the bench's jobs.
 enum Workers {
     Here(tokio::task::JoinHandle<Result<(), tranche_types::BackendError>>),
-    Processes(bench_processes::Fleet),
+    Processes(processes::Fleet),
 }
 
 impl Workers {
@@ -130,28 +60,6 @@ impl Workers {
             Workers::Processes(fleet) => Ok(Some(fleet.finish().await?)),
         }
     }
-}
-
-/// The bench's one task: a no-op, so the figures are the engine's own cost.
-pub(crate) fn registry() -> Registry {
-    let mut registry = Registry::new();
-    registry.register("noop", TaskOptions::default(), |_ctx, _: ()| async {
-        Ok::<_, std::convert::Infallible>(())
-    });
-    registry
-}
-
-/// The worker settings of the bench, in this process or in each worker process
-/// (reserve calls in flight per queue: the backend's hint).
-pub(crate) fn worker_config(args: &BenchEngine, latencies: &Arc<Latencies>) -> WorkerConfig {
-    WorkerConfig {
-        batch: args.batch,
-        lease: Duration::from_secs(30),
-        heartbeat: Duration::from_secs(10),
-        observer: Some(latencies.clone()),
-        ..WorkerConfig::default()
-    }
-    .queues(["default"], args.concurrency)
 }
 
 /// `n` no-op jobs, or chains of `chain_length` of them.
@@ -211,7 +119,7 @@ fn progress_line(what: &str, done: u64, total: u64, started: Instant) {
 
 pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     if let Some(run) = &args.work_run {
-        return bench_processes::work(at, &args, run).await;
+        return processes::work(at, &args, run).await;
     }
     anyhow::ensure!(
         args.processes == 0 || at.broker.is_some(),
@@ -328,7 +236,7 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     let latencies = Arc::new(Latencies::default());
     let workers = if args.processes > 0 {
         let prefix = format!("{{bench-{stamp}}}:");
-        Workers::Processes(bench_processes::start(at, &prefix, &run, &args)?)
+        Workers::Processes(processes::start(at, &prefix, &run, &args)?)
     } else {
         let worker = engine.worker(worker_config(&args, &latencies))?;
         let s = stop.clone();
@@ -358,11 +266,10 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     let process_time = process_started.elapsed();
     let children = workers.stop(&stop).await?;
 
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     // Worker processes report their own percentiles; the highest of each is shown (an
     // upper bound on the fleet's, since each saw an equal share).
     let lat = match &children {
-        Some(reports) => bench_processes::worst(reports),
+        Some(reports) => processes::worst(reports),
         None => latencies.summary(),
     };
     let report = Report {
@@ -381,7 +288,7 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         latency_p99_ms: ms(lat.queue_p99),
         run_time_p50_ms: ms(lat.run_p50),
         run_time_p99_ms: ms(lat.run_p99),
-        peak_rss_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        peak_rss_mb: peak_rss_mb(),
     };
     anyhow::ensure!(
         p.succeeded == total_jobs,

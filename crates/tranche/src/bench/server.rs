@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tranche_server::ServerConfig;
 
+use super::figures::{ms, percentile_of};
 use crate::cli::{BenchServer, DataArgs};
 use crate::data::{open_redis, open_with, run_name};
 
@@ -43,14 +44,6 @@ struct Report {
     executions_per_sec: f64,
     poll_to_complete_p50_ms: f64,
     poll_to_complete_p99_ms: f64,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
 }
 
 pub async fn server(at: &DataArgs, args: BenchServer) -> Result<ExitCode> {
@@ -248,15 +241,15 @@ pub async fn server(at: &DataArgs, args: BenchServer) -> Result<ExitCode> {
         submit_seconds: submit_time.as_secs_f64(),
         submit_jobs_per_sec: submitted as f64 / submit_time.as_secs_f64(),
         submit_requests_per_sec: requests as f64 / submit_time.as_secs_f64(),
-        submit_request_p50_ms: percentile(&submit_lat, 0.50),
-        submit_request_p99_ms: percentile(&submit_lat, 0.99),
+        submit_request_p50_ms: ms(percentile_of(&submit_lat, 0.50)),
+        submit_request_p99_ms: ms(percentile_of(&submit_lat, 0.99)),
         executions: args.executions,
         workers: args.workers,
         poll_batch: args.poll_batch,
         execution_seconds: exec_time.as_secs_f64(),
         executions_per_sec: args.executions as f64 / exec_time.as_secs_f64(),
-        poll_to_complete_p50_ms: percentile(&exec_lat, 0.50),
-        poll_to_complete_p99_ms: percentile(&exec_lat, 0.99),
+        poll_to_complete_p50_ms: ms(percentile_of(&exec_lat, 0.50)),
+        poll_to_complete_p99_ms: ms(percentile_of(&exec_lat, 0.99)),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -11,21 +11,17 @@ use anyhow::{Context, Result};
 use tranche_core::Engine;
 use tranche_types::RunName;
 
-use super::bench::{registry, worker_config, Latencies, LatencySummary};
+use super::figures::{Latencies, LatencySummary};
+use super::noop::{registry, worker_config};
 use crate::cli::{BenchEngine, DataArgs};
 use crate::data::{open_redis, riding_outages, run_name};
 
-pub(crate) struct Fleet {
+pub struct Fleet {
     children: Vec<tokio::process::Child>,
 }
 
 /// Starts the worker processes on `run`, under the bench's key prefix.
-pub(crate) fn start(
-    at: &DataArgs,
-    prefix: &str,
-    run: &RunName,
-    args: &BenchEngine,
-) -> Result<Fleet> {
+pub fn start(at: &DataArgs, prefix: &str, run: &RunName, args: &BenchEngine) -> Result<Fleet> {
     let url = at.broker.as_deref().unwrap_or_default();
     let reconnect_for = at.reconnect_for;
     let exe = std::env::current_exe().context("could not find this program to start workers")?;
@@ -50,7 +46,7 @@ pub(crate) fn start(
 impl Fleet {
     /// Waits for every worker process (they stop once the run is done) and reads
     /// their reports.
-    pub(crate) async fn finish(self) -> Result<Vec<LatencySummary>> {
+    pub async fn finish(self) -> Result<Vec<LatencySummary>> {
         let mut reports = Vec::with_capacity(self.children.len());
         for (i, child) in self.children.into_iter().enumerate() {
             let out = child.wait_with_output().await?;
@@ -70,7 +66,7 @@ impl Fleet {
 }
 
 /// The highest of each percentile across the worker processes.
-pub(crate) fn worst(reports: &[LatencySummary]) -> LatencySummary {
+pub fn worst(reports: &[LatencySummary]) -> LatencySummary {
     reports
         .iter()
         .fold(LatencySummary::default(), |a, r| LatencySummary {
@@ -83,7 +79,7 @@ pub(crate) fn worst(reports: &[LatencySummary]) -> LatencySummary {
 
 /// One worker process: works the run's jobs until the run is done (or it is told to
 /// stop), then prints its latency percentiles.
-pub(crate) async fn work(at: &DataArgs, args: &BenchEngine, run: &str) -> Result<ExitCode> {
+pub async fn work(at: &DataArgs, args: &BenchEngine, run: &str) -> Result<ExitCode> {
     let url = at
         .broker
         .as_deref()

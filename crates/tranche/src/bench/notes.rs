@@ -9,16 +9,17 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use tranche_notes::generate::GenerateOptions;
+use tranche_notes::night::generated_day;
 use tranche_notes::note::build;
-use tranche_notes::pipeline::{Corrections, Workers, STEPS};
+use tranche_notes::pipeline::{Corrections, Day, Workers, STEPS};
 use tranche_notes::render::typst_sources;
 use tranche_sign::Cipher;
 
-use super::bench::{peak_rss_bytes, percentile_of};
-use super::notes_run::{generated_day, work_night};
-use super::notes_setup::RunOptions;
+use super::figures::{ms, peak_rss_mb, percentile_of};
 use crate::cli::BenchNotes;
 use crate::data::open_with;
+use crate::night::work_night;
+use crate::notes_setup::RunOptions;
 
 #[derive(Serialize)]
 struct StepFigures {
@@ -101,17 +102,9 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
         None => "outbox (.eml files)".to_string(),
     };
     let backend = open_with(&dir.join("state"), Default::default())?;
-    let result = work_night(
-        backend.clone(),
-        day,
-        &options,
-        &Corrections::default(),
-        true,
-        false,
-    )
-    .await?;
+    let result = work_night(backend.clone(), day, &options, Corrections::default(), true).await?;
     ensure!(!result.interrupted, "interrupted");
-    let s = &result.summary;
+    let s = &result.totals;
 
     // A note's latency: its `process` step starting to its mail being recorded.
     let mut note_us = Vec::with_capacity(result.chains.len());
@@ -125,14 +118,13 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
         }
     }
     note_us.sort_unstable();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let seconds = (result.enqueue_time + result.work_time).as_secs_f64();
-    let done = result.counts.done();
+    let done = result.steps.done();
     let steps = STEPS
         .iter()
         .enumerate()
         .map(|(i, step)| {
-            let times = result.counts.sorted_times(i);
+            let times = result.steps.sorted_times(i);
             let busy: f64 = times.iter().map(Duration::as_secs_f64).sum();
             StepFigures {
                 step: step.queue,
@@ -163,7 +155,7 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
         note_p50_ms: ms(percentile_of(&to_durations(&note_us), 0.50)),
         note_p99_ms: ms(percentile_of(&to_durations(&note_us), 0.99)),
         steps,
-        peak_rss_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        peak_rss_mb: peak_rss_mb(),
     };
     ensure!(
         s.failed == 0 && s.pending == 0,
@@ -214,7 +206,7 @@ fn print(r: &Report) {
 /// Write each short note's Typst sources (template, note.json, part.json) to
 /// `DIR/<client>/` and the fonts to `DIR/fonts/`, so the `typst` CLI can compile the
 /// same documents one process per note (bench/notes-vs-peers.sh).
-fn export_typst(day: &tranche_notes::pipeline::Day, dir: &Path) -> Result<()> {
+fn export_typst(day: &Day, dir: &Path) -> Result<()> {
     let io = |p: &Path| format!("cannot write {}", p.display());
     let fonts = dir.join("fonts");
     std::fs::create_dir_all(&fonts).with_context(|| io(&fonts))?;

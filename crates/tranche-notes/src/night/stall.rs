@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tranche_core::WorkerStats;
-use tranche_notes::pipeline::{StoreSpace, STEPS};
 use tranche_storage::{free_space, human_bytes};
 use tranche_types::RunProgress;
+
+use crate::pipeline::{StoreSpace, STEPS};
 
 /// What holds the night up.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,69 @@
+//! A Day read from its files. A broken broker file or an unreadable trades or clients
+//! file stops the night (nothing could be right); a bad row only fails its client.
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+
+use crate::generate::{generate, GenerateOptions, Generated};
+use crate::input::{load_broker, read_clients, read_trades, InputError};
+use crate::pipeline::Day;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DayError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{}: no charge-rate table applies on {date} (each [[rates]] applies from its `from` date)", .broker_file.display())]
+    NoRates {
+        broker_file: PathBuf,
+        date: NaiveDate,
+    },
+    #[error("cannot write the day's files to {}", .dir.display())]
+    Generate {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Read the day's files.
+pub fn read_day(
+    trades: &Path,
+    clients: &Path,
+    broker_file: &Path,
+    date: NaiveDate,
+) -> Result<Day, DayError> {
+    let broker = load_broker(broker_file)?;
+    if broker.rates_on(date).is_none() {
+        return Err(DayError::NoRates {
+            broker_file: broker_file.to_path_buf(),
+            date,
+        });
+    }
+    Ok(Day {
+        date,
+        trades_file: trades.display().to_string(),
+        clients_file: clients.display().to_string(),
+        broker,
+        clients: read_clients(clients)?,
+        trades: read_trades(trades)?,
+    })
+}
+
+/// Write a synthetic day into `input` and read it back.
+pub fn generated_day(
+    input: &Path,
+    options: &GenerateOptions,
+) -> Result<(Generated, Day), DayError> {
+    let generated = generate(input, options).map_err(|source| DayError::Generate {
+        dir: input.to_path_buf(),
+        source,
+    })?;
+    let day = read_day(
+        &input.join("trades.csv"),
+        &input.join("clients.csv"),
+        &input.join("broker.toml"),
+        options.date,
+    )?;
+    Ok((generated, day))
+}
