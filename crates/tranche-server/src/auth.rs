@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::personal_data::PersonalData;
 use crate::state::AppState;
 
@@ -158,7 +158,7 @@ pub async fn require_token(State(app): State<AppState>, mut req: Request, next: 
         None => unauthorized("the bearer token is not valid"),
         Some(Scope::Worker) if !is_worker_endpoint(path) => ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this token may only use the worker endpoints (/v1/workers/...)",
         )
         .into_response(),
@@ -173,7 +173,7 @@ pub async fn require_token(State(app): State<AppState>, mut req: Request, next: 
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response();
     resp.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use tranche_types::{EnqueueItem, EnqueueRequest, Enqueued, RunName};
 
 use crate::body::Json;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use crate::telemetry;
 use crate::wire::{ItemIn, JobIn, SubmitBatch, SubmitChain, SubmitGroup, SubmitJob, Submitted};
@@ -88,7 +88,7 @@ async fn enqueue(
             retry_after_secs: Some(1),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "queue_full",
+                ErrorCode::QueueFull,
                 format!(
                     "queue {:?} holds {} waiting jobs, its limit is {}: retry later",
                     full.queue, full.depth, full.limit

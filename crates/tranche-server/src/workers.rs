@@ -14,7 +14,7 @@ use tranche_core::Backoff;
 use tranche_types::{Completion, CompletionAck, LeaseRef, ReservedJob, Resolution};
 
 use crate::body::Json;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::longpoll;
 use crate::state::AppState;
 use crate::telemetry;
@@ -98,11 +98,12 @@ pub async fn poll(
             }
         }
     });
-    let jobs = rx.await.map_err(|_| {
-        ApiError::new(
+    let jobs = rx.await.map_err(|e| {
+        ApiError::server(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "the poll task stopped",
+            e,
         )
     })??;
     if let Some(first) = jobs.first() {
