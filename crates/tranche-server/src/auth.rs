@@ -121,11 +121,11 @@ impl Tokens {
 
 /// Endpoints anyone may read: liveness, readiness, the API description, and the
 /// dashboard's page (which holds no data: it asks for a token to call the API).
-fn is_open(path: &str) -> bool {
+pub fn is_open(path: &str) -> bool {
     matches!(path, "/" | "/healthz" | "/readyz" | "/v1/openapi.json")
 }
 
-fn is_worker_endpoint(path: &str) -> bool {
+pub fn is_worker_endpoint(path: &str) -> bool {
     path.starts_with("/v1/workers/")
 }
 
@@ -173,7 +173,8 @@ pub async fn require_token(State(app): State<AppState>, mut req: Request, next: 
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response();
+    let mut resp =
+        ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response();
     resp.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),

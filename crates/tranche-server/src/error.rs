@@ -198,10 +198,7 @@ impl ApiError {
         } else {
             tracing::error!(%request_id, status, code = ?self.code, error = %cause, "{what}");
         }
-        format!(
-            "{} (request id {request_id})",
-            public_message(self.status)
-        )
+        format!("{} (request id {request_id})", public_message(self.status))
     }
 }
 
@@ -272,8 +269,7 @@ mod tests {
     #[test]
     fn a_server_error_is_logged_with_its_cause_and_answered_without_it() {
         let inner = io::Error::other("disk I/O error at /srv/tranche/tranche.db");
-        let (status, body, log) =
-            answer_and_log(BackendError::store("enqueue", inner).into());
+        let (status, body, log) = answer_and_log(BackendError::store("enqueue", inner).into());
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["error"]["code"], "internal");
         let message = body["error"]["message"].as_str().unwrap();
@@ -285,7 +281,10 @@ mod tests {
             .unwrap_or_else(|| panic!("{message}"));
         assert!(log.contains(id), "{log}");
         assert!(log.contains("enqueue"), "{log}");
-        assert!(log.contains("disk I/O error at /srv/tranche/tranche.db"), "{log}");
+        assert!(
+            log.contains("disk I/O error at /srv/tranche/tranche.db"),
+            "{log}"
+        );
     }
 
     #[test]

@@ -124,6 +124,18 @@ pub async fn track_http(req: Request, next: Next) -> Response {
     resp
 }
 
+/// Prometheus text format metrics.
+///
+/// Jobs by queue and state, per-queue attempts, outcomes, retries, lease expiries and
+/// wait/run histograms (from the backend: every worker's jobs), runs' jobs,
+/// submissions, remote-worker traffic and HTTP requests.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "service",
+    responses((status = 200, description = "metrics", body = String, content_type = "text/plain"))
+)]
 pub async fn metrics_text(State(app): State<AppState>) -> Response {
     let backend = app.backend();
     match backend.queue_depths().await {
@@ -186,10 +198,29 @@ pub async fn metrics_text(State(app): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
+/// The process answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "service",
+    responses((status = 200, description = "ok", body = String, content_type = "text/plain"))
+)]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// The backend answers.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "service",
+    responses(
+        (status = 200, description = "ready", body = String, content_type = "text/plain"),
+        (status = 503, description = "backend not ready (why is in the server log, under the request id given)", body = String, content_type = "text/plain"),
+    )
+)]
 pub async fn readyz(State(app): State<AppState>) -> Response {
     let probe = tokio::time::timeout(Duration::from_secs(2), app.backend().list_runs(1)).await;
     match probe {
