@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::live::{expect, lease, Live};
+use crate::live::{lease, Live};
 
 struct Checked<'a> {
     server: &'a Live,
@@ -352,14 +352,4 @@ async fn the_check_refuses_undeclared_missing_and_mistyped_properties() {
         !c.errors(&error, &body("backend")).is_empty(),
         "codes are a closed set"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_document_is_served_to_anyone() {
-    let mut config = tranche_server::ServerConfig::default();
-    config.tokens = tranche_server::Tokens::parse("secret-1").unwrap();
-    let s = crate::live::start_with(config).await;
-    let doc = expect(s.get("/v1/openapi.json").await, 200).await;
-    assert_eq!(doc["openapi"], "3.1.0");
-    assert_eq!(doc["info"]["title"], "Tranche");
 }
