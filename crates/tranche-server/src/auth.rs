@@ -39,8 +39,12 @@ impl std::fmt::Debug for Tokens {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("could not read tokens from {path}: {message}")]
-    Read { path: String, message: String },
+    #[error("could not read tokens from {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "{source_name} line {line}: expected `TOKEN`, `TOKEN pii` or `TOKEN worker`, got {got}"
     )]
@@ -96,9 +100,9 @@ impl Tokens {
     }
 
     pub fn from_file(path: &Path) -> Result<Tokens, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TokenError::Read {
+        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
             path: path.display().to_string(),
-            message: e.to_string(),
+            source,
         })?;
         Self::parse_named(&text, &path.display().to_string())
     }

@@ -34,6 +34,7 @@ pub struct PollIn {
     /// How long to wait for `max` jobs, in milliseconds (at most the server's
     /// `max_wait`, 60000 by default).
     #[serde(default)]
+    #[schema(default = 0)]
     wait_ms: u64,
     /// Lease length in milliseconds (default: the server's, 30000 unless configured);
     /// the worker must heartbeat well within it.
@@ -269,6 +270,7 @@ pub struct FailureIn {
     error: String,
     /// Fail for good, without further attempts.
     #[serde(default)]
+    #[schema(default = false)]
     discard: bool,
     /// Retry after this long instead of the default backoff (1 s doubling, ±20 %).
     #[serde(default)]
