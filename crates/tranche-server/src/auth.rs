@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::personal_data::PersonalData;
 use crate::state::AppState;
 
@@ -39,8 +39,12 @@ impl std::fmt::Debug for Tokens {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("could not read tokens from {path}: {message}")]
-    Read { path: String, message: String },
+    #[error("could not read tokens from {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "{source_name} line {line}: expected `TOKEN`, `TOKEN pii` or `TOKEN worker`, got {got}"
     )]
@@ -96,9 +100,9 @@ impl Tokens {
     }
 
     pub fn from_file(path: &Path) -> Result<Tokens, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TokenError::Read {
+        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
             path: path.display().to_string(),
-            message: e.to_string(),
+            source,
         })?;
         Self::parse_named(&text, &path.display().to_string())
     }
@@ -121,11 +125,11 @@ impl Tokens {
 
 /// Endpoints anyone may read: liveness, readiness, the API description, and the
 /// dashboard's page (which holds no data: it asks for a token to call the API).
-fn is_open(path: &str) -> bool {
+pub fn is_open(path: &str) -> bool {
     matches!(path, "/" | "/healthz" | "/readyz" | "/v1/openapi.json")
 }
 
-fn is_worker_endpoint(path: &str) -> bool {
+pub fn is_worker_endpoint(path: &str) -> bool {
     path.starts_with("/v1/workers/")
 }
 
@@ -158,7 +162,7 @@ pub async fn require_token(State(app): State<AppState>, mut req: Request, next: 
         None => unauthorized("the bearer token is not valid"),
         Some(Scope::Worker) if !is_worker_endpoint(path) => ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this token may only use the worker endpoints (/v1/workers/...)",
         )
         .into_response(),
@@ -173,7 +177,8 @@ pub async fn require_token(State(app): State<AppState>, mut req: Request, next: 
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let mut resp =
+        ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response();
     resp.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),

@@ -12,7 +12,7 @@ use axum::extract::{FromRequest, OptionalFromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
 pub struct Json<T>(pub T);
@@ -45,7 +45,7 @@ async fn read(req: Request, app: &AppState) -> Result<Bytes, ApiError> {
         .map_err(|_| {
             ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
+                ErrorCode::BodyTimeout,
                 format!(
                     "the request body did not arrive within {} ms",
                     timeout.as_millis()
@@ -55,9 +55,13 @@ async fn read(req: Request, app: &AppState) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(status, "too_large", "request body is over the size limit")
+            ApiError::new(
+                status,
+                ErrorCode::TooLarge,
+                "request body is over the size limit",
+            )
         } else {
-            ApiError::new(status, "unreadable_body", e.body_text())
+            ApiError::new(status, ErrorCode::UnreadableBody, e.body_text())
         }
     })
 }
@@ -69,7 +73,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let inner = e.into_inner();
         ApiError {
             field: Some(path),
-            ..ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", inner.to_string())
+            ..ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidJson,
+                inner.to_string(),
+            )
         }
     })?;
     Ok(value)

@@ -7,6 +7,14 @@ use axum::response::IntoResponse;
 
 const PAGE: &str = include_str!("dashboard.html");
 
+/// The web dashboard (HTML; it asks for a token when the API needs one).
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "dashboard",
+    tag = "service",
+    responses((status = 200, description = "HTML page", body = String, content_type = "text/html"))
+)]
 pub async fn page() -> impl IntoResponse {
     (
         [

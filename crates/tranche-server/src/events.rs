@@ -11,20 +11,27 @@ use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use tranche_types::JobEvent;
 
-use crate::error::ApiError;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::{ApiError, ErrorBody};
 use crate::runs::query;
 use crate::state::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
-    /// A cursor, or `latest` for only the changes from now on.
+    /// Cursor: the previous answer's `next` (0 or absent for the beginning), or
+    /// `latest` for only the changes from now on.
     #[serde(default)]
     after: Option<String>,
-    /// Milliseconds.
+    /// Milliseconds to wait for an event (at most the server's `max_wait`, 60000 by
+    /// default).
     #[serde(default)]
     wait: u64,
+    /// At most this many events (default 1000, max 10000).
     #[serde(default = "default_limit")]
+    #[param(default = default_limit)]
     limit: usize,
 }
 
@@ -32,13 +39,26 @@ fn default_limit() -> usize {
     1000
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct EventsOut {
     events: Vec<JobEvent>,
     /// The cursor to pass as `after` next time.
     next: u64,
 }
 
+/// The change feed: job state changes after a cursor, in commit order; waits up to
+/// `wait` ms when there are none.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    operation_id = "events",
+    tag = "feed",
+    params(EventsQuery),
+    responses(
+        (status = 200, description = "OK", body = EventsOut),
+        (status = 400, description = "A query parameter is not acceptable: `field` names it", body = ErrorBody),
+    )
+)]
 pub async fn events(
     State(app): State<AppState>,
     q: Result<Query<EventsQuery>, QueryRejection>,

@@ -17,9 +17,12 @@
 //! - Slow clients are cut off (header and body timeouts) and connections are capped.
 //! - A dashboard at `/`: one static page (no build step) over this same API, updated
 //!   live from the change feed.
+//! - Errors have one shape with a stable code; a 5xx never carries the server's
+//!   internals: its cause is logged under a request id the answer names.
 //!
 //! Every route is declared once in [`routes`], which both builds the router and is
-//! checked against the OpenAPI document by a test. Handlers hold no state of their
+//! checked by a test against the OpenAPI document, itself generated from the handlers
+//! and wire types. Handlers hold no state of their
 //! own beyond counters: everything lives in the [`Backend`], including the per-queue
 //! statistics `/metrics` and `/v1/queues` report for every worker, remote or not.
 
@@ -138,6 +141,6 @@ pub async fn serve(
 pub enum ServeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("server failed: {0}")]
-    Io(std::io::Error),
+    #[error("server failed")]
+    Io(#[source] std::io::Error),
 }

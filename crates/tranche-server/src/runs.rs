@@ -13,8 +13,10 @@ use tranche_types::{
     Timestamp,
 };
 
+use utoipa::{IntoParams, ToSchema};
+
 use crate::body::Json;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::personal_data::PersonalData;
 use crate::state::AppState;
 use crate::wire::{raw, Reason};
@@ -28,10 +30,13 @@ pub fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         .map_err(|e| ApiError::invalid("query", e.body_text()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// At most this many (default 50, max 1000).
     #[serde(default = "default_limit")]
+    #[param(default = default_limit)]
     limit: usize,
 }
 
@@ -39,11 +44,39 @@ fn default_limit() -> usize {
     50
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct RunsOut {
     runs: Vec<RunProgress>,
 }
 
+/// A run name in a path. Taken as text so a bad name is answered 400 naming `run`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunPath {
+    /// Run name, percent-encoded (`/` as `%2F`).
+    #[param(value_type = RunName)]
+    run: String,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct JobPath {
+    #[param(value_type = JobId)]
+    id: i64,
+}
+
+/// Runs, newest first, with progress.
+#[utoipa::path(
+    get,
+    path = "/v1/runs",
+    operation_id = "list_runs",
+    tag = "runs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "OK", body = RunsOut),
+        (status = 400, description = "A query parameter is not acceptable", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(app): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
@@ -53,9 +86,22 @@ pub async fn list(
     Ok(axum::Json(RunsOut { runs }))
 }
 
+/// A run's progress (O(1)).
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run}",
+    operation_id = "run_progress",
+    tag = "runs",
+    params(RunPath),
+    responses(
+        (status = 200, description = "OK", body = RunProgress),
+        (status = 400, description = "Not a run name", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+    )
+)]
 pub async fn progress(
     State(app): State<AppState>,
-    Path(run): Path<String>,
+    Path(RunPath { run }): Path<RunPath>,
 ) -> Result<axum::Json<RunProgress>, ApiError> {
     let run = run_name(run)?;
     match app.backend().run_progress(&run).await? {
@@ -64,25 +110,43 @@ pub async fn progress(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct FailuresQuery {
+    /// Job id to continue after (the previous page's `next`).
     after: Option<i64>,
+    /// Page size (default 50, max 1000).
     #[serde(default = "default_limit")]
+    #[param(default = default_limit)]
     limit: usize,
 }
 
-#[derive(Serialize)]
+/// Failed jobs' errors are masked unless the token may see personal data.
+#[derive(Serialize, ToSchema)]
 pub struct FailuresOut {
     failures: Vec<JobFailure>,
     /// Pass as `after` for the next page; absent on the last page.
     next: Option<JobId>,
 }
 
+/// A run's failed jobs, by id, paged.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run}/failures",
+    operation_id = "run_failures",
+    tag = "runs",
+    params(RunPath, FailuresQuery),
+    responses(
+        (status = 200, description = "OK", body = FailuresOut),
+        (status = 400, description = "Not a run name, or a query parameter is not acceptable", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+    )
+)]
 pub async fn failures(
     State(app): State<AppState>,
     personal_data: PersonalData,
-    Path(run): Path<String>,
+    Path(RunPath { run }): Path<RunPath>,
     q: Result<Query<FailuresQuery>, QueryRejection>,
 ) -> Result<axum::Json<FailuresOut>, ApiError> {
     let run = run_name(run)?;
@@ -108,14 +172,28 @@ pub async fn failures(
     Ok(axum::Json(FailuresOut { failures, next }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Count {
+    /// How many jobs were changed.
     count: u64,
 }
 
+/// Re-run the run's failed jobs and the chain steps they blocked.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{run}/retry",
+    operation_id = "retry_run",
+    tag = "runs",
+    params(RunPath),
+    responses(
+        (status = 200, description = "OK", body = Count),
+        (status = 400, description = "Not a run name", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+    )
+)]
 pub async fn retry(
     State(app): State<AppState>,
-    Path(run): Path<String>,
+    Path(RunPath { run }): Path<RunPath>,
 ) -> Result<axum::Json<Count>, ApiError> {
     let run = run_name(run)?;
     if app.backend().run_progress(&run).await?.is_none() {
@@ -133,9 +211,23 @@ fn reason(body: Option<Json<Reason>>) -> String {
         .unwrap_or_else(|| DEFAULT_REASON.to_string())
 }
 
+/// Cancel every job of the run that has not ended.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{run}/cancel",
+    operation_id = "cancel_run",
+    tag = "runs",
+    params(RunPath),
+    request_body(content = Option<Reason>, description = "Optional: absent, blank or `null` cancels with a default reason"),
+    responses(
+        (status = 200, description = "OK", body = Count),
+        (status = 400, description = "Not a run name, or the body is not acceptable", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+    )
+)]
 pub async fn cancel_run(
     State(app): State<AppState>,
-    Path(run): Path<String>,
+    Path(RunPath { run }): Path<RunPath>,
     body: Option<Json<Reason>>,
 ) -> Result<axum::Json<Count>, ApiError> {
     let run = run_name(run)?;
@@ -168,25 +260,55 @@ async fn cancel_job_or_chain(
     Ok(axum::Json(Count { count }))
 }
 
+/// Cancel a job (and the chain steps after it).
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/cancel",
+    operation_id = "cancel_job",
+    tag = "runs",
+    params(JobPath),
+    request_body(content = Option<Reason>, description = "Optional: absent, blank or `null` cancels with a default reason"),
+    responses(
+        (status = 200, description = "OK", body = Count),
+        (status = 400, description = "Not a job id, or the body is not acceptable", body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+    )
+)]
 pub async fn cancel_job(
     State(app): State<AppState>,
-    Path(id): Path<i64>,
+    Path(JobPath { id }): Path<JobPath>,
     body: Option<Json<Reason>>,
 ) -> Result<axum::Json<Count>, ApiError> {
     cancel_job_or_chain(&app, id, false, body).await
 }
 
+/// Cancel the chain steps from this job on, even if it has ended.
+#[utoipa::path(
+    post,
+    path = "/v1/chains/{id}/cancel",
+    operation_id = "cancel_chain",
+    tag = "runs",
+    params(JobPath),
+    request_body(content = Option<Reason>, description = "Optional: absent, blank or `null` cancels with a default reason"),
+    responses(
+        (status = 200, description = "OK", body = Count),
+        (status = 400, description = "Not a job id, or the body is not acceptable", body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+    )
+)]
 pub async fn cancel_chain(
     State(app): State<AppState>,
-    Path(id): Path<i64>,
+    Path(JobPath { id }): Path<JobPath>,
     body: Option<Json<Reason>>,
 ) -> Result<axum::Json<Count>, ApiError> {
     cancel_job_or_chain(&app, id, true, body).await
 }
 
 /// A job with its payloads as JSON values rather than JSON text in a string, and
-/// personal data in its text masked unless the caller may see it.
-#[derive(Serialize)]
+/// personal data in its text (args, input, result, error, errors, unique_key) masked
+/// unless the caller may see it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Job)]
 pub struct JobOut {
     id: JobId,
     run: RunName,
@@ -195,12 +317,21 @@ pub struct JobOut {
     state: JobState,
     attempt: u32,
     max_attempts: u32,
+    /// Any JSON value.
+    #[schema(value_type = Value)]
     args: Box<RawValue>,
+    /// The previous chain step's result, or a group callback's member outcomes.
+    #[schema(value_type = Value)]
     input: Option<Box<RawValue>>,
+    /// What the job returned, once it succeeded.
+    #[schema(value_type = Value)]
     result: Option<Box<RawValue>>,
+    /// The last error or the cancellation reason.
     error: Option<String>,
+    /// Each failed attempt's error.
     errors: Vec<AttemptError>,
     unique_key: Option<String>,
+    /// The chain's next step.
     next: Option<JobId>,
     created_at: Timestamp,
     available_at: Timestamp,
@@ -242,10 +373,23 @@ impl JobOut {
     }
 }
 
+/// One job with its attempts' errors.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    operation_id = "get_job",
+    tag = "runs",
+    params(JobPath),
+    responses(
+        (status = 200, description = "OK", body = JobOut),
+        (status = 400, description = "Not a job id", body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+    )
+)]
 pub async fn job(
     State(app): State<AppState>,
     personal_data: PersonalData,
-    Path(id): Path<i64>,
+    Path(JobPath { id }): Path<JobPath>,
 ) -> Result<axum::Json<JobOut>, ApiError> {
     match app.backend().job(JobId(id)).await? {
         Some(r) => Ok(axum::Json(JobOut::new(r, personal_data))),
@@ -253,25 +397,43 @@ pub async fn job(
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct QueuesOut {
     queues: Vec<QueueOut>,
 }
 
 /// A queue's depth now and its cumulative statistics (every worker's, remote or not).
-#[derive(Serialize, Default)]
+#[derive(Serialize, Default, ToSchema)]
 pub struct QueueOut {
     queue: String,
+    /// Jobs waiting: runnable now or scheduled.
     available: u64,
+    /// Jobs held by a worker now.
     running: u64,
+    /// Attempts handed out (reserved), since the backend's data began.
     started: u64,
+    /// Jobs that succeeded.
     succeeded: u64,
+    /// Jobs that ended failed: reported failed, or out of attempts.
     failed: u64,
+    /// Attempts reported failed whose job was put back to run again.
     retried: u64,
+    /// Leases that expired (the worker stopped heartbeating) whose job was recovered.
     expired: u64,
 }
 
-/// Every queue with jobs waiting or running or with statistics, sorted by name.
+/// Per queue: jobs available and running now, and the backend's cumulative statistics.
+///
+/// Every queue with jobs waiting or running or with statistics, sorted by name. The
+/// statistics (attempts started, jobs succeeded and failed, retries, lease expiries)
+/// count every worker's jobs, remote or not.
+#[utoipa::path(
+    get,
+    path = "/v1/queues",
+    operation_id = "list_queues",
+    tag = "runs",
+    responses((status = 200, description = "OK", body = QueuesOut))
+)]
 pub async fn queues(State(app): State<AppState>) -> Result<axum::Json<QueuesOut>, ApiError> {
     let backend = app.backend();
     let (depths, stats) = tokio::try_join!(backend.queue_depths(), backend.queue_stats())?;

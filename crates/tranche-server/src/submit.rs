@@ -8,16 +8,30 @@ use axum::http::StatusCode;
 use tranche_types::{EnqueueItem, EnqueueRequest, Enqueued, RunName};
 
 use crate::body::Json;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::state::AppState;
 use crate::telemetry;
 use crate::wire::{ItemIn, JobIn, SubmitBatch, SubmitChain, SubmitGroup, SubmitJob, Submitted};
 
-#[derive(serde::Serialize)]
+/// One answer per submitted item, in order.
+#[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct BatchOut {
     pub items: Vec<Submitted>,
 }
 
+/// Submit one job.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    operation_id = "submit_job",
+    tag = "submit",
+    request_body = SubmitJob,
+    responses(
+        (status = 201, description = "Created", body = Submitted),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+        (status = 429, description = "The job's queue is full: retry after Retry-After", body = ErrorBody),
+    )
+)]
 pub async fn job(
     State(app): State<AppState>,
     Json(req): Json<SubmitJob>,
@@ -26,6 +40,20 @@ pub async fn job(
     Ok((StatusCode::CREATED, axum::Json(out.remove(0))))
 }
 
+/// Submit a chain: each step runs after the previous one succeeded and receives its
+/// result.
+#[utoipa::path(
+    post,
+    path = "/v1/chains",
+    operation_id = "submit_chain",
+    tag = "submit",
+    request_body = SubmitChain,
+    responses(
+        (status = 201, description = "Created", body = Submitted),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+        (status = 429, description = "The first step's queue is full: retry after Retry-After", body = ErrorBody),
+    )
+)]
 pub async fn chain(
     State(app): State<AppState>,
     Json(req): Json<SubmitChain>,
@@ -40,6 +68,20 @@ pub async fn chain(
     Ok((StatusCode::CREATED, axum::Json(out.remove(0))))
 }
 
+/// Submit a group: members run independently; the callback runs once when all have
+/// ended. Ids are the members', then the callback's.
+#[utoipa::path(
+    post,
+    path = "/v1/groups",
+    operation_id = "submit_group",
+    tag = "submit",
+    request_body = SubmitGroup,
+    responses(
+        (status = 201, description = "Created", body = Submitted),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+        (status = 429, description = "A member's queue is full: retry after Retry-After", body = ErrorBody),
+    )
+)]
 pub async fn group(
     State(app): State<AppState>,
     Json(req): Json<SubmitGroup>,
@@ -52,6 +94,22 @@ pub async fn group(
     Ok((StatusCode::CREATED, axum::Json(out.remove(0))))
 }
 
+/// Submit up to 10,000 jobs (jobs, chains, groups) into one run, in one transaction.
+///
+/// The limit is the server's `max_jobs_per_request`; `on_done` is enqueued into the
+/// run `<run>/done` each time the run finishes.
+#[utoipa::path(
+    post,
+    path = "/v1/batches",
+    operation_id = "submit_batch",
+    tag = "submit",
+    request_body = SubmitBatch,
+    responses(
+        (status = 201, description = "Created", body = BatchOut),
+        (status = 400, description = "A field is not acceptable, or too many jobs: `field` names it", body = ErrorBody),
+        (status = 429, description = "A queue is full: retry after Retry-After", body = ErrorBody),
+    )
+)]
 pub async fn batch(
     State(app): State<AppState>,
     Json(req): Json<SubmitBatch>,
@@ -88,7 +146,7 @@ async fn enqueue(
             retry_after_secs: Some(1),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "queue_full",
+                ErrorCode::QueueFull,
                 format!(
                     "queue {:?} holds {} waiting jobs, its limit is {}: retry later",
                     full.queue, full.depth, full.limit

@@ -18,6 +18,7 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tracing::Instrument;
 use tranche_types::LATENCY_BUCKETS_MS;
 
 use crate::queue_stats;
@@ -112,7 +113,9 @@ pub async fn track_http(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let start = Instant::now();
-    let resp = next.run(req).await;
+    // What is logged while answering (a server error's cause) names the request.
+    let span = tracing::info_span!("http", method = %method, route = %route);
+    let resp = next.run(req).instrument(span).await;
     let status = resp.status().as_u16().to_string();
     metrics::histogram!(HTTP_DURATION, "method" => method.clone(), "route" => route.clone())
         .record(start.elapsed().as_secs_f64());
@@ -121,6 +124,18 @@ pub async fn track_http(req: Request, next: Next) -> Response {
     resp
 }
 
+/// Prometheus text format metrics.
+///
+/// Jobs by queue and state, per-queue attempts, outcomes, retries, lease expiries and
+/// wait/run histograms (from the backend: every worker's jobs), runs' jobs,
+/// submissions, remote-worker traffic and HTTP requests.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "service",
+    responses((status = 200, description = "metrics", body = String, content_type = "text/plain"))
+)]
 pub async fn metrics_text(State(app): State<AppState>) -> Response {
     let backend = app.backend();
     match backend.queue_depths().await {
@@ -183,19 +198,43 @@ pub async fn metrics_text(State(app): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
+/// The process answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "service",
+    responses((status = 200, description = "ok", body = String, content_type = "text/plain"))
+)]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// The backend answers.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "service",
+    responses(
+        (status = 200, description = "ready", body = String, content_type = "text/plain"),
+        (status = 503, description = "backend not ready (why is in the server log, under the request id given)", body = String, content_type = "text/plain"),
+    )
+)]
 pub async fn readyz(State(app): State<AppState>) -> Response {
     let probe = tokio::time::timeout(Duration::from_secs(2), app.backend().list_runs(1)).await;
     match probe {
         Ok(Ok(_)) => "ready\n".into_response(),
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("backend not ready: {e}\n"),
-        )
-            .into_response(),
+        // The probe is open to anyone: why the backend failed goes to the log only.
+        Ok(Err(e)) => {
+            let request_id = crate::error::request_id();
+            tracing::warn!(%request_id, error = %crate::error::Chain(&e), "backend not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("backend not ready (request id {request_id})\n"),
+            )
+                .into_response()
+        }
         Err(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "backend did not answer within 2 s\n",

@@ -5,23 +5,36 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use tranche_types::{JobId, JobSpec, LeaseRef, ReservedJob, RunName, Timestamp, TooLong};
+use utoipa::ToSchema;
+
+// Lengths in `#[schema]` attributes must be literals; a test checks them against the
+// `JobSpec` limits they repeat.
 
 /// A job as submitted. Only `kind` is required.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobIn {
+    /// The task kind; at most 128 bytes (longer: 400 naming the field).
     #[serde(deserialize_with = "kind")]
+    #[schema(min_length = 1, max_length = 128)]
     pub kind: String,
+    /// At most 128 bytes.
     #[serde(default = "default_queue", deserialize_with = "queue")]
+    #[schema(default = default_queue, min_length = 1, max_length = 128)]
     pub queue: String,
     /// Any JSON value; `null` when absent.
     #[serde(default)]
+    #[schema(value_type = Value)]
     pub args: Option<Box<RawValue>>,
     #[serde(default = "default_attempts")]
+    #[schema(default = default_attempts, minimum = 1)]
     pub max_attempts: u32,
+    /// Lower runs first.
     #[serde(default)]
     pub priority: i16,
+    /// The same key twice in a run returns the first job. At most 512 bytes.
     #[serde(default, deserialize_with = "unique_key")]
+    #[schema(max_length = 512)]
     pub unique_key: Option<String>,
     /// Not runnable before this time, in microseconds since the Unix epoch.
     #[serde(default)]
@@ -81,8 +94,11 @@ impl JobIn {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// One job, a chain (each step runs after the previous one succeeded and receives its
+/// result) or a group (members run independently; the callback runs once all ended).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[schema(as = Item)]
 pub enum ItemIn {
     Job(JobIn),
     Chain(Vec<JobIn>),
@@ -114,14 +130,14 @@ impl ItemIn {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
     pub run: RunName,
     pub job: JobIn,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBatch {
     pub run: RunName,
@@ -131,14 +147,15 @@ pub struct SubmitBatch {
     pub on_done: Option<JobIn>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitChain {
     pub run: RunName,
+    #[schema(min_items = 1)]
     pub steps: Vec<JobIn>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitGroup {
     pub run: RunName,
@@ -146,23 +163,26 @@ pub struct SubmitGroup {
     pub callback: JobIn,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Submitted {
+    /// The new jobs' ids: a chain's steps in order; a group's members, then its callback.
     pub ids: Vec<JobId>,
     /// True when a unique key matched an existing job, whose id is returned.
     pub existed: bool,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reason {
+    /// Recorded as the cancelled jobs' error.
     #[serde(default)]
     pub reason: Option<String>,
 }
 
 /// A lease as a worker names it.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Lease)]
 pub struct LeaseIn {
     pub job: JobId,
     pub attempt: u32,
@@ -186,8 +206,8 @@ impl From<LeaseRef> for LeaseIn {
     }
 }
 
-/// A job handed to a remote worker.
-#[derive(Debug, Serialize)]
+/// A job handed to a remote worker, with its real arguments and input.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct PolledJob {
     pub id: JobId,
     pub attempt: u32,
@@ -195,8 +215,12 @@ pub struct PolledJob {
     pub run: RunName,
     pub kind: String,
     pub queue: String,
+    /// Any JSON value.
+    #[schema(value_type = Value)]
     pub args: Box<RawValue>,
-    /// The previous chain step's result, or a group callback's member outcomes.
+    /// The previous chain step's result, or a group callback's member outcomes; `null`
+    /// for others.
+    #[schema(value_type = Value)]
     pub input: Option<Box<RawValue>>,
     pub lease_until: Timestamp,
     pub available_at: Timestamp,

@@ -12,27 +12,34 @@ use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 use tranche_core::Backoff;
 use tranche_types::{Completion, CompletionAck, LeaseRef, ReservedJob, Resolution};
+use utoipa::ToSchema;
 
 use crate::body::Json;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::longpoll;
 use crate::state::AppState;
 use crate::telemetry;
 use crate::wire::{LeaseIn, PolledJob};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PollIn {
     #[serde(deserialize_with = "crate::wire::queue")]
+    #[schema(min_length = 1, max_length = 128)]
     queue: String,
-    /// Most jobs to return.
+    /// Most jobs to return (at most the server's `max_poll`, 1000 by default).
     #[serde(default = "default_max")]
+    #[schema(default = default_max, minimum = 1)]
     max: usize,
-    /// How long to wait for `max` jobs, in milliseconds.
+    /// How long to wait for `max` jobs, in milliseconds (at most the server's
+    /// `max_wait`, 60000 by default).
     #[serde(default)]
+    #[schema(default = 0)]
     wait_ms: u64,
-    /// Lease length; the worker must heartbeat well within it.
+    /// Lease length in milliseconds (default: the server's, 30000 unless configured);
+    /// the worker must heartbeat well within it.
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 3600000)]
     lease_ms: Option<u64>,
 }
 
@@ -40,11 +47,24 @@ fn default_max() -> usize {
     10
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct PollOut {
     jobs: Vec<PolledJob>,
 }
 
+/// Lease up to `max` jobs of a queue; returns as soon as `max` are leased or `wait_ms`
+/// has passed, never empty before.
+#[utoipa::path(
+    post,
+    path = "/v1/workers/poll",
+    operation_id = "poll",
+    tag = "workers",
+    request_body = PollIn,
+    responses(
+        (status = 200, description = "OK", body = PollOut),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+    )
+)]
 pub async fn poll(
     State(app): State<AppState>,
     Json(req): Json<PollIn>,
@@ -98,11 +118,12 @@ pub async fn poll(
             }
         }
     });
-    let jobs = rx.await.map_err(|_| {
-        ApiError::new(
+    let jobs = rx.await.map_err(|e| {
+        ApiError::server(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "the poll task stopped",
+            e,
         )
     })??;
     if let Some(first) = jobs.first() {
@@ -114,20 +135,34 @@ pub async fn poll(
     }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatIn {
     leases: Vec<LeaseIn>,
+    /// New lease length in milliseconds from now (default: the server's).
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 3600000)]
     lease_ms: Option<u64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct HeartbeatOut {
     /// Leases no longer held (expired and taken, or the job was cancelled): stop them.
     lost: Vec<LeaseIn>,
 }
 
+/// Extend leases; answers the ones lost (stop those jobs).
+#[utoipa::path(
+    post,
+    path = "/v1/workers/heartbeat",
+    operation_id = "heartbeat",
+    tag = "workers",
+    request_body = HeartbeatIn,
+    responses(
+        (status = 200, description = "OK", body = HeartbeatOut),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+    )
+)]
 pub async fn heartbeat(
     State(app): State<AppState>,
     Json(req): Json<HeartbeatIn>,
@@ -163,28 +198,41 @@ fn check_count(app: &AppState, field: &'static str, n: usize) -> Result<(), ApiE
     Ok(())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteIn {
     results: Vec<ResultIn>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResultIn {
     job: tranche_types::JobId,
     attempt: u32,
     /// Any JSON value, handed to the next chain step; `null` when absent.
     #[serde(default)]
+    #[schema(value_type = Value)]
     result: Option<Box<RawValue>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct AcksOut {
     /// One per entry, in order: `applied`, or `stale` when the attempt had lost its job.
     acks: Vec<CompletionAck>,
 }
 
+/// Report successes, in a batch.
+#[utoipa::path(
+    post,
+    path = "/v1/workers/complete",
+    operation_id = "complete",
+    tag = "workers",
+    request_body = CompleteIn,
+    responses(
+        (status = 200, description = "OK", body = AcksOut),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+    )
+)]
 pub async fn complete(
     State(app): State<AppState>,
     Json(req): Json<CompleteIn>,
@@ -208,13 +256,13 @@ pub async fn complete(
     report(&app, batch).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailIn {
     failures: Vec<FailureIn>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailureIn {
     job: tranche_types::JobId,
@@ -222,12 +270,25 @@ pub struct FailureIn {
     error: String,
     /// Fail for good, without further attempts.
     #[serde(default)]
+    #[schema(default = false)]
     discard: bool,
     /// Retry after this long instead of the default backoff (1 s doubling, ±20 %).
     #[serde(default)]
     retry_in_ms: Option<u64>,
 }
 
+/// Report failures, in a batch: retried with backoff unless `discard`.
+#[utoipa::path(
+    post,
+    path = "/v1/workers/fail",
+    operation_id = "fail",
+    tag = "workers",
+    request_body = FailIn,
+    responses(
+        (status = 200, description = "OK", body = AcksOut),
+        (status = 400, description = "A field is not acceptable: `field` names it", body = ErrorBody),
+    )
+)]
 pub async fn fail(
     State(app): State<AppState>,
     Json(req): Json<FailIn>,

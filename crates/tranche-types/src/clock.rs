@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 /// Microseconds since the Unix epoch. Stored as an integer everywhere so that backends
 /// compare and index it cheaply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(description = "Microseconds since the Unix epoch.")
+)]
 pub struct Timestamp(pub i64);
 
 impl Timestamp {

@@ -5,6 +5,7 @@ use crate::{JobId, JobState, RunName, Timestamp};
 /// One job state change in a backend's change feed. `seq` increases strictly in commit
 /// order: a reader that has seen `seq` n has seen every event below n.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobEvent {
     pub seq: u64,
     /// When the change was committed.

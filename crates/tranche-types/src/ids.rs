@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// A job's identity, unique within one backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobId(pub i64);
 
 impl fmt::Display for JobId {
@@ -16,6 +17,14 @@ impl fmt::Display for JobId {
 /// The name of a run, e.g. `contract-notes/2026-11-20`. Every job belongs to one.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        description = "Run name: at most 200 bytes of letters, digits and - _ . / : # @ +.",
+        pattern = "^[A-Za-z0-9_./:#@+-]{1,200}$"
+    )
+)]
 pub struct RunName(String);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -202,6 +202,7 @@ pub struct Completion {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum CompletionAck {
     Applied,
     /// The attempt no longer holds the job (lease expired and re-reserved, or
@@ -220,6 +221,7 @@ pub enum CancelTarget {
 
 /// One attempt's error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttemptError {
     pub attempt: u32,
     pub at: Timestamp,

@@ -4,6 +4,7 @@ use crate::{JobId, RunName, Timestamp};
 
 /// A run's counters, kept up to date with every state change so reading them is O(1).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunProgress {
     pub run: Option<RunName>,
     pub total: u64,
@@ -36,6 +37,7 @@ impl RunProgress {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobFailure {
     pub id: JobId,
     pub kind: String,

@@ -19,6 +19,13 @@ use serde::{Deserialize, Serialize};
 /// them. The numeric codes are stored by backends and must never change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        description = "Where a job is in its life; `succeeded`, `failed` and `cancelled` are terminal."
+    )
+)]
 pub enum JobState {
     /// Waiting for its chain predecessor or its group's members.
     Pending = 0,

@@ -17,7 +17,7 @@ pub struct Live {
     pub client: Client,
     pub token: Option<String>,
     stop: CancellationToken,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Live {
@@ -56,11 +56,16 @@ pub async fn start_with(mut config: ServerConfig) -> Live {
         client: Client::new(),
         token: None,
         stop,
-        _dir: dir,
+        dir,
     }
 }
 
 impl Live {
+    /// The backend's SQLite file, for tests that break it under the server.
+    pub fn database(&self) -> std::path::PathBuf {
+        self.dir.path().join(SqliteBackend::FILE_NAME)
+    }
+
     fn auth(&self, rb: RequestBuilder) -> RequestBuilder {
         match &self.token {
             Some(t) => rb.bearer_auth(t),

@@ -4,10 +4,12 @@
 mod auth;
 mod dashboard;
 mod engine_worker;
+mod errors;
 mod expiry;
 mod feed;
 mod live;
 mod metrics;
+mod openapi;
 mod personal_data;
 mod runs;
 mod slow_clients;
