@@ -161,18 +161,12 @@ fn public_message(status: StatusCode) -> &'static str {
     }
 }
 
-/// An error and its sources, `outer: inner: innermost`.
+/// An error and its sources, `outer: inner: innermost`, none said twice.
 pub struct Chain<'a>(pub &'a (dyn Error + 'static));
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(e) = source {
-            write!(f, ": {e}")?;
-            source = e.source();
-        }
-        Ok(())
+        f.write_str(&tranche_types::one_line(self.0))
     }
 }
 
@@ -291,7 +285,7 @@ mod tests {
     fn unavailable_and_full_backends_say_what_to_do_and_nothing_more() {
         let unavailable = BackendError::Unavailable {
             op: "reserve",
-            message: "connection refused (10.1.2.3:6379)".into(),
+            source: "connection refused (10.1.2.3:6379)".into(),
             maybe_applied: false,
         };
         let (status, body, log) = answer_and_log(unavailable.into());
@@ -303,7 +297,7 @@ mod tests {
         let full = BackendError::Full {
             op: "enqueue",
             path: "/srv/tranche/tranche.db".into(),
-            message: "database or disk is full".into(),
+            source: "database or disk is full".into(),
         };
         let (status, body, log) = answer_and_log(full.into());
         assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
