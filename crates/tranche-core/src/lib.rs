@@ -31,8 +31,6 @@ pub use reconnect::{Outage, Reconnecting};
 pub use runs::WaitError;
 pub use signals::on_terminate;
 pub use task::{Backoff, Registry, TaskOptions};
-#[doc(hidden)]
-pub use tranche_backend::Backend;
 pub use tranche_types as types;
 pub use worker::{
     BackendTrouble, Finished, Observer, Worker, WorkerConfig, WorkerError, WorkerStats,

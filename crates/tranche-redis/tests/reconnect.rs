@@ -8,7 +8,8 @@ mod server;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tranche_core::{Backend, Outage, Reconnecting};
+use tranche_backend::Backend;
+use tranche_core::{Outage, Reconnecting};
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobSpec, RunName};
 

@@ -7,7 +7,7 @@ mod server;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tranche_core::Backend;
+use tranche_backend::Backend;
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{
     Completion, EnqueueItem, EnqueueRequest, JobSpec, JobState, ManualClock, ReserveRequest,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tranche_core::Backend;
+use tranche_core::Client;
 use tranche_types::BackendError;
 
 use crate::config::QueueLimits;
@@ -42,7 +42,7 @@ impl Intake {
     /// Refuse when any of `queues` (with how many jobs are about to go in) is full.
     pub async fn admit(
         &self,
-        backend: &dyn Backend,
+        backend: &Client,
         incoming: &HashMap<&str, u64>,
     ) -> Result<Result<(), Full>, BackendError> {
         for queue in incoming.keys() {

@@ -46,14 +46,12 @@ mod telemetry;
 mod wire;
 mod workers;
 
-use std::sync::Arc;
-
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tranche_core::Backend;
+use tranche_core::Client;
 
 pub use auth::{Scope, TokenError, Tokens};
 pub use config::{ConfigError, QueueLimits, ServerConfig};
@@ -91,11 +89,11 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
 }
 
 /// The HTTP application over `backend`. `config` should have been validated.
-pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
+pub fn router(backend: Client, config: ServerConfig) -> Router {
     with_routes(app(backend, config))
 }
 
-fn app(backend: Arc<dyn Backend>, config: ServerConfig) -> AppState {
+fn app(backend: Client, config: ServerConfig) -> AppState {
     telemetry::handle();
     AppState::new(backend, config)
 }
@@ -121,7 +119,7 @@ fn with_routes(app: AppState) -> Router {
 /// out as `config` says (see [`ServerConfig::header_timeout`]).
 pub async fn serve(
     listener: TcpListener,
-    backend: Arc<dyn Backend>,
+    backend: Client,
     config: ServerConfig,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {

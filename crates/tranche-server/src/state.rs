@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use tranche_core::Backend;
+use tranche_core::Client;
 
 use crate::config::ServerConfig;
 use crate::intake::Intake;
@@ -10,13 +10,13 @@ use crate::intake::Intake;
 pub struct AppState(Arc<Inner>);
 
 struct Inner {
-    backend: Arc<dyn Backend>,
+    backend: Client,
     config: ServerConfig,
     intake: Intake,
 }
 
 impl AppState {
-    pub fn new(backend: Arc<dyn Backend>, config: ServerConfig) -> Self {
+    pub fn new(backend: Client, config: ServerConfig) -> Self {
         AppState(Arc::new(Inner {
             intake: Intake::new(config.queue_limits.clone()),
             backend,
@@ -24,7 +24,7 @@ impl AppState {
         }))
     }
 
-    pub fn backend(&self) -> &Arc<dyn Backend> {
+    pub fn backend(&self) -> &Client {
         &self.0.backend
     }
 

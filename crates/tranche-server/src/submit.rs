@@ -136,11 +136,7 @@ async fn enqueue(
     for job in items.iter().flat_map(|i| i.queued_now()) {
         *incoming.entry(job.queue.as_str()).or_default() += 1;
     }
-    if let Err(full) = app
-        .intake()
-        .admit(app.backend().as_ref(), &incoming)
-        .await?
-    {
+    if let Err(full) = app.intake().admit(app.backend(), &incoming).await? {
         metrics::counter!(telemetry::SUBMIT_REFUSED, "queue" => full.queue.clone()).increment(1);
         return Err(ApiError {
             retry_after_secs: Some(1),

@@ -2,11 +2,10 @@
 //! Redis server given by `--broker redis://…` (a fleet sharing it).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tranche_core::{Backend, Outage, Reconnecting};
+use tranche_core::{Client, Outage};
 use tranche_redis::{redacted_url, RedisBackend, RedisOptions};
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::{Clock, RunName, SystemClock};
@@ -42,20 +41,20 @@ impl DataArgs {
 }
 
 /// Open the state, creating it (an embedded database, or nothing to create in Redis).
-pub async fn open(at: &DataArgs) -> Result<Arc<dyn Backend>> {
+pub async fn open(at: &DataArgs) -> Result<Client> {
     match &at.broker {
         Some(url) => open_redis(url, &at.prefix).await,
         None => open_with(&at.data, SqliteOptions::default()),
     }
 }
 
-pub fn open_with(dir: &Path, options: SqliteOptions) -> Result<Arc<dyn Backend>> {
+pub fn open_with(dir: &Path, options: SqliteOptions) -> Result<Client> {
     let backend = SqliteBackend::open(dir, options)
         .with_context(|| format!("could not open Tranche data in {}", dir.display()))?;
-    Ok(Arc::new(backend))
+    Ok(Client::new(backend))
 }
 
-pub async fn open_redis(url: &str, prefix: &str) -> Result<Arc<dyn Backend>> {
+pub async fn open_redis(url: &str, prefix: &str) -> Result<Client> {
     let options = RedisOptions {
         url: url.to_string(),
         password: secrets::from_env(REDIS_PASSWORD_VAR)?,
@@ -65,13 +64,13 @@ pub async fn open_redis(url: &str, prefix: &str) -> Result<Arc<dyn Backend>> {
     let backend = RedisBackend::connect(options)
         .await
         .with_context(|| format!("could not use the broker {}", server_address(url, 6379)))?;
-    Ok(Arc::new(backend))
+    Ok(Client::new(backend))
 }
 
 /// For a long-running command: on a broker, calls ride out an outage of up to
 /// `--reconnect-for` instead of failing on the first broken connection, and stderr
 /// says once when the broker is lost and once when it is back.
-pub fn riding_outages(backend: Arc<dyn Backend>, at: &DataArgs) -> Arc<dyn Backend> {
+pub fn riding_outages(backend: Client, at: &DataArgs) -> Client {
     let Some(url) = &at.broker else {
         return backend;
     };
@@ -90,16 +89,12 @@ pub fn riding_outages(backend: Arc<dyn Backend>, at: &DataArgs) -> Arc<dyn Backe
             duration(after)
         ),
     };
-    Arc::new(Reconnecting::new(
-        backend,
-        Duration::from_secs(at.reconnect_for),
-        report,
-    ))
+    backend.riding_outages(Duration::from_secs(at.reconnect_for), report)
 }
 
 /// Open state that must already exist: commands that only inspect or steer must not
 /// create an empty database by mistake (a typo in --data).
-pub async fn open_existing(at: &DataArgs) -> Result<Arc<dyn Backend>> {
+pub async fn open_existing(at: &DataArgs) -> Result<Client> {
     if at.broker.is_none() {
         let file = at.data.join(SqliteBackend::FILE_NAME);
         if !file.exists() {

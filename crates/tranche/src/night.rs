@@ -1,10 +1,8 @@
 //! A night done by this process (`notes run`, `notes demo`, `bench notes`): its store
 //! and steps set up from the options, [`run_night`] shown on stderr as it goes.
 
-use std::sync::Arc;
-
 use anyhow::Result;
-use tranche_core::Backend;
+use tranche_core::Client;
 use tranche_notes::night::{
     run_night, NightConfig, NightProgress, NightSummary, PlannedNight, Stall, WorkHere,
 };
@@ -17,7 +15,7 @@ use crate::progress::RunDisplay;
 /// Do `day`'s night: work its steps here (`work`), or enqueue it and watch workers
 /// elsewhere do them.
 pub async fn work_night(
-    backend: Arc<dyn Backend>,
+    backend: Client,
     day: Day,
     options: &RunOptions,
     corrections: Corrections,

@@ -7,11 +7,10 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::*;
-use tranche_core::Backend;
+use tranche_core::Client;
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{EnqueueItem, EnqueueRequest, JobSpec, RunName};
 
@@ -49,8 +48,8 @@ fn first_mail(dir: &std::path::Path, cmd: &mut Watched) {
     }
 }
 
-async fn connect(url: &str, prefix: &str) -> Arc<dyn Backend> {
-    Arc::new(
+async fn connect(url: &str, prefix: &str) -> Client {
+    Client::new(
         RedisBackend::connect(RedisOptions {
             url: url.to_string(),
             prefix: prefix.to_string(),

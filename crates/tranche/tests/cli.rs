@@ -2,10 +2,9 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tranche_core::Backend;
+use tranche_core::Client;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::{
     Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution, RunName,
@@ -30,8 +29,7 @@ fn text(o: &Output) -> (String, String) {
 
 /// A run with one failed, one succeeded and one queued job.
 async fn night(data: &Path) {
-    let b: Arc<dyn Backend> =
-        Arc::new(SqliteBackend::open(data, SqliteOptions::default()).unwrap());
+    let b = Client::new(SqliteBackend::open(data, SqliteOptions::default()).unwrap());
     let items = (0..3)
         .map(|i| EnqueueItem::Job(JobSpec::new("note", i.to_string())))
         .collect();

@@ -6,7 +6,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -95,7 +94,7 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
     .unwrap();
     assert_eq!(r.status().as_u16(), 201);
     let backend = SqliteBackend::open(dir.path().join("data"), SqliteOptions::default()).unwrap();
-    support::work_beside(Arc::new(backend), "bw", "bin/engine").await;
+    support::work_beside(tranche_core::Client::new(backend), "bw", "bin/engine").await;
     let metrics = client
         .get(format!("{base}/metrics"))
         .bearer_auth("ops-1")

@@ -5,7 +5,6 @@ mod support;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -193,7 +192,7 @@ async fn the_server_serves_the_api_over_redis() {
         ..tranche_redis::RedisOptions::default()
     };
     let backend = tranche_redis::RedisBackend::connect(options).await.unwrap();
-    work_beside(Arc::new(backend), "rw", "redis/engine").await;
+    work_beside(tranche_core::Client::new(backend), "rw", "redis/engine").await;
     let queues = api.ok(ops, "/v1/queues", None).await;
     let rw = queues["queues"]
         .as_array()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use tranche_core::{Backend, WorkerError};
+use tranche_core::{Client, WorkerError};
 use tranche_storage::{Storage, StorageError};
 use tranche_types::{BackendError, RunName};
 
@@ -95,7 +95,7 @@ pub enum NightError {
 /// stops the work when the work starts (a signal handler installed only then leaves
 /// the enqueueing interruptible as any process is).
 pub async fn run_night(
-    backend: Arc<dyn Backend>,
+    backend: Client,
     day: Day,
     config: NightConfig,
     progress: &mut dyn NightProgress,
@@ -131,7 +131,7 @@ pub async fn run_night(
     });
     let started = Instant::now();
     let submitted = submit_night(
-        &*backend,
+        &backend,
         &broker,
         date,
         &chains,
@@ -162,7 +162,7 @@ pub async fn run_night(
     if let Some(here) = &config.work_here {
         here.source.mailer.close().await;
     }
-    let rows = collect_report(&*backend, &ids, &unattributed).await?;
+    let rows = collect_report(&backend, &ids, &unattributed).await?;
     let report = place_report(&config.out.join("report.csv"), &run, &rows);
     Ok(NightSummary {
         run,
@@ -180,7 +180,7 @@ pub async fn run_night(
 
 /// Work (or watch) the run until it has finished (true) or the work is stopped.
 async fn work(
-    backend: Arc<dyn Backend>,
+    backend: Client,
     run: &RunName,
     here: Option<&WorkHere>,
     steps: &Arc<StepCounts>,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tranche_core::{Backend, Finished, Observer, Registry, Worker, WorkerConfig, WorkerError};
+use tranche_core::{Client, Finished, Observer, Registry, Worker, WorkerConfig, WorkerError};
 use tranche_types::{BackendError, Resolution, RunName, RunProgress};
 
 use super::{register, NightSource, STEPS};
@@ -112,7 +112,7 @@ impl Workers {
     /// A worker for the steps of any night `source` can load, reporting to `counts`.
     pub fn worker(
         &self,
-        backend: Arc<dyn Backend>,
+        backend: Client,
         source: Arc<NightSource>,
         counts: Arc<StepCounts>,
     ) -> Result<Worker, WorkerError> {
@@ -145,11 +145,7 @@ impl Workers {
             observer: Some(counts),
             ..WorkerConfig::default()
         };
-        Worker::new(
-            &tranche_core::Client::from_shared(backend),
-            registry,
-            config,
-        )
+        Worker::new(&backend, registry, config)
     }
 }
 
@@ -169,7 +165,7 @@ pub enum DriveError {
 /// (returns its progress) or `stop` is cancelled (returns `None` once the worker has
 /// finished or handed back what it held). `tick` sees the progress about every `every`.
 pub async fn work_until_finished(
-    backend: Arc<dyn Backend>,
+    backend: Client,
     worker: Option<Worker>,
     run: &RunName,
     stop: CancellationToken,

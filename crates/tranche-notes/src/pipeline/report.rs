@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rust_decimal::Decimal;
 use serde::Serialize;
-use tranche_core::Backend;
+use tranche_core::Client;
 use tranche_types::{BackendError, JobRecord, JobState};
 
 use super::plan::RowAccount;
@@ -123,7 +123,7 @@ impl Reached {
 
 /// Read each chain's state. `unattributed` are input problems without a client.
 pub async fn collect_report(
-    backend: &dyn Backend,
+    backend: &Client,
     chains: &[ChainIds],
     unattributed: &[String],
 ) -> Result<Vec<ReportRow>, BackendError> {
@@ -146,7 +146,7 @@ pub async fn collect_report(
     Ok(rows)
 }
 
-async fn chain_row(backend: &dyn Backend, chain: &ChainIds) -> Result<ReportRow, BackendError> {
+async fn chain_row(backend: &Client, chain: &ChainIds) -> Result<ReportRow, BackendError> {
     let mut reached = Reached::default();
     let mut status = ReportStatus::Mailed;
     let mut error = None;

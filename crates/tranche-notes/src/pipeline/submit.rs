@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
-use tranche_core::Backend;
+use tranche_core::Client;
 use tranche_types::{
     BackendError, CancelTarget, EnqueueItem, EnqueueRequest, JobId, JobRecord, JobSpec, JobState,
     RunName,
@@ -170,7 +170,7 @@ struct Existing {
 /// Submit the night: enqueue what is new or changed in batches of `batch` (each one
 /// transaction), calling `progress(done)` after each.
 pub async fn submit_night(
-    backend: &dyn Backend,
+    backend: &Client,
     broker: &Broker,
     date: NaiveDate,
     chains: &[PlannedChain],
@@ -347,7 +347,7 @@ pub async fn submit_night(
 /// Clients the run has chains for but the input no longer names: a chain not yet
 /// mailed is cancelled (nothing to send any more); a mailed one needs a person.
 async fn settle_removed(
-    backend: &dyn Backend,
+    backend: &Client,
     broker: &Broker,
     date: NaiveDate,
     chains: &[PlannedChain],
@@ -448,7 +448,7 @@ struct Numbers {
 }
 
 impl Numbers {
-    async fn claim(&mut self, backend: &dyn Backend, client: &str) -> Result<u32, BackendError> {
+    async fn claim(&mut self, backend: &Client, client: &str) -> Result<u32, BackendError> {
         loop {
             let n = self.next;
             self.next += 1;
@@ -473,7 +473,7 @@ struct CorrectionDecision {
 }
 
 async fn decide_correction(
-    backend: &dyn Backend,
+    backend: &Client,
     run: &RunName,
     numbers: &mut Numbers,
     client: &str,
@@ -557,7 +557,7 @@ fn describe_changes(old: &ProcessArgs, new: &ProcessArgs) -> String {
 /// The newest chain of each planned client that has one: version 1 under the client's
 /// key, then 2, 3… while they exist, read back in full.
 async fn newest_chains(
-    backend: &dyn Backend,
+    backend: &Client,
     run: &RunName,
     chains: &[PlannedChain],
     batch: usize,
@@ -613,7 +613,7 @@ struct ChainRead {
 /// A chain read from its first step; any other length than the four steps is not a
 /// contract-note chain.
 async fn walk_chain(
-    backend: &dyn Backend,
+    backend: &Client,
     client: &str,
     first: JobId,
 ) -> Result<ChainRead, EnqueueError> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tranche_core::{Client, Engine, JobContext, Registry, TaskOptions, WorkerConfig};
+use tranche_core::{Engine, JobContext, Registry, TaskOptions, WorkerConfig};
 use tranche_types::{Outcome, RunName};
 
 use crate::live::start;
@@ -54,15 +54,15 @@ async fn jobs_worked_beside_the_api_are_in_metrics_and_queues() {
         ..WorkerConfig::default()
     }
     .queues(["ew"], 16);
-    let worker = Engine::new(Client::from_shared(s.backend.clone()), reg)
-        .worker(config)
-        .unwrap();
+    let worker = Engine::new(s.backend.clone(), reg).worker(config).unwrap();
     let stop = CancellationToken::new();
     let running = tokio::spawn({
         let stop = stop.clone();
         async move { worker.run(stop).await }
     });
-    let p = Client::from_shared(s.backend.clone())
+    let p = s
+        .backend
+        .clone()
         .wait_finished(
             &RunName::new("engine/1").unwrap(),
             Duration::from_millis(20),

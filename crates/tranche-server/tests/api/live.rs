@@ -1,19 +1,18 @@
 //! A server started for one test, on 127.0.0.1 with an ephemeral port.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Client, RequestBuilder, Response};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
-use tranche_core::Backend;
+use tranche_core::Client as EngineClient;
 use tranche_server::ServerConfig;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 
 pub struct Live {
     pub base: String,
     /// The server's backend, for work done beside the HTTP API.
-    pub backend: Arc<dyn Backend>,
+    pub backend: EngineClient,
     pub client: Client,
     pub token: Option<String>,
     stop: CancellationToken,
@@ -36,8 +35,8 @@ pub async fn start_with(mut config: ServerConfig) -> Live {
         poll_interval: Duration::from_millis(100),
         ..SqliteOptions::default()
     };
-    let backend: Arc<dyn Backend> =
-        Arc::new(SqliteBackend::open(dir.path(), options).expect("open backend"));
+    let backend =
+        EngineClient::new(SqliteBackend::open(dir.path(), options).expect("open backend"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -161,10 +161,7 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         None => (open_with(&dir, options)?, dir.display().to_string()),
     };
     let run = run_name(&format!("bench/engine-{stamp}"))?;
-    let engine = Engine::new(
-        tranche_core::Client::from_shared(backend.clone()),
-        registry(),
-    );
+    let engine = Engine::new(backend.clone(), registry());
     eprintln!(
         "bench engine: {} {} of {chain_length} step(s) = {total_jobs} jobs, state in {}",
         args.jobs,
@@ -242,7 +239,7 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         let s = stop.clone();
         Workers::Here(tokio::spawn(async move { worker.run(s).await }))
     };
-    let client = tranche_core::Client::from_shared(backend.clone());
+    let client = backend.clone();
     let finished = client.wait_finished(&run, Duration::from_millis(50), None, &mut progress);
     let p: RunProgress = tokio::select! {
         p = finished => p?,

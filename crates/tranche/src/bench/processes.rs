@@ -86,10 +86,7 @@ pub async fn work(at: &DataArgs, args: &BenchEngine, run: &str) -> Result<ExitCo
         .context("a bench worker process needs --broker")?;
     let backend = riding_outages(open_redis(url, &at.prefix).await?, at);
     let run = run_name(run)?;
-    let engine = Engine::new(
-        tranche_core::Client::from_shared(backend.clone()),
-        registry(),
-    );
+    let engine = Engine::new(backend.clone(), registry());
     let latencies = Arc::new(Latencies::default());
     let worker = engine.worker(worker_config(args, &latencies))?;
     let stop = tranche_core::on_terminate();

@@ -18,7 +18,8 @@ pub async fn wait(
     let name = run_name(run)?;
     eprintln!("waiting for {run} to finish ({})", at.describe());
     let mut last = std::time::Instant::now();
-    let p = tranche_core::Client::from_shared(backend.clone())
+    let p = backend
+        .clone()
         .wait_finished(
             &name,
             Duration::from_millis(250),

@@ -352,12 +352,8 @@ pub fn s3s_fs(dir: &Path) -> (Server, u16) {
 
 /// Work the jobs of `queue` (kind `k`, any arguments) with the engine's own worker in
 /// this process, beside whatever else serves the backend, until `run` has finished.
-pub async fn work_beside(
-    backend: std::sync::Arc<dyn tranche_core::Backend>,
-    queue: &str,
-    run: &str,
-) {
-    use tranche_core::{Client, Engine, JobContext, Registry, TaskOptions, WorkerConfig};
+pub async fn work_beside(backend: tranche_core::Client, queue: &str, run: &str) {
+    use tranche_core::{Engine, JobContext, Registry, TaskOptions, WorkerConfig};
     let mut reg = Registry::new();
     reg.register(
         "k",
@@ -369,9 +365,7 @@ pub async fn work_beside(
         ..WorkerConfig::default()
     }
     .queues([queue], 8);
-    let worker = Engine::new(Client::from_shared(backend.clone()), reg)
-        .worker(config)
-        .unwrap();
+    let worker = Engine::new(backend.clone(), reg).worker(config).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn({
         let stop = stop.clone();
@@ -379,7 +373,7 @@ pub async fn work_beside(
     });
     let run = tranche_types::RunName::new(run).unwrap();
     let limit = Some(Duration::from_secs(60));
-    Client::from_shared(backend)
+    backend
         .wait_finished(&run, Duration::from_millis(20), limit, |_| {})
         .await
         .unwrap();
