@@ -79,7 +79,13 @@ async fn worker_survives_a_server_restart() {
     redis.kill();
     let down = backend.run_progress(&run).await;
     assert!(down.is_err(), "the server is down: {down:?}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Down until the worker has met the outage (a call of its failed), not for a
+    // guessed while.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stats.trouble().is_none() {
+        assert!(Instant::now() < deadline, "the worker never noticed the outage");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     redis.launch();
     let restarted = Instant::now();
 
