@@ -20,7 +20,7 @@
 //! - Errors have one shape with a stable code; a 5xx never carries the server's
 //!   internals: its cause is logged under a request id the answer names.
 //!
-//! Every route is declared once in [`routes`], which both builds the router and is
+//! Every route is declared once in `routes`, which both builds the router and is
 //! checked by a test against the OpenAPI document, itself generated from the handlers
 //! and wire types. Handlers hold no state of their
 //! own beyond counters: everything lives in the backend behind the [`Client`], including the per-queue
