@@ -15,8 +15,9 @@ use crate::error::{ApiError, ErrorCode};
 use crate::personal_data::PersonalData;
 use crate::state::AppState;
 
+/// What a token may do, from the word after it in the tokens file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// Every endpoint; personal data in job text is masked (`TOKEN`).
     All,
     /// Every endpoint, personal data shown (`TOKEN pii`).
@@ -37,29 +38,40 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
+/// Why tokens could not be loaded. Never contains a token.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
+    /// The tokens file could not be read.
     #[error("could not read tokens from {path}")]
     Read {
+        /// The file, as given.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// An entry is not `TOKEN`, `TOKEN pii` or `TOKEN worker`.
     #[error(
         "{source_name} line {line}: expected `TOKEN`, `TOKEN pii` or `TOKEN worker`, got {got}"
     )]
     Syntax {
+        /// The file's path, or `tokens` for text given to [`Tokens::parse`].
         source_name: String,
+        /// Which entry, from 1. Lines and comma-separated entries count alike, so in a
+        /// file without commas it is the line number.
         line: usize,
+        /// What was found, with the token itself left out.
         got: String,
     },
 }
 
 impl Tokens {
+    /// No tokens: the server then needs none, and may only listen on loopback.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
 
+    /// How many tokens are accepted, as listed (a duplicate counts twice).
     pub fn len(&self) -> usize {
         self.tokens.len()
     }
@@ -99,6 +111,7 @@ impl Tokens {
         Ok(Tokens { tokens })
     }
 
+    /// [`Tokens::parse`] on the contents of `path`; errors name the file.
     pub fn from_file(path: &Path) -> Result<Tokens, TokenError> {
         let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
             path: path.display().to_string(),
@@ -107,12 +120,13 @@ impl Tokens {
         Self::parse_named(&text, &path.display().to_string())
     }
 
+    /// Accept `other`'s tokens as well, e.g. a file's and an environment variable's.
     pub fn extend(&mut self, other: Tokens) {
         self.tokens.extend(other.tokens);
     }
 
     /// The scope of `presented`, comparing against every token in constant time.
-    pub fn check(&self, presented: &[u8]) -> Option<Scope> {
+    pub(crate) fn check(&self, presented: &[u8]) -> Option<Scope> {
         let mut found = None;
         for (token, scope) in &self.tokens {
             if bool::from(token.as_slice().ct_eq(presented)) {

@@ -9,7 +9,9 @@ use crate::auth::Tokens;
 pub struct ServerConfig {
     /// Where it listens; without tokens only a loopback address is accepted.
     pub listen: SocketAddr,
+    /// Who may call the API; none means no auth, allowed only on loopback.
     pub tokens: Tokens,
+    /// Per-queue caps on waiting jobs, past which submissions are answered 429.
     pub queue_limits: QueueLimits,
     /// Largest request body, in bytes.
     pub body_limit: usize,
@@ -59,17 +61,25 @@ impl Default for ServerConfig {
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// A non-loopback address without tokens would open the API to the network.
     #[error("refusing to listen on {0} without tokens: bind a loopback address, or pass --tokens FILE or set TRANCHE_TOKENS")]
     OpenWithoutTokens(SocketAddr),
+    /// A setting is out of range, or a queue limit could not be parsed.
     #[error("invalid {field}: expected {expected}, got {got}")]
     Invalid {
+        /// The setting, named as in [`ServerConfig`] (or `queue limit`).
         field: &'static str,
+        /// What would be accepted, for the message.
         expected: &'static str,
+        /// The value given.
         got: String,
     },
 }
 
 impl ServerConfig {
+    /// Refuse an open address without tokens, `show_personal_data` with tokens, and
+    /// limits, lease and timeouts that are zero or too small. [`crate::serve`] calls it
+    /// too; call it first to report a bad configuration before opening anything.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::OpenWithoutTokens(self.listen));
@@ -140,24 +150,27 @@ impl ServerConfig {
 
     /// Requests need a token unless there are none and the server is only reachable
     /// from this machine.
-    pub fn auth_required(&self) -> bool {
+    pub(crate) fn auth_required(&self) -> bool {
         !self.tokens.is_empty()
     }
 }
 
 /// Most available jobs a queue may hold before submissions to it are refused (429).
+/// Start from `Default` (no limits) and [`QueueLimits::add`] each one.
 #[derive(Clone, Debug, Default)]
 pub struct QueueLimits {
-    pub default: Option<u64>,
-    pub per_queue: HashMap<String, u64>,
+    /// For queues not in `per_queue`; `None` leaves them unlimited.
+    default: Option<u64>,
+    per_queue: HashMap<String, u64>,
 }
 
 impl QueueLimits {
-    pub fn limit(&self, queue: &str) -> Option<u64> {
+    pub(crate) fn limit(&self, queue: &str) -> Option<u64> {
         self.per_queue.get(queue).copied().or(self.default)
     }
 
-    /// Parse `N` (every queue) or `QUEUE=N`, as given on the command line.
+    /// Add one limit as given on the command line: `N` for every queue without its own,
+    /// or `QUEUE=N`. A later limit for the same queue replaces the earlier one.
     pub fn add(&mut self, spec: &str) -> Result<(), ConfigError> {
         let bad = || ConfigError::Invalid {
             field: "queue limit",

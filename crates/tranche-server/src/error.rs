@@ -62,7 +62,7 @@ pub enum ErrorCode {
     StorageFull,
 }
 
-/// The error body.
+/// The body of every error answer, 4xx and 5xx.
 #[derive(Serialize, ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorBody<'a> {
@@ -71,6 +71,7 @@ pub struct ErrorBody<'a> {
 
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail<'a> {
+    /// Stable: branch on this, not on `message`.
     code: ErrorCode,
     /// For people: what to change (4xx), or a fixed sentence with a request id to quote
     /// to an operator (5xx).

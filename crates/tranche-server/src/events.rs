@@ -39,10 +39,13 @@ fn default_limit() -> usize {
     1000
 }
 
+/// A page of the change feed.
 #[derive(Serialize, ToSchema)]
 pub struct EventsOut {
+    /// In commit order, `seq` increasing; empty only when `wait` passed without a change.
     events: Vec<JobEvent>,
-    /// The cursor to pass as `after` next time.
+    /// The cursor to pass as `after` next time: the last event's `seq`, or when there
+    /// were none the cursor asked for (`latest` as the number it stood for).
     next: u64,
 }
 

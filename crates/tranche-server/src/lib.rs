@@ -20,11 +20,13 @@
 //! - Errors have one shape with a stable code; a 5xx never carries the server's
 //!   internals: its cause is logged under a request id the answer names.
 //!
-//! Every route is declared once in [`routes`], which both builds the router and is
+//! Every route is declared once in `routes`, which both builds the router and is
 //! checked by a test against the OpenAPI document, itself generated from the handlers
 //! and wire types. Handlers hold no state of their
-//! own beyond counters: everything lives in the [`Backend`], including the per-queue
+//! own beyond counters: everything lives in the backend behind the [`Client`], including the per-queue
 //! statistics `/metrics` and `/v1/queues` report for every worker, remote or not.
+
+#![deny(missing_docs)]
 
 mod auth;
 mod body;
@@ -53,7 +55,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tranche_core::Client;
 
-pub use auth::{Scope, TokenError, Tokens};
+pub use auth::{TokenError, Tokens};
 pub use config::{ConfigError, QueueLimits, ServerConfig};
 
 use state::AppState;
@@ -86,11 +88,6 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/v1/workers/complete", post(workers::complete)),
         ("POST", "/v1/workers/fail", post(workers::fail)),
     ]
-}
-
-/// The HTTP application over `backend`. `config` should have been validated.
-pub fn router(backend: Client, config: ServerConfig) -> Router {
-    with_routes(app(backend, config))
 }
 
 fn app(backend: Client, config: ServerConfig) -> AppState {
@@ -135,10 +132,14 @@ pub async fn serve(
         .map_err(ServeError::Io)
 }
 
+/// Why [`serve`] returned an error rather than stopping at `shutdown`.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The configuration was refused before anything was served.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// An I/O error from the listener. Failed accepts are logged and retried rather
+    /// than returned, so this is not expected in practice.
     #[error("server failed")]
     Io(#[source] std::io::Error),
 }

@@ -46,6 +46,7 @@ fn default_limit() -> usize {
 
 #[derive(Serialize, ToSchema)]
 pub struct RunsOut {
+    /// Newest first, at most `limit`.
     runs: Vec<RunProgress>,
 }
 
@@ -61,6 +62,7 @@ pub struct RunPath {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct JobPath {
+    /// Job id, as answered by a submission.
     #[param(value_type = JobId)]
     id: i64,
 }
@@ -125,8 +127,10 @@ pub struct FailuresQuery {
 /// Failed jobs' errors are masked unless the token may see personal data.
 #[derive(Serialize, ToSchema)]
 pub struct FailuresOut {
+    /// By job id, at most `limit`.
     failures: Vec<JobFailure>,
-    /// Pass as `after` for the next page; absent on the last page.
+    /// Pass as `after` for the next page; `null` when this page was not full. A full
+    /// page may be followed by an empty one.
     next: Option<JobId>,
 }
 
@@ -172,6 +176,7 @@ pub async fn failures(
     Ok(axum::Json(FailuresOut { failures, next }))
 }
 
+/// What a retry or a cancel changed.
 #[derive(Serialize, ToSchema)]
 pub struct Count {
     /// How many jobs were changed.
@@ -311,11 +316,17 @@ pub async fn cancel_chain(
 #[schema(as = Job)]
 pub struct JobOut {
     id: JobId,
+    /// The run the job belongs to.
     run: RunName,
+    /// The task kind, as submitted.
     kind: String,
+    /// The queue it waits in, as submitted.
     queue: String,
     state: JobState,
+    /// Attempts started so far: 0 until the job first runs, and again once a retry of
+    /// its run revives it.
     attempt: u32,
+    /// Attempts allowed in all, as submitted.
     max_attempts: u32,
     /// Any JSON value.
     #[schema(value_type = Value)]
@@ -330,12 +341,17 @@ pub struct JobOut {
     error: Option<String>,
     /// Each failed attempt's error.
     errors: Vec<AttemptError>,
+    /// The key it was submitted with, if any.
     unique_key: Option<String>,
     /// The chain's next step.
     next: Option<JobId>,
+    /// When the job was submitted.
     created_at: Timestamp,
+    /// When the job last became runnable, or the earliest it may run if it is not yet.
     available_at: Timestamp,
+    /// When its latest attempt started; `null` until it first runs.
     started_at: Option<Timestamp>,
+    /// When it ended; `null` until then, and again after a retry of its run.
     finished_at: Option<Timestamp>,
 }
 
@@ -399,12 +415,14 @@ pub async fn job(
 
 #[derive(Serialize, ToSchema)]
 pub struct QueuesOut {
+    /// Every queue with jobs waiting or running or with statistics, by name.
     queues: Vec<QueueOut>,
 }
 
 /// A queue's depth now and its cumulative statistics (every worker's, remote or not).
 #[derive(Serialize, Default, ToSchema)]
 pub struct QueueOut {
+    /// The queue's name, as jobs were submitted to it.
     queue: String,
     /// Jobs waiting: runnable now or scheduled.
     available: u64,

@@ -16,6 +16,7 @@ use crate::wire::{ItemIn, JobIn, SubmitBatch, SubmitChain, SubmitGroup, SubmitJo
 /// One answer per submitted item, in order.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct BatchOut {
+    /// One per submitted item, in the order submitted.
     pub items: Vec<Submitted>,
 }
 

@@ -18,7 +18,7 @@ pub struct JobIn {
     #[serde(deserialize_with = "kind")]
     #[schema(min_length = 1, max_length = 128)]
     pub kind: String,
-    /// At most 128 bytes.
+    /// The queue it waits in, which workers poll by name; at most 128 bytes.
     #[serde(default = "default_queue", deserialize_with = "queue")]
     #[schema(default = default_queue, min_length = 1, max_length = 128)]
     pub queue: String,
@@ -26,10 +26,12 @@ pub struct JobIn {
     #[serde(default)]
     #[schema(value_type = Value)]
     pub args: Option<Box<RawValue>>,
+    /// Attempts allowed in all, the first included: when the last one fails, the job
+    /// ends `failed`.
     #[serde(default = "default_attempts")]
     #[schema(default = default_attempts, minimum = 1)]
     pub max_attempts: u32,
-    /// Lower runs first.
+    /// Lower runs first among the queue's runnable jobs; 0 when absent.
     #[serde(default)]
     pub priority: i16,
     /// The same key twice in a run returns the first job. At most 512 bytes.
@@ -100,10 +102,17 @@ impl JobIn {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[schema(as = Item)]
 pub enum ItemIn {
+    /// `{"job": {...}}`: one job.
     Job(JobIn),
+    /// `{"chain": [...]}`: steps in order. A failed or cancelled step cancels the steps
+    /// after it.
     Chain(Vec<JobIn>),
+    /// `{"group": {"members": [...], "callback": {...}}}`.
     Group {
+        /// Run independently of each other.
         members: Vec<JobIn>,
+        /// Runs once every member has ended, whatever its state; its input is the
+        /// members' outcomes, in member order: `[{"job", "state", "result"?, "error"?}]`.
         callback: JobIn,
     },
 }
@@ -130,39 +139,56 @@ impl ItemIn {
     }
 }
 
+/// Body of `POST /v1/jobs`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
+    /// The run the job joins; a run is created by its first submission.
     pub run: RunName,
     pub job: JobIn,
 }
 
+/// Body of `POST /v1/batches`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBatch {
+    /// The run every item joins; a run is created by its first submission.
     pub run: RunName,
+    /// At most the server's `max_jobs_per_request` jobs in all (10,000 by default),
+    /// counting each step, member and callback. Answered in the same order.
     pub items: Vec<ItemIn>,
-    /// Enqueued into the run `<run>/done` each time the run finishes.
+    /// Enqueued into the run `<run>/done` each time the run finishes. Replaces the
+    /// run's earlier `on_done`, if any; absent keeps it.
     #[serde(default)]
     pub on_done: Option<JobIn>,
 }
 
+/// Body of `POST /v1/chains`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitChain {
+    /// The run the steps join; a run is created by its first submission.
     pub run: RunName,
+    /// In order: each runs once the one before succeeded, with its result as input. A
+    /// failed or cancelled step cancels the steps after it.
     #[schema(min_items = 1)]
     pub steps: Vec<JobIn>,
 }
 
+/// Body of `POST /v1/groups`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitGroup {
+    /// The run the jobs join; a run is created by its first submission.
     pub run: RunName,
+    /// Run independently of each other.
     pub members: Vec<JobIn>,
+    /// Runs once every member has ended, whatever its state; its input is the members'
+    /// outcomes, in member order: `[{"job", "state", "result"?, "error"?}]`.
     pub callback: JobIn,
 }
 
+/// The jobs created for one submitted item.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Submitted {
     /// The new jobs' ids: a chain's steps in order; a group's members, then its callback.
@@ -171,20 +197,23 @@ pub struct Submitted {
     pub existed: bool,
 }
 
+/// Optional body of the cancel endpoints.
 #[derive(Debug, Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reason {
-    /// Recorded as the cancelled jobs' error.
+    /// Recorded as the cancelled jobs' error; `cancelled through the API` when absent.
     #[serde(default)]
     pub reason: Option<String>,
 }
 
-/// A lease as a worker names it.
+/// A lease as a worker names it: a job and the attempt it was polled for.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = Lease)]
 pub struct LeaseIn {
+    /// The polled job's `id`.
     pub job: JobId,
+    /// The polled job's `attempt`: a lease for an earlier attempt is no longer held.
     pub attempt: u32,
 }
 
@@ -210,10 +239,15 @@ impl From<LeaseRef> for LeaseIn {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PolledJob {
     pub id: JobId,
+    /// 1 on the job's first run; report it back with `id` in heartbeats and results.
     pub attempt: u32,
+    /// Attempts allowed in all: a failure of attempt `max_attempts` ends the job `failed`.
     pub max_attempts: u32,
+    /// The run the job belongs to.
     pub run: RunName,
+    /// The task to run, as submitted: what the worker dispatches on.
     pub kind: String,
+    /// The queue it was polled from.
     pub queue: String,
     /// Any JSON value.
     #[schema(value_type = Value)]
@@ -222,7 +256,10 @@ pub struct PolledJob {
     /// for others.
     #[schema(value_type = Value)]
     pub input: Option<Box<RawValue>>,
+    /// Unless a heartbeat extends it, the job may then be given to another worker, and
+    /// this attempt's reports answered `stale`.
     pub lease_until: Timestamp,
+    /// When the job last became runnable; its time waiting is measured from here.
     pub available_at: Timestamp,
 }
 

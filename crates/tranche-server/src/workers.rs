@@ -21,9 +21,11 @@ use crate::state::AppState;
 use crate::telemetry;
 use crate::wire::{LeaseIn, PolledJob};
 
+/// Body of `POST /v1/workers/poll`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PollIn {
+    /// The queue to take jobs from; at most 128 bytes.
     #[serde(deserialize_with = "crate::wire::queue")]
     #[schema(min_length = 1, max_length = 128)]
     queue: String,
@@ -49,6 +51,8 @@ fn default_max() -> usize {
 
 #[derive(Serialize, ToSchema)]
 pub struct PollOut {
+    /// Leased to the caller, at most `max`; empty only when `wait_ms` passed with
+    /// nothing ready. Heartbeat each before its `lease_until`, then complete or fail it.
     jobs: Vec<PolledJob>,
 }
 
@@ -135,9 +139,12 @@ pub async fn poll(
     }))
 }
 
+/// Body of `POST /v1/workers/heartbeat`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatIn {
+    /// The leases to extend, as polled; at most the server's `max_jobs_per_request`
+    /// (10,000 by default).
     leases: Vec<LeaseIn>,
     /// New lease length in milliseconds from now (default: the server's).
     #[serde(default)]
@@ -198,16 +205,23 @@ fn check_count(app: &AppState, field: &'static str, n: usize) -> Result<(), ApiE
     Ok(())
 }
 
+/// Body of `POST /v1/workers/complete`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteIn {
+    /// One per succeeded attempt; at most the server's `max_jobs_per_request` (10,000
+    /// by default).
     results: Vec<ResultIn>,
 }
 
+/// One attempt that succeeded.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResultIn {
+    /// The polled job's `id`.
     job: tranche_types::JobId,
+    /// The polled job's `attempt`: a report for an attempt that lost its lease is
+    /// answered `stale` and changes nothing.
     attempt: u32,
     /// Any JSON value, handed to the next chain step; `null` when absent.
     #[serde(default)]
@@ -256,17 +270,26 @@ pub async fn complete(
     report(&app, batch).await
 }
 
+/// Body of `POST /v1/workers/fail`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailIn {
+    /// One per failed attempt; at most the server's `max_jobs_per_request` (10,000 by
+    /// default).
     failures: Vec<FailureIn>,
 }
 
+/// One attempt that failed. The job runs again later unless `discard` or this was its
+/// last attempt, which end it `failed`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailureIn {
+    /// The polled job's `id`.
     job: tranche_types::JobId,
+    /// The polled job's `attempt`: a report for an attempt that lost its lease is
+    /// answered `stale` and changes nothing.
     attempt: u32,
+    /// Why it failed, for people: kept in the job's `errors`.
     error: String,
     /// Fail for good, without further attempts.
     #[serde(default)]
