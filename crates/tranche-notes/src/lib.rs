@@ -9,6 +9,8 @@
 //! realistic synthetic day for demos and benchmarks. [`night`] does a whole night in one
 //! call, and says what `Day` and `Night` mean.
 
+#![deny(missing_docs)]
+
 pub mod charges;
 pub mod generate;
 pub mod input;

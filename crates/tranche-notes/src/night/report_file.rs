@@ -14,17 +14,26 @@ use crate::pipeline::{write_report, ReportRow};
 /// Where the report was written.
 #[derive(Debug)]
 pub enum ReportPlace {
+    /// Where it was asked for.
     Wanted(PathBuf),
     /// In the temporary directory, because `wanted` could not be written.
     Instead {
+        /// Where it is.
         path: PathBuf,
+        /// Where it was asked for.
         wanted: PathBuf,
+        /// Why it is not there.
         why: std::io::Error,
     },
+    /// Not written: neither where it was asked for nor in the temporary directory.
     Nowhere {
+        /// Where it was asked for.
         wanted: PathBuf,
+        /// Why it is not there.
         why_wanted: std::io::Error,
+        /// Where it was tried instead.
         instead: PathBuf,
+        /// Why it is not there either.
         why_instead: std::io::Error,
     },
 }
@@ -66,7 +75,7 @@ impl ReportPlace {
 }
 
 /// Write the report to `wanted`, else to the temporary directory.
-pub fn place_report(wanted: &Path, run: &RunName, rows: &[ReportRow]) -> ReportPlace {
+pub(crate) fn place_report(wanted: &Path, run: &RunName, rows: &[ReportRow]) -> ReportPlace {
     let why_wanted = match write_report(wanted, rows) {
         Ok(()) => return ReportPlace::Wanted(wanted.to_path_buf()),
         Err(e) => e,
