@@ -9,7 +9,7 @@ use crate::generate::{generate, GenerateOptions, Generated};
 use crate::input::{load_broker, read_clients, read_trades, InputError};
 use crate::pipeline::Day;
 
-/// Why a Day could not be had: the night cannot start.
+/// Why the day's files could not be read (or generated): the night cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum DayError {
     /// An input file cannot be used as a whole.

@@ -9,7 +9,7 @@ use crate::pipeline::{RowAccount, StepCounts, Submitted};
 /// The night planned, before anything of it is enqueued.
 #[derive(Debug)]
 pub struct PlannedNight<'a> {
-    /// `contract-notes/<date>`.
+    /// The night's run, `contract-notes/<date>`.
     pub run: &'a RunName,
     /// Clients with a chain: those who traded, or whose rows could not be read.
     pub clients: usize,
@@ -21,7 +21,7 @@ pub struct PlannedNight<'a> {
     pub working_here: bool,
 }
 
-/// Told what a night does, as it goes, by [`run_night`](super::run_night).
+/// Whoever shows a night as it goes; [`run_night`](super::run_night) calls these.
 pub trait NightProgress: Send {
     /// The night is planned; nothing of it is enqueued yet.
     fn planned(&mut self, _night: &PlannedNight<'_>) {}

@@ -14,26 +14,26 @@ use crate::pipeline::{write_report, ReportRow};
 /// Where the report was written.
 #[derive(Debug)]
 pub enum ReportPlace {
-    /// Where it was asked for.
+    /// At the path asked for.
     Wanted(PathBuf),
     /// In the temporary directory, because `wanted` could not be written.
     Instead {
         /// Where it is.
         path: PathBuf,
-        /// Where it was asked for.
+        /// The path asked for.
         wanted: PathBuf,
-        /// Why it is not there.
+        /// Why `wanted` could not be written.
         why: std::io::Error,
     },
     /// Not written: neither where it was asked for nor in the temporary directory.
     Nowhere {
-        /// Where it was asked for.
+        /// The path asked for.
         wanted: PathBuf,
-        /// Why it is not there.
+        /// Why `wanted` could not be written.
         why_wanted: std::io::Error,
-        /// Where it was tried instead.
+        /// The file in the temporary directory tried next.
         instead: PathBuf,
-        /// Why it is not there either.
+        /// Why `instead` could not be written either.
         why_instead: std::io::Error,
     },
 }

@@ -48,7 +48,7 @@ pub struct WorkHere {
 /// What one call of a night saw.
 #[derive(Debug)]
 pub struct NightSummary {
-    /// `contract-notes/<date>`.
+    /// The night's run, `contract-notes/<date>`.
     pub run: RunName,
     /// Where `report.csv` was written, if anywhere.
     pub report: ReportPlace,

@@ -23,7 +23,8 @@ pub struct Day {
     pub trades_file: String,
     /// As the user named it, for error messages.
     pub clients_file: String,
-    /// From `broker.toml`; has a rate table for `date` when read by [`read_day`](crate::night::read_day).
+    /// From `broker.toml`; has a rate table for `date` when read by
+    /// [`read_day`](crate::night::read_day).
     pub broker: Broker,
     /// The client master, and its rows that could not be used.
     pub clients: Clients,

@@ -6,8 +6,8 @@
 //!
 //! A long note (a heavy trader's thousands of trades) is not laid out as one Typst
 //! document, whose time and memory grow faster than its pages: it is cut into parts
-//! of a few dozen pages ([`plan`]), each rendered on its own with Typst's cache emptied
-//! after it, and the parts' PDFs are joined into one ([`join`]). The template learns
+//! of a few dozen pages (module `plan`), each rendered on its own with Typst's cache emptied
+//! after it, and the parts' PDFs are joined into one (module `join`). The template learns
 //! from `/part.json` which part it renders and how to number its pages; page counts of
 //! all but the first part are fixed in advance, so "Page X of Y" is right without a
 //! second layout (one is done, once, if a part ever comes out longer than planned).
