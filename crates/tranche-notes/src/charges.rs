@@ -9,20 +9,30 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Category, Exchange, Segment, Side, Trade};
 use crate::rates::RateTable;
 
+/// The charges of one segment of a note, or of the whole note, in rupees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Charges {
+    /// Per executed order, summed.
     pub brokerage: Decimal,
+    /// The exchange's transaction charges.
     pub exchange: Decimal,
+    /// Securities transaction tax, rounded to the rupee.
     pub stt: Decimal,
+    /// SEBI turnover fees.
     pub sebi: Decimal,
+    /// Stamp duty, on buys only.
     pub stamp: Decimal,
+    /// Central GST: half the GST for a client in the broker's state, else zero.
     pub cgst: Decimal,
+    /// State GST: the other half for a client in the broker's state, else zero.
     pub sgst: Decimal,
+    /// Integrated GST: all of it for a client in another state, else zero.
     pub igst: Decimal,
 }
 
 impl Charges {
-    pub fn total(&self) -> Decimal {
+    /// Every component added up.
+    pub(crate) fn total(&self) -> Decimal {
         self.brokerage
             + self.exchange
             + self.stt
@@ -45,21 +55,29 @@ impl Charges {
     }
 }
 
+/// One segment's block of the note's charges: turnover, charges and net.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentSummary {
+    /// Cash equity or F&O.
     pub segment: Segment,
+    /// Turnover of the client's buys (premium for options), in rupees.
     pub buy_value: Decimal,
+    /// Turnover of the client's sells (premium for options), in rupees.
     pub sell_value: Decimal,
     /// Sells minus buys: positive is receivable by the client.
     pub pay_in_out: Decimal,
+    /// The segment's charges, each rounded on its own.
     pub charges: Charges,
     /// `pay_in_out` less all charges.
     pub net: Decimal,
 }
 
+/// A note's charges: per segment traded, and in total.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoteCharges {
+    /// Equity first, then F&O; only the segments the client traded in.
     pub segments: Vec<SegmentSummary>,
+    /// The segments' charges added up.
     pub total: Charges,
     /// Receivable by the client when positive, payable when negative.
     pub net_amount: Decimal,
@@ -102,7 +120,7 @@ fn order_brokerage(r: &RateTable, c: Category, turnover: Decimal) -> Decimal {
 
 /// Charges for one client's trades of the day. `same_state`: the client's state is the
 /// broker's GST state (CGST + SGST), else IGST.
-pub fn compute(trades: &[Trade], r: &RateTable, same_state: bool) -> NoteCharges {
+pub(crate) fn compute(trades: &[Trade], r: &RateTable, same_state: bool) -> NoteCharges {
     let mut orders: BTreeMap<(&str, Category), (Segment, Decimal)> = BTreeMap::new();
     for t in trades {
         let e = orders

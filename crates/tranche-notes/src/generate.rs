@@ -9,18 +9,25 @@ use std::path::Path;
 use chrono::{NaiveDate, NaiveTime};
 use rust_decimal::Decimal;
 
+/// What day to generate.
 #[derive(Clone, Debug)]
 pub struct GenerateOptions {
+    /// Ordinary clients: most with about 1–40 trades, one in about 200 with 500–3,000.
     pub clients: usize,
+    /// The trade date; also names the F&O contracts' expiry.
     pub date: NaiveDate,
+    /// The same seed and options write the same files.
     pub seed: u64,
     /// Add one client with exactly this many trades (60,000 gives a ~2,000-page note).
     pub heavy_trades: Option<usize>,
 }
 
+/// What was written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Generated {
+    /// Rows of `clients.csv`, the heavy trader included.
     pub clients: usize,
+    /// Rows of `trades.csv`.
     pub trades: usize,
 }
 
@@ -286,7 +293,8 @@ fn pan(rng: &mut fastrand::Rng) -> String {
     s
 }
 
-/// Write `trades.csv`, `clients.csv` and `broker.toml` into `dir`.
+/// Write `trades.csv`, `clients.csv` and `broker.toml` into `dir` (created if need be),
+/// replacing any there.
 pub fn generate(dir: &Path, o: &GenerateOptions) -> std::io::Result<Generated> {
     std::fs::create_dir_all(dir)?;
     let mut rng = fastrand::Rng::with_seed(o.seed);

@@ -5,9 +5,13 @@
 //! This crate is built in layers that mirror the chain: [`input`] reads and checks the
 //! day's files (every problem with file, line and field; a bad row fails only its
 //! client), [`charges`] computes a note's charges from dated [`rates`], [`note`] builds
-//! the data a note shows (the `process` step's artifact), and [`generate`] writes a
-//! realistic synthetic day for demos and benchmarks. [`night`] does a whole night in one
-//! call, and says what `Day` and `Night` mean.
+//! the data a note shows (the `process` step's artifact), [`render`] lays it out as a
+//! PDF, and [`pipeline`] makes each client's note a chain of jobs on the engine
+//! (process → render → sign → mail). [`generate`] writes a realistic synthetic day for
+//! demos and benchmarks. [`night`] does a whole night in one call, and says what `Day`
+//! and `Night` mean.
+
+#![deny(missing_docs)]
 
 pub mod charges;
 pub mod generate;

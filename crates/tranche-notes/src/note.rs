@@ -10,18 +10,27 @@ use crate::charges::{compute, NoteCharges};
 use crate::input::{Broker, ComplianceOfficer};
 use crate::model::{Client, Exchange, Segment, Side, Trade};
 
+/// Everything one contract note shows, computed and rounded: what the template reads as
+/// `/note.json`. Made by [`build`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NoteData {
+    /// Unique per broker and day, e.g. `CN/20261120/0000003` (see `broker.toml`'s
+    /// `note_prefix`).
     pub note_number: String,
     /// A corrected note names the note it replaces (which was mailed with wrong data).
     #[serde(default)]
     pub replaces: Option<String>,
+    /// The day the trades were executed; also the PDF's date.
     pub trade_date: NaiveDate,
+    /// One per exchange and segment traded.
     pub settlements: Vec<Settlement>,
+    /// The broker's block at the top of the note.
     pub broker: BrokerBlock,
+    /// The client's block at the top of the note.
     pub client: ClientBlock,
     /// One line per security and side.
     pub lines: Vec<NoteLine>,
+    /// Per segment and in total.
     pub charges: NoteCharges,
     /// "CGST+SGST" within the broker's state, "IGST" otherwise.
     pub gst_kind: String,
@@ -31,65 +40,105 @@ pub struct NoteData {
     pub annexure: Vec<AnnexureRow>,
 }
 
+/// A settlement the note's trades fall in.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settlement {
+    /// Where the trades were executed.
     pub exchange: Exchange,
+    /// Cash equity or F&O.
     pub segment: Segment,
+    /// Year and day of the year, e.g. `2026324`: stands in for the exchange calendar.
     pub number: String,
 }
 
+/// The broker as the note names it (from `broker.toml`): a note must carry its
+/// registrations and whom to complain to.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BrokerBlock {
+    /// Registered name.
     pub name: String,
+    /// SEBI registration number, e.g. `INZ000123456`.
     pub sebi_registration: String,
+    /// Trading member code per exchange, e.g. NSE = "12345".
     pub member_codes: BTreeMap<String, String>,
+    /// Registered office.
     pub address: String,
+    /// GST identification number; the note is also a tax invoice.
     pub gstin: String,
+    /// Printed for investor grievances.
     pub compliance_officer: ComplianceOfficer,
 }
 
+/// The client as the note names it (from the client master).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClientBlock {
+    /// The client code (UCC).
     pub code: String,
+    /// As in the client master.
     pub name: String,
+    /// Upper case; also what the default password rule makes the PDF's password from.
     pub pan: String,
+    /// Postal address.
     pub address: String,
+    /// The client's state, which decides CGST+SGST or IGST.
     pub place_of_supply: String,
 }
 
+/// One line of the note: a security bought or sold on one exchange, its trades added up.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NoteLine {
+    /// Where the trades were executed.
     pub exchange: Exchange,
+    /// Cash equity or F&O.
     pub segment: Segment,
+    /// Symbol or contract.
     pub instrument: String,
+    /// Equity only.
     pub isin: Option<String>,
+    /// Bought or sold.
     pub side: Side,
+    /// Units, over all the line's trades.
     pub quantity: u64,
     /// Weighted average price.
     pub wap: Decimal,
+    /// The brokerage of the line's orders per unit, to 4 decimals.
     pub brokerage_per_unit: Decimal,
+    /// WAP plus brokerage per unit for a buy, minus it for a sell, to 4 decimals.
     pub wap_after_brokerage: Decimal,
     /// Receivable (positive) or payable (negative), brokerage included.
     pub net_total: Decimal,
 }
 
+/// One trade in the note's annexure, as the exchange reported it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AnnexureRow {
+    /// The order the trade filled.
     pub order_id: String,
+    /// When the order was placed.
     pub order_time: NaiveTime,
+    /// The exchange's trade number.
     pub trade_id: String,
+    /// When the trade was executed.
     pub trade_time: NaiveTime,
+    /// Where the trade was executed.
     pub exchange: Exchange,
+    /// Symbol or contract.
     pub instrument: String,
+    /// Bought or sold.
     pub side: Side,
+    /// Units.
     pub quantity: u64,
+    /// Rupees per unit (premium for options).
     pub price: Decimal,
 }
 
+/// Why a client's note cannot be built; the client's chain fails with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoteError {
+    /// No rate table of the broker applies on the trade date.
     #[error("no charge rates in force on {0} in broker.toml (each [[rates]] table applies from its `from` date)")]
     NoRates(NaiveDate),
+    /// The client has no trades on the day: there is nothing to put on a note.
     #[error("client {0} has no trades on this day")]
     NoTrades(String),
 }
@@ -99,7 +148,7 @@ fn round(v: Decimal, dp: u32) -> Decimal {
 }
 
 /// The number of the day's `sequence`th note, e.g. `CN/20261120/0000003`.
-pub fn note_number(broker: &Broker, date: NaiveDate, sequence: u32) -> String {
+pub(crate) fn note_number(broker: &Broker, date: NaiveDate, sequence: u32) -> String {
     format!(
         "{}/{}/{:07}",
         broker.note_prefix,

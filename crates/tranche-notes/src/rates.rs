@@ -5,11 +5,13 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+/// One version of the charge rates: a `[[rates]]` table of `broker.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateTable {
     /// In force from this trade date on (until a later table's `from`).
     pub from: NaiveDate,
+    /// Equity delivery: this share of the order's turnover.
     pub brokerage_delivery_pct: Decimal,
     /// Intraday equity and futures: this share of the order's turnover…
     pub brokerage_pct: Decimal,
@@ -19,22 +21,33 @@ pub struct RateTable {
     pub brokerage_options_per_order: Decimal,
     /// Delivery: on buys and sells.
     pub stt_delivery_pct: Decimal,
+    /// Intraday equity: on the turnover of sells.
     pub stt_intraday_sell_pct: Decimal,
+    /// Futures: on the turnover of sells.
     pub stt_futures_sell_pct: Decimal,
     /// On the premium of sells.
     pub stt_options_sell_pct: Decimal,
+    /// NSE transaction charges on cash equity turnover (delivery and intraday).
     pub exchange_nse_cash_pct: Decimal,
+    /// NSE transaction charges on futures turnover.
     pub exchange_nse_futures_pct: Decimal,
+    /// NSE transaction charges on options premium.
     pub exchange_nse_options_pct: Decimal,
+    /// BSE transaction charges on cash equity turnover (delivery and intraday).
     pub exchange_bse_cash_pct: Decimal,
+    /// BSE transaction charges on futures turnover.
     pub exchange_bse_futures_pct: Decimal,
+    /// BSE transaction charges on options premium.
     pub exchange_bse_options_pct: Decimal,
     /// Rupees per crore (10 million rupees) of turnover.
     pub sebi_per_crore: Decimal,
     /// Stamp duty, on buys only.
     pub stamp_delivery_pct: Decimal,
+    /// Stamp duty on intraday equity buys.
     pub stamp_intraday_pct: Decimal,
+    /// Stamp duty on futures buys.
     pub stamp_futures_pct: Decimal,
+    /// Stamp duty on options buys, on the premium.
     pub stamp_options_pct: Decimal,
     /// On brokerage + exchange charges + SEBI fees; split CGST/SGST within the broker's
     /// state, IGST otherwise.
@@ -47,7 +60,7 @@ fn d(s: &str) -> Decimal {
 
 /// The built-in tables: the rates the issue lists, with the F&O STT change of
 /// 2026-04-01.
-pub fn default_rates() -> Vec<RateTable> {
+pub(crate) fn default_rates() -> Vec<RateTable> {
     let before = RateTable {
         from: NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date"),
         brokerage_delivery_pct: d("0"),
@@ -81,7 +94,7 @@ pub fn default_rates() -> Vec<RateTable> {
 }
 
 /// The table in force on `date`: the latest whose `from` is not after it.
-pub fn rates_on(tables: &[RateTable], date: NaiveDate) -> Option<&RateTable> {
+pub(crate) fn rates_on(tables: &[RateTable], date: NaiveDate) -> Option<&RateTable> {
     tables
         .iter()
         .filter(|t| t.from <= date)

@@ -11,15 +11,21 @@ use crate::rates::{default_rates, rates_on, RateTable};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Broker {
+    /// Registered name; also the mail's sender name by default.
     pub name: String,
+    /// SEBI registration number, e.g. `INZ000123456`.
     pub sebi_registration: String,
     /// Trading member code per exchange, e.g. NSE = "12345".
     pub member_codes: BTreeMap<String, String>,
+    /// Registered office.
     pub address: String,
+    /// GST identification number.
     pub gstin: String,
     /// The broker's state for GST: CGST+SGST for clients in it, IGST otherwise.
     pub gst_state: String,
+    /// Starts every note number, e.g. `CN` in `CN/20261120/0000003`.
     pub note_prefix: String,
+    /// Printed on every note for grievances; sends the mail when `mail_from` is not given.
     pub compliance_officer: ComplianceOfficer,
     /// The sender of contract-note e-mails, e.g. `"Example Securities <notes@example.in>"`;
     /// the compliance officer's address when not given.
@@ -30,22 +36,26 @@ pub struct Broker {
     pub rates: Vec<RateTable>,
 }
 
+/// Whom clients write to about a note: `broker.toml`'s `[compliance_officer]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComplianceOfficer {
+    /// As printed on the note.
     pub name: String,
+    /// As printed on the note, and the mail's sender address by default.
     pub email: String,
+    /// As printed on the note.
     pub phone: String,
 }
 
 impl Broker {
     /// The rate table in force on a trade date.
-    pub fn rates_on(&self, date: NaiveDate) -> Option<&RateTable> {
+    pub(crate) fn rates_on(&self, date: NaiveDate) -> Option<&RateTable> {
         rates_on(&self.rates, date)
     }
 
     /// The `From` of contract-note e-mails.
-    pub fn sender(&self) -> String {
+    pub(crate) fn sender(&self) -> String {
         match &self.mail_from {
             Some(from) => from.clone(),
             None => format!("{} <{}>", self.name, self.compliance_officer.email),
@@ -53,7 +63,7 @@ impl Broker {
     }
 
     /// The domain message ids are minted in.
-    pub fn mail_domain(&self) -> String {
+    pub(crate) fn mail_domain(&self) -> String {
         let from = self.sender();
         let addr = from
             .rsplit_once('<')
@@ -62,13 +72,16 @@ impl Broker {
             .map_or("tranche.invalid".to_string(), |(_, d)| d.trim().to_string())
     }
 
-    pub fn same_state(&self, client_state: &str) -> bool {
+    /// Whether a client in `client_state` pays CGST+SGST (else IGST); case and spaces
+    /// around it do not matter.
+    pub(crate) fn same_state(&self, client_state: &str) -> bool {
         self.gst_state
             .trim()
             .eq_ignore_ascii_case(client_state.trim())
     }
 }
 
+/// Read and check `broker.toml`; without `[[rates]]` tables the built-in rates apply.
 pub fn load_broker(path: &Path) -> Result<Broker, InputError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| InputError::File {

@@ -5,18 +5,23 @@ use super::csv_rows::{CsvRows, Row};
 use super::{InputError, RowError};
 use crate::model::Client;
 
-pub const COLUMNS: [&str; 6] = ["client_code", "name", "pan", "email", "address", "state"];
+/// The columns `clients.csv` must have (in any order; others are ignored).
+pub(crate) const COLUMNS: [&str; 6] = ["client_code", "name", "pan", "email", "address", "state"];
 
 /// The client master, and the rows that could not be used: every row read is in
 /// exactly one of the two.
 #[derive(Debug, Default)]
 pub struct Clients {
+    /// The clients whose rows could be used, by client code.
     pub by_code: BTreeMap<String, Client>,
+    /// The rows that could not, each naming its client when the row says.
     pub errors: Vec<RowError>,
     /// Rows in the file (non-blank lines after the header).
     pub rows_read: u64,
 }
 
+/// Read and check the client master. Fails only when the file as a whole cannot be
+/// used; a bad row goes to [`Clients::errors`].
 pub fn read_clients(path: &Path) -> Result<Clients, InputError> {
     let mut rows = CsvRows::open(path, &COLUMNS)?;
     let mut by_code: BTreeMap<String, Client> = BTreeMap::new();
@@ -44,7 +49,7 @@ pub fn read_clients(path: &Path) -> Result<Clients, InputError> {
 }
 
 /// A PAN is five letters, four digits and a letter (e.g. ABCDE1234F).
-pub fn valid_pan(pan: &str) -> bool {
+pub(crate) fn valid_pan(pan: &str) -> bool {
     let b = pan.as_bytes();
     b.len() == 10
         && b[..5].iter().all(u8::is_ascii_uppercase)

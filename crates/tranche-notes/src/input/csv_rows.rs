@@ -20,8 +20,8 @@ use super::{InputError, RowError};
 /// The ASCII-only byte-order mark spreadsheets put at the start of a UTF-8 file.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-pub struct CsvRows {
-    pub file: String,
+pub(crate) struct CsvRows {
+    pub(crate) file: String,
     names: Vec<String>,
     columns: HashMap<String, usize>,
     input: BufReader<File>,
@@ -29,19 +29,19 @@ pub struct CsvRows {
     raw: Vec<u8>,
     parser: csv_core::Reader,
     /// Non-blank lines after the header: every one becomes a row or a row error.
-    pub rows_read: u64,
+    pub(crate) rows_read: u64,
 }
 
 /// One line's fields.
-pub struct Row<'a> {
-    pub line: u64,
+pub(crate) struct Row<'a> {
+    pub(crate) line: u64,
     text: String,
     ends: Vec<usize>,
     rows: &'a CsvRows,
 }
 
 impl CsvRows {
-    pub fn open(path: &Path, required: &[&str]) -> Result<CsvRows, InputError> {
+    pub(crate) fn open(path: &Path, required: &[&str]) -> Result<CsvRows, InputError> {
         let file = path.display().to_string();
         let handle = File::open(path).map_err(|e| InputError::File {
             file: file.clone(),
@@ -105,7 +105,7 @@ impl CsvRows {
 
     /// The next row, or why the row on that line cannot be read (its client named when
     /// the fields before the problem say who it is); `None` at the end of the file.
-    pub fn next_row(&mut self) -> Result<Option<Result<Row<'_>, RowError>>, InputError> {
+    pub(crate) fn next_row(&mut self) -> Result<Option<Result<Row<'_>, RowError>>, InputError> {
         let Some(split) = self.next_line()? else {
             return Ok(None);
         };
@@ -144,7 +144,7 @@ impl CsvRows {
 
     /// Hand every readable row to `take`; the errors of the rest, and those `take`
     /// returns, go to `errors`: every row ends in exactly one of the two.
-    pub fn each_row(
+    pub(crate) fn each_row(
         &mut self,
         errors: &mut Vec<RowError>,
         mut take: impl FnMut(&Row<'_>) -> Result<(), RowError>,
@@ -309,7 +309,7 @@ fn field_slices<'t>(text: &'t str, ends: &'t [usize]) -> impl Iterator<Item = &'
 
 impl Row<'_> {
     /// The trimmed value of a column.
-    pub fn get(&self, column: &str) -> &str {
+    pub(crate) fn get(&self, column: &str) -> &str {
         let Some(&i) = self.rows.columns.get(column) else {
             return "";
         };
@@ -317,7 +317,12 @@ impl Row<'_> {
         self.text[start..self.ends[i]].trim()
     }
 
-    pub fn error(&self, field: &str, message: impl Into<String>, client: Option<&str>) -> RowError {
+    pub(crate) fn error(
+        &self,
+        field: &str,
+        message: impl Into<String>,
+        client: Option<&str>,
+    ) -> RowError {
         RowError {
             file: self.rows.file.clone(),
             line: self.line,
@@ -328,7 +333,7 @@ impl Row<'_> {
     }
 
     /// A required, non-empty column.
-    pub fn required(&self, column: &str, client: Option<&str>) -> Result<&str, RowError> {
+    pub(crate) fn required(&self, column: &str, client: Option<&str>) -> Result<&str, RowError> {
         let v = self.get(column);
         if v.is_empty() {
             Err(self.error(column, "expected a value, got nothing", client))

@@ -15,10 +15,13 @@ use std::fmt;
 /// One problem in an input file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, thiserror::Error)]
 pub struct RowError {
+    /// The file as the user named it.
     pub file: String,
+    /// 1-based, counting the header and blank lines.
     pub line: u64,
     /// The column, or empty when the problem is the row's shape (its field count).
     pub field: String,
+    /// What was expected and what was found; never a personal value (PAN, e-mail).
     pub message: String,
     /// The client whose note this row belongs to, when the row says.
     pub client: Option<String>,
@@ -41,12 +44,22 @@ impl fmt::Display for RowError {
 /// A whole file could not be used (missing, unreadable, wrong header).
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
+    /// The file cannot be opened or read, or a required value is missing from it.
     #[error("{file}: {message}")]
-    File { file: String, message: String },
+    File {
+        /// The file as the user named it.
+        file: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The file's structure is wrong: a CSV header, or `broker.toml`'s TOML.
     #[error("{file}:{line}: {message}")]
     Syntax {
+        /// The file as the user named it.
         file: String,
+        /// 1-based; 0 when the parser cannot tell.
         line: u64,
+        /// What was expected.
         message: String,
     },
 }

@@ -9,6 +9,8 @@ use super::csv_rows::{CsvRows, Row};
 use super::{InputError, RowError};
 use crate::model::{Exchange, InstrumentType, Product, Segment, Side, Trade};
 
+/// The columns `trades.csv` must have (in any order; others are ignored); the
+/// generator writes them in this order.
 pub const COLUMNS: [&str; 14] = [
     "trade_id",
     "order_id",
@@ -28,26 +30,31 @@ pub const COLUMNS: [&str; 14] = [
 
 /// Bounds far above any real trade that keep every sum on a note (quantities in a
 /// `u64`, amounts in a `Decimal`) from overflowing, however many trades a client has.
-pub const MAX_QUANTITY: u64 = 1_000_000_000_000;
+pub(crate) const MAX_QUANTITY: u64 = 1_000_000_000_000;
 /// Rupees: ₹1,000 lakh crore.
-pub const MAX_TRADE_VALUE: u64 = 1_000_000_000_000_000;
+pub(crate) const MAX_TRADE_VALUE: u64 = 1_000_000_000_000_000;
 
 /// The day's trades by client, and the rows that could not be used: every row read is
 /// in exactly one of the two.
 #[derive(Debug, Default)]
 pub struct Trades {
+    /// The trades that could be used, by client code, in file order.
     pub by_client: BTreeMap<String, Vec<Trade>>,
+    /// The rows that could not, each naming its client when the row says.
     pub errors: Vec<RowError>,
     /// Rows in the file (non-blank lines after the header).
     pub rows_read: u64,
 }
 
 impl Trades {
+    /// The trades that could be used, over all clients.
     pub fn count(&self) -> usize {
         self.by_client.values().map(Vec::len).sum()
     }
 }
 
+/// Read and check the day's trades. Fails only when the file as a whole cannot be
+/// used; a bad row goes to [`Trades::errors`].
 pub fn read_trades(path: &Path) -> Result<Trades, InputError> {
     let mut rows = CsvRows::open(path, &COLUMNS)?;
     let mut by_client: BTreeMap<String, Vec<Trade>> = BTreeMap::new();

@@ -9,24 +9,33 @@ use crate::generate::{generate, GenerateOptions, Generated};
 use crate::input::{load_broker, read_clients, read_trades, InputError};
 use crate::pipeline::Day;
 
+/// Why the day's files could not be read (or generated): the night cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum DayError {
+    /// An input file cannot be used as a whole.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// No charge rates apply on the trade date: every note would fail.
     #[error("{}: no charge-rate table applies on {date} (each [[rates]] applies from its `from` date)", .broker_file.display())]
     NoRates {
+        /// The broker file read.
         broker_file: PathBuf,
+        /// The trade date.
         date: NaiveDate,
     },
+    /// The generator could not write the day's files.
     #[error("cannot write the day's files to {}", .dir.display())]
     Generate {
+        /// Where they were to go.
         dir: PathBuf,
+        /// Why not.
         #[source]
         source: std::io::Error,
     },
 }
 
-/// Read the day's files.
+/// Read the day's files: the broker's first (a broken one, or one without rates for
+/// `date`, fails at once), then the client master and the trades.
 pub fn read_day(
     trades: &Path,
     clients: &Path,
@@ -50,7 +59,8 @@ pub fn read_day(
     })
 }
 
-/// Write a synthetic day into `input` and read it back.
+/// Write a synthetic day into `input` and read it back, as `notes demo` and `bench
+/// notes` do.
 pub fn generated_day(
     input: &Path,
     options: &GenerateOptions,

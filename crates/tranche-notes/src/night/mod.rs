@@ -10,10 +10,10 @@
 //!   broker details — read and checked ([`read_day`], or written by the generator and
 //!   read back, [`generated_day`]).
 //! - **Night**: the run `contract-notes/<date>` that makes one Day's notes — planned
-//!   ([`plan_night`] → [`NightPlan`]), enqueued ([`submit_night`]), worked by any
+//!   ([`plan_night`] → [`NightPlan`]), enqueued, worked by any
 //!   number of processes over any number of calls, reported. [`run_night`] is one call
 //!   of it in this process, and [`NightSummary`] what that call saw.
-//! - [`Night`](crate::pipeline::Night), the type: what one night's steps share in a
+//! - `Night`, the type (internal to the pipeline): what one night's steps share in a
 //!   worker process (its date's broker, with the process's store, signer and mailer).
 //! - [`NightSource`]: where a worker process gets the `Night` of any date — its own
 //!   resources, plus each date's broker loaded from the store the first time.
@@ -21,7 +21,6 @@
 //! [`Day`]: crate::pipeline::Day
 //! [`plan_night`]: crate::pipeline::plan_night
 //! [`NightPlan`]: crate::pipeline::NightPlan
-//! [`submit_night`]: crate::pipeline::submit_night
 //! [`NightSource`]: crate::pipeline::NightSource
 
 mod day;
@@ -32,6 +31,9 @@ mod stall;
 
 pub use day::{generated_day, read_day, DayError};
 pub use progress::{NightProgress, PlannedNight};
-pub use report_file::{place_report, ReportPlace};
+pub use report_file::ReportPlace;
 pub use run::{run_night, NightConfig, NightError, NightSummary, WorkHere};
-pub use stall::{Stall, StallWatch};
+pub use stall::Stall;
+
+pub(crate) use report_file::place_report;
+pub(crate) use stall::StallWatch;

@@ -9,8 +9,11 @@ use crate::pipeline::{RowAccount, StepCounts, Submitted};
 /// The night planned, before anything of it is enqueued.
 #[derive(Debug)]
 pub struct PlannedNight<'a> {
+    /// The night's run, `contract-notes/<date>`.
     pub run: &'a RunName,
+    /// Clients with a chain: those who traded, or whose rows could not be read.
     pub clients: usize,
+    /// Trades that could be read.
     pub trades: usize,
     /// Where every input row went: the trades file, then the client master.
     pub accounts: &'a [RowAccount],
@@ -18,7 +21,9 @@ pub struct PlannedNight<'a> {
     pub working_here: bool,
 }
 
+/// Whoever shows a night as it goes; [`run_night`](super::run_night) calls these.
 pub trait NightProgress: Send {
+    /// The night is planned; nothing of it is enqueued yet.
     fn planned(&mut self, _night: &PlannedNight<'_>) {}
 
     /// Enqueued: what submitting again found (changed input, corrections, clients a

@@ -14,17 +14,26 @@ use crate::pipeline::{write_report, ReportRow};
 /// Where the report was written.
 #[derive(Debug)]
 pub enum ReportPlace {
+    /// At the path asked for.
     Wanted(PathBuf),
     /// In the temporary directory, because `wanted` could not be written.
     Instead {
+        /// Where it is.
         path: PathBuf,
+        /// The path asked for.
         wanted: PathBuf,
+        /// Why `wanted` could not be written.
         why: std::io::Error,
     },
+    /// Not written: neither where it was asked for nor in the temporary directory.
     Nowhere {
+        /// The path asked for.
         wanted: PathBuf,
+        /// Why `wanted` could not be written.
         why_wanted: std::io::Error,
+        /// The file in the temporary directory tried next.
         instead: PathBuf,
+        /// Why `instead` could not be written either.
         why_instead: std::io::Error,
     },
 }
@@ -66,7 +75,7 @@ impl ReportPlace {
 }
 
 /// Write the report to `wanted`, else to the temporary directory.
-pub fn place_report(wanted: &Path, run: &RunName, rows: &[ReportRow]) -> ReportPlace {
+pub(crate) fn place_report(wanted: &Path, run: &RunName, rows: &[ReportRow]) -> ReportPlace {
     let why_wanted = match write_report(wanted, rows) {
         Ok(()) => return ReportPlace::Wanted(wanted.to_path_buf()),
         Err(e) => e,

@@ -39,18 +39,24 @@ pub struct NightConfig {
 
 /// What this process works a night's steps with.
 pub struct WorkHere {
+    /// The store, renderer, signer and mailer the steps use.
     pub source: Arc<NightSource>,
+    /// How many of each step run at once, and which queues.
     pub workers: Workers,
 }
 
 /// What one call of a night saw.
 #[derive(Debug)]
 pub struct NightSummary {
+    /// The night's run, `contract-notes/<date>`.
     pub run: RunName,
+    /// Where `report.csv` was written, if anywhere.
     pub report: ReportPlace,
     /// The report's lines: one per client, one per input row no client is named for.
     pub rows: Vec<ReportRow>,
+    /// The rows counted by status.
     pub totals: ReportSummary,
+    /// Each client's chain, as the report reads them.
     pub chains: Vec<ChainIds>,
     /// Clients a person must look at: input changed after mailing, or while mailing.
     pub attention: Vec<Attention>,
@@ -58,34 +64,50 @@ pub struct NightSummary {
     pub interrupted: bool,
     /// What this process did per step.
     pub steps: Arc<StepCounts>,
+    /// Spent submitting the night.
     pub enqueue_time: Duration,
+    /// Spent working or watching the run, until it finished or this process stopped.
     pub work_time: Duration,
 }
 
+/// Why a night stopped. Whatever was enqueued stays: calling [`run_night`] again for
+/// the same day resumes.
 #[derive(Debug, thiserror::Error)]
 pub enum NightError {
+    /// The broker details could not be put where workers read them.
     #[error("cannot publish the night's broker details to the store")]
     Publish(#[source] StorageError),
+    /// Input rows were lost on the way: nothing was submitted.
     #[error(transparent)]
     Plan(#[from] Unaccounted),
+    /// The output directory could not be created.
     #[error("cannot create {}", .path.display())]
     CreateOut {
+        /// The output directory.
         path: PathBuf,
+        /// Why not.
         #[source]
         source: std::io::Error,
     },
+    /// `accounting.csv` could not be written: nothing was submitted.
     #[error("cannot write {}", .path.display())]
     Accounting {
+        /// Where it was to go.
         path: PathBuf,
+        /// Why not.
         #[source]
         source: std::io::Error,
     },
+    /// The night could not be submitted.
     #[error(transparent)]
     Enqueue(#[from] EnqueueError),
+    /// The worker for this process could not be made.
     #[error(transparent)]
     Worker(#[from] WorkerError),
+    /// Working or watching the run stopped before it finished.
     #[error(transparent)]
     Drive(#[from] DriveError),
+    /// The chains' records could not be read for the report.
     #[error(transparent)]
     Report(#[from] BackendError),
 }

@@ -15,24 +15,35 @@ use crate::pipeline::{StoreSpace, STEPS};
 /// What holds the night up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stall {
+    /// The store has no room for the steps' writes: they wait for it.
     StoreFull {
+        /// The store's root: where space must be freed.
         location: String,
+        /// Bytes free there, when the store can tell.
         free: Option<u64>,
         /// The write that did not fit × the clients left: a rough need.
         needed: u64,
+        /// Clients whose chains have not ended.
         clients_left: u64,
     },
+    /// The disk holding the backend's database is full.
     DatabaseFull {
+        /// The database file.
         path: String,
+        /// Bytes free on its disk, when known.
         free: Option<u64>,
     },
+    /// The backend refuses writes for another reason; the worker keeps retrying.
     Backend {
+        /// What the backend said.
         error: String,
     },
-    /// Running jobs this process does not hold. `lapse_within`: a stopped worker's
-    /// leases have lapsed by then; `None` once that is past (a live worker holds them).
+    /// Running jobs this process does not hold.
     Leases {
+        /// Running jobs held elsewhere.
         jobs: u64,
+        /// A stopped worker's leases have lapsed by then; `None` once that is past (a
+        /// live worker holds them).
         lapse_within: Option<Duration>,
     },
 }
@@ -116,7 +127,7 @@ const SHOWN_AFTER: Duration = Duration::from_secs(1);
 
 /// Watches what this process knows: the store's space and the worker's backend
 /// trouble and jobs in flight.
-pub struct StallWatch {
+pub(crate) struct StallWatch {
     space: Arc<StoreSpace>,
     worker: Arc<WorkerStats>,
     /// A stopped worker's leases have lapsed by then: its last heartbeat was before
@@ -127,7 +138,7 @@ pub struct StallWatch {
 
 impl StallWatch {
     /// `lease`: how long the night's leases last.
-    pub fn new(space: Arc<StoreSpace>, worker: Arc<WorkerStats>, lease: Duration) -> Self {
+    pub(crate) fn new(space: Arc<StoreSpace>, worker: Arc<WorkerStats>, lease: Duration) -> Self {
         worker.show_trouble_elsewhere();
         space.show_elsewhere();
         StallWatch {
@@ -139,7 +150,7 @@ impl StallWatch {
     }
 
     /// What holds the night up now, once it has for a moment.
-    pub fn check(&mut self, p: &RunProgress) -> Option<Stall> {
+    pub(crate) fn check(&mut self, p: &RunProgress) -> Option<Stall> {
         let now = self.current(p);
         let Some(stall) = now else {
             self.seen = None;

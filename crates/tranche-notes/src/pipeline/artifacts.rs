@@ -7,29 +7,33 @@ use tranche_storage::{InvalidKey, StoreKey};
 use super::plan::entity;
 
 /// The artifact kinds in the store.
-pub const DATA_KIND: &str = "contract-notes-data";
-pub const TMP_PDF_KIND: &str = "tmp-pdf";
-pub const SIGNED_PDF_KIND: &str = "signed-pdf";
+pub(crate) const DATA_KIND: &str = "contract-notes-data";
+pub(crate) const TMP_PDF_KIND: &str = "tmp-pdf";
+pub(crate) const SIGNED_PDF_KIND: &str = "signed-pdf";
 /// What stays of a note's data once it is mailed (see `steps::AuditRecord`).
-pub const AUDIT_KIND: &str = "contract-notes-audit";
+pub(crate) const AUDIT_KIND: &str = "contract-notes-audit";
 
 /// The store keys of one chain's artifacts (a client's note of one version).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Artifacts {
+pub(crate) struct Artifacts {
     /// The note's data and address, written by `process`; removed once mailed.
-    pub data: StoreKey,
+    pub(crate) data: StoreKey,
     /// The rendered, unencrypted PDF; removed once its signed copy is stored.
-    pub tmp_pdf: StoreKey,
+    pub(crate) tmp_pdf: StoreKey,
     /// The signed, password-protected PDF: what is mailed.
-    pub signed_pdf: StoreKey,
+    pub(crate) signed_pdf: StoreKey,
     /// What an audit needs once the note's personal data is gone.
-    pub audit: StoreKey,
+    pub(crate) audit: StoreKey,
 }
 
 impl Artifacts {
     /// Fails for a client code that cannot name a file (the planner fails such a
     /// client's chain at `process`).
-    pub fn new(date: NaiveDate, client_code: &str, version: u32) -> Result<Self, InvalidKey> {
+    pub(crate) fn new(
+        date: NaiveDate,
+        client_code: &str,
+        version: u32,
+    ) -> Result<Self, InvalidKey> {
         let date = date.to_string();
         let at = entity(client_code, version);
         let key = |kind, ext| StoreKey::partitioned(kind, &date, &at, ext);

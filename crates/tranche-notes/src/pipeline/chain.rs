@@ -7,7 +7,7 @@ use super::{Step, MAIL, PROCESS, RENDER, SIGN};
 
 /// A step of the chain `process → render → sign → mail`, in that order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ChainStep {
+pub(crate) enum ChainStep {
     Process,
     Render,
     Sign,
@@ -16,7 +16,7 @@ pub enum ChainStep {
 
 impl ChainStep {
     /// In chain order.
-    pub const ALL: [ChainStep; 4] = [
+    pub(crate) const ALL: [ChainStep; 4] = [
         ChainStep::Process,
         ChainStep::Render,
         ChainStep::Sign,
@@ -24,7 +24,8 @@ impl ChainStep {
     ];
 
     /// Its task kind, queue and attempts.
-    pub const fn step(self) -> Step {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) const fn step(self) -> Step {
         match self {
             ChainStep::Process => PROCESS,
             ChainStep::Render => RENDER,
@@ -34,7 +35,7 @@ impl ChainStep {
     }
 
     /// Its place in chain order.
-    pub const fn position(self) -> usize {
+    pub(crate) const fn position(self) -> usize {
         self as usize
     }
 }

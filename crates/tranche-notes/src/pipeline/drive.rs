@@ -85,7 +85,7 @@ impl Observer for StepCounts {
 
 /// Leases are extended while a step runs; a lost worker's notes are picked up again
 /// after this long (and a rerun after a `kill -9` waits for it).
-pub const LEASE: Duration = Duration::from_secs(30);
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
 /// How many of each step this process runs at once.
 #[derive(Clone, Debug)]
@@ -149,14 +149,19 @@ impl Workers {
     }
 }
 
+/// Why working or watching a run stopped before it finished.
 #[derive(Debug, thiserror::Error)]
 pub enum DriveError {
+    /// The worker failed.
     #[error(transparent)]
     Worker(#[from] WorkerError),
+    /// The run's progress could not be read.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// The backend has no such run.
     #[error("run {0} does not exist")]
     NoSuchRun(RunName),
+    /// The worker ended without being asked to, or its task panicked.
     #[error("the worker stopped: {0}")]
     Stopped(String),
 }
@@ -164,7 +169,7 @@ pub enum DriveError {
 /// Serve the worker's queues (if given one; else only watch) until `run` has finished
 /// (returns its progress) or `stop` is cancelled (returns `None` once the worker has
 /// finished or handed back what it held). `tick` sees the progress about every `every`.
-pub async fn work_until_finished(
+pub(crate) async fn work_until_finished(
     backend: Client,
     worker: Option<Worker>,
     run: &RunName,

@@ -7,24 +7,24 @@ use chrono::NaiveDate;
 const TEMPLATE: &str = include_str!("../../templates/contract-note-mail.txt");
 
 /// What the mail says about one note.
-pub struct NoteMail<'a> {
-    pub number: &'a str,
-    pub date: NaiveDate,
-    pub client_name: &'a str,
-    pub broker_name: &'a str,
+pub(crate) struct NoteMail<'a> {
+    pub(crate) number: &'a str,
+    pub(crate) date: NaiveDate,
+    pub(crate) client_name: &'a str,
+    pub(crate) broker_name: &'a str,
     /// The note a corrected note replaces.
-    pub replaces: Option<&'a str>,
+    pub(crate) replaces: Option<&'a str>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub struct MailText {
-    pub subject: String,
+pub(crate) struct MailText {
+    pub(crate) subject: String,
     /// With CRLF line endings, as mail wants them.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 impl NoteMail<'_> {
-    pub fn text(&self) -> MailText {
+    pub(crate) fn text(&self) -> MailText {
         let date = self.date.to_string();
         let replaces = self.replaces.unwrap_or_default();
         let mut values = vec![

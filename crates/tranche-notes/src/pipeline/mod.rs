@@ -35,48 +35,48 @@ use crate::input::Broker;
 use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
-pub use artifacts::{Artifacts, AUDIT_KIND, DATA_KIND, SIGNED_PDF_KIND, TMP_PDF_KIND};
-pub use chain::ChainStep;
-pub use drive::{work_until_finished, DriveError, StepCounts, Workers, LEASE};
+pub use drive::{DriveError, StepCounts, Workers};
 pub use password::PasswordRule;
-pub use plan::{
-    chain_key, entity, plan_night, Day, NightPlan, PlannedChain, ProcessArgs, RowAccount, StepArgs,
-    Unaccounted,
-};
-pub use report::{
-    collect_report, write_accounting, write_report, ReportRow, ReportStatus, ReportSummary,
-};
-pub use source::{broker_key, publish_broker, NightError, NightSource};
-pub use space::{StoreFull, StoreSpace};
-pub use steps::{message_id, register, Mailed, Processed, Rendered, Signed};
-pub use submit::{
-    mail_effect_key, submit_night, Attention, ChainIds, Corrections, EnqueueError, Submitted,
-};
+pub use plan::{plan_night, Day, NightPlan, PlannedChain, ProcessArgs, RowAccount, Unaccounted};
+pub use report::{ReportRow, ReportStatus, ReportSummary};
+pub use source::NightSource;
+pub use submit::{Attention, ChainIds, Corrections, EnqueueError, Submitted};
+
+pub(crate) use artifacts::Artifacts;
+pub(crate) use chain::ChainStep;
+pub(crate) use drive::{work_until_finished, LEASE};
+pub(crate) use report::{collect_report, write_accounting, write_report};
+pub(crate) use source::publish_broker;
+pub(crate) use space::StoreSpace;
+pub(crate) use steps::register;
+pub(crate) use submit::submit_night;
 
 /// A step of the chain: its task kind, its queue (a machine role) and how many attempts
 /// it gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
-    pub kind: &'static str,
+    /// The task kind its jobs are registered and enqueued under, e.g. `notes.render`.
+    pub(crate) kind: &'static str,
+    /// The queue its jobs wait in, e.g. `render`: what `tranche worker --queues` names.
     pub queue: &'static str,
-    pub max_attempts: u32,
+    pub(crate) max_attempts: u32,
     /// What the progress display calls jobs of this step that are done.
-    pub done_label: &'static str,
+    pub(crate) done_label: &'static str,
 }
 
-pub const PROCESS: Step = Step {
+pub(crate) const PROCESS: Step = Step {
     kind: "notes.process",
     queue: "process",
     max_attempts: 3,
     done_label: "processed",
 };
-pub const RENDER: Step = Step {
+pub(crate) const RENDER: Step = Step {
     kind: "notes.render",
     queue: "render",
     max_attempts: 3,
     done_label: "rendered",
 };
-pub const SIGN: Step = Step {
+pub(crate) const SIGN: Step = Step {
     kind: "notes.sign",
     queue: "sign",
     max_attempts: 3,
@@ -84,35 +84,37 @@ pub const SIGN: Step = Step {
 };
 /// Mail servers refuse for a while (greylisting, rate limits): more attempts, longer
 /// backoff.
-pub const MAIL: Step = Step {
+pub(crate) const MAIL: Step = Step {
     kind: "notes.mail",
     queue: "mail",
     max_attempts: 8,
     done_label: "mailed",
 };
 
+/// The chain's steps in order: process, render, sign, mail.
 pub const STEPS: [Step; 4] = [PROCESS, RENDER, SIGN, MAIL];
 
+/// The run that holds the night of `date`: `contract-notes/<date>`.
 pub fn run_name(date: NaiveDate) -> RunName {
     RunName::new(format!("contract-notes/{date}")).expect("a date makes a valid run name")
 }
 
 /// One night as its steps see it: the date and broker (from the store, see
 /// [`NightSource`]) and what the worker process shares across nights.
-pub struct Night {
-    pub date: NaiveDate,
-    pub broker: Broker,
-    pub store: Arc<dyn Storage>,
+pub(crate) struct Night {
+    pub(crate) date: NaiveDate,
+    pub(crate) broker: Broker,
+    pub(crate) store: Arc<dyn Storage>,
     /// Whether `store` has room: the writing steps pause on it.
-    pub space: Arc<StoreSpace>,
-    pub renderer: Arc<Renderer>,
+    pub(crate) space: Arc<StoreSpace>,
+    pub(crate) renderer: Arc<Renderer>,
     /// Render in these helper processes instead of in this one, when given.
-    pub helpers: Option<Arc<RenderHelpers>>,
-    pub signer: Arc<dyn Signer>,
-    pub mailer: Arc<dyn Mailer>,
-    pub password_rule: PasswordRule,
-    pub owner_password: String,
-    pub cipher: Cipher,
+    pub(crate) helpers: Option<Arc<RenderHelpers>>,
+    pub(crate) signer: Arc<dyn Signer>,
+    pub(crate) mailer: Arc<dyn Mailer>,
+    pub(crate) password_rule: PasswordRule,
+    pub(crate) owner_password: String,
+    pub(crate) cipher: Cipher,
 }
 
 impl std::fmt::Debug for Night {

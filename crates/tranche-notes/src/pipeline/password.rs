@@ -46,7 +46,7 @@ impl PasswordRule {
         Ok(PasswordRule(template.to_string()))
     }
 
-    pub fn password(&self, client: &ClientBlock) -> String {
+    pub(crate) fn password(&self, client: &ClientBlock) -> String {
         self.0
             .replace("{pan_lower}", &client.pan.to_lowercase())
             .replace("{pan}", &client.pan.to_uppercase())

@@ -17,12 +17,18 @@ use crate::note::{build, NoteData};
 /// The day's inputs, read and checked.
 #[derive(Debug)]
 pub struct Day {
+    /// The trade date.
     pub date: NaiveDate,
     /// As the user named it, for error messages.
     pub trades_file: String,
+    /// As the user named it, for error messages.
     pub clients_file: String,
+    /// From `broker.toml`; has a rate table for `date` when read by
+    /// [`read_day`](crate::night::read_day).
     pub broker: Broker,
+    /// The client master, and its rows that could not be used.
     pub clients: Clients,
+    /// The day's trades, and their rows that could not be used.
     pub trades: Trades,
 }
 
@@ -30,21 +36,23 @@ pub struct Day {
 /// client's note cannot be made.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProcessArgs {
-    pub date: NaiveDate,
-    pub client_code: String,
+    pub(crate) date: NaiveDate,
+    pub(crate) client_code: String,
     /// The note's number within the day (clients in code order).
-    pub sequence: u32,
-    pub client: Option<Client>,
+    pub(crate) sequence: u32,
+    /// `None`: not in the client master (or its row was refused).
+    pub(crate) client: Option<Client>,
+    /// The client's trades that could be read, in file order.
     pub trades: Vec<Trade>,
     /// Input problems that fail this client's note, each with file, line and field.
     pub problems: Vec<String>,
     /// Which of the client's chains in the run this is: 1 the night's first; a later
     /// one was submitted because the client's input changed (see `submit`).
     #[serde(default = "first_version")]
-    pub version: u32,
+    pub(crate) version: u32,
     /// The note this one corrects, when the earlier one was mailed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaces: Option<String>,
+    pub(crate) replaces: Option<String>,
 }
 
 fn first_version() -> u32 {
@@ -52,7 +60,7 @@ fn first_version() -> u32 {
 }
 
 /// The unique key of a client's chain of `version`.
-pub fn chain_key(client_code: &str, version: u32) -> String {
+pub(crate) fn chain_key(client_code: &str, version: u32) -> String {
     match version {
         1 => format!("client:{client_code}"),
         v => format!("client:{client_code}#{v}"),
@@ -61,7 +69,7 @@ pub fn chain_key(client_code: &str, version: u32) -> String {
 
 /// What a chain of `version` names its artifacts and its mail effect after: the
 /// client code for the first, so each version's files and mail are its own.
-pub fn entity(client_code: &str, version: u32) -> String {
+pub(crate) fn entity(client_code: &str, version: u32) -> String {
     match version {
         1 => client_code.to_string(),
         v => format!("{client_code}.v{v}"),
@@ -72,7 +80,7 @@ impl ProcessArgs {
     /// A digest of the client's input alone (master row, trades, input problems; not
     /// the line numbers, which move when other rows change, nor the note's number):
     /// equal digests mean the same note.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         #[derive(Serialize)]
         struct Input<'a> {
             client: Option<Client>,
@@ -111,24 +119,30 @@ impl ProcessArgs {
         Ok(note)
     }
 
-    pub fn artifacts(&self) -> Result<Artifacts, InvalidKey> {
+    /// Where this chain's artifacts live in the store.
+    pub(crate) fn artifacts(&self) -> Result<Artifacts, InvalidKey> {
         Artifacts::new(self.date, &self.client_code, self.version)
     }
 }
 
+/// One client's chain as planned, before it is enqueued.
 #[derive(Clone, Debug)]
 pub struct PlannedChain {
+    /// The client the note is for.
     pub client_code: String,
+    /// The first step's arguments: the client's input, or why it fails.
     pub process: ProcessArgs,
     /// Input rows (of either file) refused for this client: they fail its note.
-    pub rejected_rows: u64,
+    pub(crate) rejected_rows: u64,
 }
 
 /// Where the rows of one input file went. Every row read is in exactly one place:
 /// `read == in_notes + not_needed + rejected`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RowAccount {
+    /// The file as the user named it.
     pub file: String,
+    /// Non-blank lines after the header.
     pub read: u64,
     /// Carried by a client's chain: into its note, or into the reason it failed.
     pub in_notes: u64,
@@ -139,6 +153,7 @@ pub struct RowAccount {
 }
 
 impl RowAccount {
+    /// Whether every row read is in exactly one place.
     pub fn balances(&self) -> bool {
         self.read == self.in_notes + self.not_needed + self.rejected
     }
@@ -159,7 +174,9 @@ impl std::fmt::Display for RowAccount {
 /// they are), and where every input row went.
 #[derive(Debug)]
 pub struct NightPlan {
+    /// In client code order, which numbers the notes.
     pub chains: Vec<PlannedChain>,
+    /// Problems of rows that name no client, each with file, line and field.
     pub unattributed: Vec<String>,
     /// The trades file, then the client master.
     pub accounts: [RowAccount; 2],
@@ -170,6 +187,8 @@ pub struct NightPlan {
 #[error("the input does not add up, so nothing was submitted: {0}")]
 pub struct Unaccounted(RowAccount);
 
+/// Plan the night of `day`: one chain per client, every input row accounted for.
+/// Fails, before anything is enqueued, only if a row was lost on the way.
 pub fn plan_night(day: Day) -> Result<NightPlan, Unaccounted> {
     let Day {
         date,
@@ -277,16 +296,16 @@ pub fn plan_night(day: Day) -> Result<NightPlan, Unaccounted> {
 
 /// The later steps only name their client: what they work on comes from the store.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StepArgs {
+pub(crate) struct StepArgs {
     /// Which night: a worker serves any.
-    pub date: NaiveDate,
-    pub client_code: String,
+    pub(crate) date: NaiveDate,
+    pub(crate) client_code: String,
     #[serde(default = "first_version")]
-    pub version: u32,
+    pub(crate) version: u32,
 }
 
 impl StepArgs {
-    pub fn artifacts(&self) -> Result<Artifacts, InvalidKey> {
+    pub(crate) fn artifacts(&self) -> Result<Artifacts, InvalidKey> {
         Artifacts::new(self.date, &self.client_code, self.version)
     }
 }

@@ -15,17 +15,23 @@ use super::steps::{Mailed, Processed, Rendered, Signed};
 use super::submit::ChainIds;
 use super::STEPS;
 
+/// Where a client's note stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReportStatus {
+    /// The note was sent.
     Mailed,
+    /// A step failed for good; the row's error says which and why.
     Failed,
+    /// The chain was cancelled before its note was mailed: by an operator, or because
+    /// the client is no longer in the input.
     Cancelled,
     /// The run has not finished this client yet.
     Pending,
 }
 
 impl ReportStatus {
+    /// As `report.csv` spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             ReportStatus::Mailed => "mailed",
@@ -36,15 +42,24 @@ impl ReportStatus {
     }
 }
 
+/// A line of `report.csv`: one client's note, or one refused input row no client can
+/// be named for (its `client_code` empty).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReportRow {
+    /// Empty for a row no client can be named for.
     pub client_code: String,
+    /// Where the note stands.
     pub status: ReportStatus,
+    /// Of the rendered PDF, once rendered.
     pub pages: Option<usize>,
     /// Receivable by the client when positive, payable when negative.
     pub net_amount: Option<Decimal>,
+    /// Size of the signed PDF, once signed.
     pub bytes: Option<usize>,
+    /// The mail's Message-ID, once mailed.
     pub message_id: Option<String>,
+    /// Why the note failed or was cancelled (`step: reason`), or the last attempt's
+    /// error of a pending one.
     pub error: Option<String>,
     /// Rows of the trades file in this client's note (or in the reason it failed).
     pub trade_rows: u64,
@@ -56,16 +71,21 @@ pub struct ReportRow {
     pub remark: Option<String>,
 }
 
+/// How many report rows stand where.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReportSummary {
+    /// Notes sent.
     pub mailed: usize,
+    /// Notes that failed, and input rows no client can be named for.
     pub failed: usize,
+    /// Notes cancelled.
     pub cancelled: usize,
+    /// Notes the run has not finished yet.
     pub pending: usize,
 }
 
 impl ReportSummary {
-    pub fn of(rows: &[ReportRow]) -> Self {
+    pub(crate) fn of(rows: &[ReportRow]) -> Self {
         let mut s = ReportSummary::default();
         for r in rows {
             match r.status {
@@ -122,7 +142,7 @@ impl Reached {
 }
 
 /// Read each chain's state. `unattributed` are input problems without a client.
-pub async fn collect_report(
+pub(crate) async fn collect_report(
     backend: &Client,
     chains: &[ChainIds],
     unattributed: &[String],
@@ -257,7 +277,7 @@ impl<'a> From<&'a ReportRow> for ReportLine<'a> {
 }
 
 /// Write `report.csv` atomically (a reader never sees half a report).
-pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
+pub(crate) fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
     write_csv_atomically(path, false, |w| {
         w.write_record(REPORT_COLUMNS)?;
         for r in rows {
@@ -268,7 +288,7 @@ pub fn write_report(path: &Path, rows: &[ReportRow]) -> std::io::Result<()> {
 }
 
 /// Write `accounting.csv`: per input file, where its rows went.
-pub fn write_accounting(path: &Path, accounts: &[RowAccount]) -> std::io::Result<()> {
+pub(crate) fn write_accounting(path: &Path, accounts: &[RowAccount]) -> std::io::Result<()> {
     write_csv_atomically(path, true, |w| {
         for a in accounts {
             w.serialize(a)?;

@@ -17,13 +17,13 @@ use crate::render::helper::RenderHelpers;
 use crate::render::Renderer;
 
 /// The store key of a night's broker details.
-pub fn broker_key(date: NaiveDate) -> StoreKey {
+pub(crate) fn broker_key(date: NaiveDate) -> StoreKey {
     StoreKey::partitioned("night", &date.to_string(), "broker", "json")
         .expect("a date and a fixed name make a valid key")
 }
 
 /// Publish a night's broker details, before its chains are enqueued.
-pub async fn publish_broker(
+pub(crate) async fn publish_broker(
     store: &dyn Storage,
     date: NaiveDate,
     broker: &Broker,
@@ -34,7 +34,7 @@ pub async fn publish_broker(
 
 /// Why a night cannot be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum NightError {
+pub(crate) enum NightError {
     #[error("the broker details of {date} are not in the store ({location}): submit the night with `tranche notes run`")]
     NotPublished {
         date: NaiveDate,
@@ -59,24 +59,26 @@ pub enum NightError {
 impl NightError {
     /// A store that fails is worth a retry; a night nobody published, or published
     /// garbled, is not.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, NightError::Unreadable { .. })
     }
 }
 
-/// What a worker process is given at start; [`NightSource::night`] adds a date's
-/// broker to it.
+/// What a worker process is given at start, shared by every night it serves; each
+/// date's broker is added to it on first use (`NightSource::night`).
 pub struct NightSource {
-    pub store: Arc<dyn Storage>,
+    pub(crate) store: Arc<dyn Storage>,
     /// Whether `store` has room; a progress display reads it to say why a night waits.
-    pub space: Arc<StoreSpace>,
-    pub renderer: Arc<Renderer>,
-    pub helpers: Option<Arc<RenderHelpers>>,
-    pub signer: Arc<dyn Signer>,
+    pub(crate) space: Arc<StoreSpace>,
+    pub(crate) renderer: Arc<Renderer>,
+    pub(crate) helpers: Option<Arc<RenderHelpers>>,
+    pub(crate) signer: Arc<dyn Signer>,
+    /// Sends the notes. [`run_night`](crate::night::run_night) closes it when its work
+    /// ends; a process that works nights otherwise closes it when it stops.
     pub mailer: Arc<dyn Mailer>,
-    pub password_rule: PasswordRule,
-    pub owner_password: String,
-    pub cipher: Cipher,
+    pub(crate) password_rule: PasswordRule,
+    pub(crate) owner_password: String,
+    pub(crate) cipher: Cipher,
     nights: Mutex<HashMap<NaiveDate, Arc<Night>>>,
 }
 
@@ -90,6 +92,9 @@ impl std::fmt::Debug for NightSource {
 }
 
 impl NightSource {
+    /// `store` is wrapped to watch its free space; the renderer renders in this process
+    /// unless helpers are added ([`with_helpers`](Self::with_helpers)). Each PDF's user
+    /// password comes from `password_rule`, its owner password is `owner_password`.
     pub fn new(
         store: Arc<dyn Storage>,
         renderer: Renderer,
@@ -122,7 +127,7 @@ impl NightSource {
     }
 
     /// The night of `date`, its broker read from the store on first use.
-    pub async fn night(&self, date: NaiveDate) -> Result<Arc<Night>, NightError> {
+    pub(crate) async fn night(&self, date: NaiveDate) -> Result<Arc<Night>, NightError> {
         if let Some(n) = self.nights.lock().expect("nights").get(&date) {
             return Ok(n.clone());
         }

@@ -18,7 +18,7 @@ use tranche_storage::{Storage, StorageError, StoreKey};
 
 /// How long a job whose write did not fit waits before it is offered again. It then
 /// waits at the gate, so this only bounds how soon it is seen again.
-pub const SNOOZE_WHEN_FULL: Duration = Duration::from_secs(1);
+pub(crate) const SNOOZE_WHEN_FULL: Duration = Duration::from_secs(1);
 
 /// Room wanted beyond the write that failed before the night goes on: a disk with a
 /// few kilobytes free is still full for a night of PDFs.
@@ -34,7 +34,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(250);
 
 /// Whether the store has room, shared by the steps (which pause on it) and the
 /// progress display (which tells why).
-pub struct StoreSpace {
+pub(crate) struct StoreSpace {
     store: Arc<dyn Storage>,
     full: Mutex<Option<Paused>>,
     /// A progress display tells the operator; else (a fleet's `tranche worker`) the
@@ -51,14 +51,14 @@ struct Paused {
 
 /// The store is full: what the operator is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoreFull {
+pub(crate) struct StoreFull {
     /// The store's root: where space must be freed.
-    pub location: String,
+    pub(crate) location: String,
     /// The size of the latest write that did not fit.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Free there now, when the store can tell.
-    pub free: Option<u64>,
-    pub since: Instant,
+    pub(crate) free: Option<u64>,
+    pub(crate) since: Instant,
 }
 
 impl std::fmt::Debug for StoreSpace {
@@ -72,7 +72,7 @@ impl std::fmt::Debug for StoreSpace {
 impl StoreSpace {
     /// `store` as the steps use it (recording whether writes fit) and the state it
     /// keeps.
-    pub fn watch(store: Arc<dyn Storage>) -> (Arc<dyn Storage>, Arc<StoreSpace>) {
+    pub(crate) fn watch(store: Arc<dyn Storage>) -> (Arc<dyn Storage>, Arc<StoreSpace>) {
         let space = Arc::new(StoreSpace {
             store,
             full: Mutex::new(None),
@@ -82,7 +82,7 @@ impl StoreSpace {
     }
 
     /// The caller shows [`full`](Self::full) to the operator: no log lines for it.
-    pub fn show_elsewhere(&self) {
+    pub(crate) fn show_elsewhere(&self) {
         self.shown_elsewhere.store(true, Ordering::Relaxed);
     }
 
@@ -91,7 +91,7 @@ impl StoreSpace {
     }
 
     /// Whether the night is paused for space, and on what.
-    pub fn full(&self) -> Option<StoreFull> {
+    pub(crate) fn full(&self) -> Option<StoreFull> {
         let full = self.full.lock().expect("store space");
         full.as_ref().map(|p| StoreFull {
             location: p.location.clone(),
@@ -104,7 +104,7 @@ impl StoreSpace {
     /// Wait while the store is full. True: go on (there is room, or this job is the
     /// one that tries); false: give the job back (it waited long enough, or it was
     /// cancelled).
-    pub async fn wait_for_room(&self, ctx: &JobContext) -> bool {
+    pub(crate) async fn wait_for_room(&self, ctx: &JobContext) -> bool {
         let deadline = Instant::now() + HOLD;
         loop {
             {

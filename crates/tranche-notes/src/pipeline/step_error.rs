@@ -30,7 +30,7 @@ enum Then {
 }
 
 #[derive(Debug)]
-pub struct StepError {
+pub(crate) struct StepError {
     then: Then,
     /// What the step was doing, said before the cause.
     stage: Option<&'static str>,
@@ -51,23 +51,23 @@ impl StepError {
     }
 
     /// Trying again cannot help: an input, template or signing problem, a refused mail.
-    pub fn permanent(cause: impl Into<Cause>) -> Self {
+    pub(crate) fn permanent(cause: impl Into<Cause>) -> Self {
         Self::new(Then::Discard, cause)
     }
 
     /// Worth another attempt after the task's backoff: a store or mail server hiccup.
-    pub fn transient(cause: impl Into<Cause>) -> Self {
+    pub(crate) fn transient(cause: impl Into<Cause>) -> Self {
         Self::new(Then::Retry, cause)
     }
 
     /// Not now: a full store or outbox; tried again after `after` without using up an
     /// attempt.
-    pub fn snooze(after: Duration, cause: impl Into<Cause>) -> Self {
+    pub(crate) fn snooze(after: Duration, cause: impl Into<Cause>) -> Self {
         Self::new(Then::Snooze(after), cause)
     }
 
     /// The job was cancelled; `reason` is said as it is.
-    pub fn cancelled(reason: impl Into<Cause>) -> Self {
+    pub(crate) fn cancelled(reason: impl Into<Cause>) -> Self {
         StepError {
             about_client: false,
             ..Self::new(Then::Cancel, reason)
@@ -75,7 +75,7 @@ impl StepError {
     }
 
     /// Says what the step was doing (`render`) before the cause.
-    pub fn at(self, stage: &'static str) -> Self {
+    pub(crate) fn at(self, stage: &'static str) -> Self {
         StepError {
             stage: Some(stage),
             ..self
@@ -83,7 +83,7 @@ impl StepError {
     }
 
     /// The engine's decision about the job of `client`.
-    pub fn into_outcome<T>(self, client: &str) -> Outcome<T> {
+    pub(crate) fn into_outcome<T>(self, client: &str) -> Outcome<T> {
         let reason = if self.about_client {
             format!("client {client}: {self}")
         } else {
@@ -117,7 +117,7 @@ impl Error for StepError {
 
 /// For `?` in a step: its own failures as permanent, and any error said with what the
 /// step was doing.
-pub trait StepResult<T, E> {
+pub(crate) trait StepResult<T, E> {
     /// Trying again cannot help, whatever the error.
     fn permanent(self) -> Result<T, StepError>
     where
@@ -146,7 +146,7 @@ impl<T, E> StepResult<T, E> for Result<T, E> {
 }
 
 /// A step's result as the engine's decision about the job of `client`.
-pub fn settle<T>(result: Result<T, StepError>, client: &str) -> Outcome<T> {
+pub(crate) fn settle<T>(result: Result<T, StepError>, client: &str) -> Outcome<T> {
     match result {
         Ok(v) => Outcome::Complete(v),
         Err(e) => e.into_outcome(client),

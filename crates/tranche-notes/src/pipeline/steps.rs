@@ -48,41 +48,41 @@ struct NoteHead {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Processed {
-    pub client_code: String,
-    pub net_amount: Decimal,
-    pub trades: usize,
+pub(crate) struct Processed {
+    pub(crate) client_code: String,
+    pub(crate) net_amount: Decimal,
+    pub(crate) trades: usize,
     /// What the audit record keeps once the note's personal data is gone.
     #[serde(default)]
-    pub note_number: String,
+    pub(crate) note_number: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaces: Option<String>,
+    pub(crate) replaces: Option<String>,
     #[serde(default)]
-    pub input_digest: String,
+    pub(crate) input_digest: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     #[serde(flatten)]
-    pub processed: Processed,
-    pub pages: usize,
+    pub(crate) processed: Processed,
+    pub(crate) pages: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Signed {
+pub(crate) struct Signed {
     #[serde(flatten)]
-    pub rendered: Rendered,
-    pub bytes: usize,
+    pub(crate) rendered: Rendered,
+    pub(crate) bytes: usize,
     /// SHA-256 of the signed PDF, hex.
     #[serde(default)]
-    pub sha256: String,
+    pub(crate) sha256: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Mailed {
+pub(crate) struct Mailed {
     #[serde(flatten)]
-    pub signed: Signed,
-    pub message_id: String,
+    pub(crate) signed: Signed,
+    pub(crate) message_id: String,
 }
 
 fn options(step: Step, concurrency: usize) -> TaskOptions {
@@ -100,7 +100,7 @@ fn options(step: Step, concurrency: usize) -> TaskOptions {
 /// Register the four steps, serving any night `source` can load. `cpu` bounds the
 /// CPU-bound steps in this process (process, render, sign); `mail_connections` the
 /// mails in flight.
-pub fn register(
+pub(crate) fn register(
     registry: &mut Registry,
     source: Arc<NightSource>,
     cpu: usize,
@@ -367,7 +367,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The Message-ID of a client's note of a day: the same on every attempt, so a copy
 /// that does get through twice is recognisably one message.
-pub fn message_id(night: &Night, note_number: &str) -> String {
+pub(crate) fn message_id(night: &Night, note_number: &str) -> String {
     format!(
         "{note_number}.{}@{}",
         night.date,

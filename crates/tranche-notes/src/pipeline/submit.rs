@@ -40,15 +40,16 @@ use crate::note::note_number;
 /// A client's chain: the ids of its four steps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainIds {
+    /// The client the chain makes a note for.
     pub client_code: String,
-    /// In chain order: `steps[ChainStep::Mail]` is the mail job's.
+    /// In chain order (process, render, sign, mail): `steps[3]` is the mail job's.
     pub steps: [JobId; 4],
     /// Rows of the trades file in this client's chain, and input rows (of either
     /// file) refused for this client.
-    pub trade_rows: u64,
-    pub rejected_rows: u64,
+    pub(crate) trade_rows: u64,
+    pub(crate) rejected_rows: u64,
     /// What this submission found or did about the client, for the report.
-    pub remark: Option<String>,
+    pub(crate) remark: Option<String>,
 }
 
 /// Which mailed clients' changed input may become corrected notes.
@@ -83,15 +84,23 @@ impl Corrections {
 pub enum Attention {
     /// Mailed already; its input changed since; nothing was sent.
     ChangedAfterMail {
+        /// The client.
         client_code: String,
+        /// The note that was mailed.
         note_number: String,
+        /// What changed, in counts and field names: never a value (personal data).
         changes: String,
     },
     /// Its input changed while its note is being mailed: submit again once it is.
-    MailInFlight { client_code: String },
+    MailInFlight {
+        /// The client.
+        client_code: String,
+    },
     /// Mailed already, and the client is not in the input any more.
     RemovedAfterMail {
+        /// The client.
         client_code: String,
+        /// The note that was mailed.
         note_number: String,
     },
 }
@@ -122,22 +131,31 @@ impl std::fmt::Display for Attention {
     }
 }
 
+/// What submitting a night did.
 #[derive(Debug, Default)]
 pub struct Submitted {
-    /// Per planned client, in plan order: the chain that now makes its note.
-    pub chains: Vec<ChainIds>,
+    /// Per planned client, in plan order: the chain that now makes its note (then the
+    /// chains of clients no longer in the input).
+    pub(crate) chains: Vec<ChainIds>,
+    /// What a person must decide: nothing was sent for these clients.
     pub attention: Vec<Attention>,
-    /// Clients whose note is made again from changed input, and corrected notes.
+    /// Clients not yet mailed whose note is made again from changed input.
     pub redone: usize,
+    /// Corrected notes decided by this submission (`--issue-corrections`).
     pub corrected: usize,
 }
 
+/// Why a night could not be submitted; what was enqueued before stays, and submitting
+/// again resumes.
 #[derive(Debug, thiserror::Error)]
 pub enum EnqueueError {
+    /// The backend failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// A job's arguments or a recorded decision could not be encoded.
     #[error("could not encode a job: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The run holds a chain under the client's key that is not four contract-note steps.
     #[error("the chain of client {0} in the existing run is not a contract-note chain")]
     Foreign(String),
 }
@@ -169,7 +187,7 @@ struct Existing {
 
 /// Submit the night: enqueue what is new or changed in batches of `batch` (each one
 /// transaction), calling `progress(done)` after each.
-pub async fn submit_night(
+pub(crate) async fn submit_night(
     backend: &Client,
     broker: &Broker,
     date: NaiveDate,
@@ -437,7 +455,7 @@ fn ids(planned: &PlannedChain, steps: [JobId; 4], remark: Option<String>) -> Cha
 }
 
 /// The key of the exactly-once mail effect of a client's chain of `version`.
-pub fn mail_effect_key(run: &RunName, client_code: &str, version: u32) -> String {
+pub(crate) fn mail_effect_key(run: &RunName, client_code: &str, version: u32) -> String {
     format!("mail:{run}:{}", entity(client_code, version))
 }
 

@@ -95,7 +95,8 @@ impl RenderHelpers {
         }
     }
 
-    pub fn size(&self) -> usize {
+    /// How many helpers it keeps at most: the render step's concurrency.
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
 

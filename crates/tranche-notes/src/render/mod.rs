@@ -6,8 +6,8 @@
 //!
 //! A long note (a heavy trader's thousands of trades) is not laid out as one Typst
 //! document, whose time and memory grow faster than its pages: it is cut into parts
-//! of a few dozen pages ([`plan`]), each rendered on its own with Typst's cache emptied
-//! after it, and the parts' PDFs are joined into one ([`join`]). The template learns
+//! of a few dozen pages (module `plan`), each rendered on its own with Typst's cache emptied
+//! after it, and the parts' PDFs are joined into one (module `join`). The template learns
 //! from `/part.json` which part it renders and how to number its pages; page counts of
 //! all but the first part are fixed in advance, so "Page X of Y" is right without a
 //! second layout (one is done, once, if a part ever comes out longer than planned).
@@ -31,7 +31,7 @@ use crate::note::NoteData;
 use plan::Part;
 
 /// The built-in template: the exchange format of a contract note cum tax invoice.
-pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/contract-note.typ");
+pub(crate) const DEFAULT_TEMPLATE: &str = include_str!("../../templates/contract-note.typ");
 
 /// Embedded so notes never depend on the machine's fonts: DejaVu Sans has the ₹ sign.
 pub const FONT_FILES: [(&str, &[u8]); 2] = [
@@ -45,27 +45,49 @@ pub const FONT_FILES: [(&str, &[u8]); 2] = [
     ),
 ];
 
+/// Why a note could not be rendered. None of these is helped by trying again.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
+    /// The user's template file could not be read.
     #[error("could not read the template {path}: {message}")]
-    Template { path: String, message: String },
+    Template {
+        /// The template file.
+        path: String,
+        /// Why not.
+        message: String,
+    },
     /// A Typst error, located in the template where possible.
     #[error("{location}: {message}")]
-    Typst { location: String, message: String },
+    Typst {
+        /// `template:line:column`, the template's name, or `note data`.
+        location: String,
+        /// Typst's message, with its hints.
+        message: String,
+    },
+    /// The note could not be handed to the template as JSON.
     #[error("could not encode the note data: {0}")]
     Data(#[from] serde_json::Error),
     /// The parts of a long note could not be put together.
     #[error("could not join the parts of note {note}: {message}")]
-    Parts { note: String, message: String },
+    Parts {
+        /// The note's number.
+        note: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// A rendered note.
 #[derive(Debug, Clone)]
 pub struct Pdf {
+    /// The PDF file, unencrypted and unsigned.
     pub bytes: Vec<u8>,
+    /// Page count.
     pub pages: usize,
 }
 
+/// Renders notes with one template; cheap to share across threads (`Arc`), though
+/// Typst's caches make a second render thread in one process add little.
 pub struct Renderer {
     library: LazyHash<Library>,
     book: LazyHash<FontBook>,
@@ -108,6 +130,8 @@ impl Renderer {
         Ok(Self::with_template(&path.display().to_string(), text))
     }
 
+    /// A renderer for template source `text`; `name` is what errors call it. A template
+    /// that reads `/part.json` can render long notes in parts.
     pub fn with_template(name: &str, text: String) -> Self {
         let fonts: Vec<Font> = FONT_FILES
             .iter()
@@ -322,6 +346,7 @@ impl World for NoteWorld<'_> {
 /// does: the built-in template and the note's `/note.json` and `/part.json`.
 #[derive(Debug)]
 pub struct TypstSources {
+    /// File name (relative to the compile root) and contents.
     pub files: Vec<(&'static str, Vec<u8>)>,
 }
 
