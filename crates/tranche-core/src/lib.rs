@@ -95,3 +95,10 @@ impl Engine {
         Worker::new(&self.client, self.registry.clone(), config)
     }
 }
+
+/// The README's code examples, compiled and run by `cargo test -p tranche-core --doc` so
+/// that the library example there cannot drift from the API (its other blocks are
+/// marked `sh` or `text`).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
