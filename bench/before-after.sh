@@ -31,9 +31,11 @@ fi
 smtp=
 if [ -x /usr/sbin/smtp-sink ]; then
     port=$(free_port)
-    /usr/sbin/smtp-sink -c "127.0.0.1:$port" 1000 &
+    # As root it must drop to another user.
+    /usr/sbin/smtp-sink $([ "$EUID" = 0 ] && echo -u nobody) "127.0.0.1:$port" 1000 >/dev/null 2>&1 &
     pids+=($!)
     smtp=smtp://127.0.0.1:$port
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 fi
 
 engine() { # BIN LABEL [--broker URL]
@@ -47,7 +49,7 @@ notes() { # BIN LABEL
     rm -rf "$dir/notes"
     [ -n "$smtp" ] && args+=(--smtp "$smtp")
     out=$("$1" "${args[@]}" 2>&1)
-    echo "notes $2 $(echo "$out" | grep -m1 -o '[0-9.]* notes/s')"
+    echo "notes $2 $(echo "$out" | grep -m1 -o '[0-9.]* notes/s' | head -1)"
 }
 
 for i in $(seq "$pairs"); do

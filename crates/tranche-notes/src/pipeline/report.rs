@@ -13,6 +13,7 @@ use tranche_types::{BackendError, JobRecord, JobState};
 use super::plan::RowAccount;
 use super::steps::{Mailed, Processed, Rendered, Signed};
 use super::submit::ChainIds;
+use super::chain::ChainStep;
 use super::STEPS;
 
 /// Where a client's note stands.
@@ -109,27 +110,27 @@ struct Reached {
 }
 
 impl Reached {
-    fn take(&mut self, step: usize, result: &str) {
+    fn take(&mut self, step: ChainStep, result: &str) {
         match step {
-            0 => {
+            ChainStep::Process => {
                 if let Ok(p) = serde_json::from_str::<Processed>(result) {
                     self.net_amount = Some(p.net_amount);
                 }
             }
-            1 => {
+            ChainStep::Render => {
                 if let Ok(r) = serde_json::from_str::<Rendered>(result) {
                     self.net_amount = Some(r.processed.net_amount);
                     self.pages = Some(r.pages);
                 }
             }
-            2 => {
+            ChainStep::Sign => {
                 if let Ok(s) = serde_json::from_str::<Signed>(result) {
                     self.net_amount = Some(s.rendered.processed.net_amount);
                     self.pages = Some(s.rendered.pages);
                     self.bytes = Some(s.bytes);
                 }
             }
-            _ => {
+            ChainStep::Mail => {
                 if let Ok(m) = serde_json::from_str::<Mailed>(result) {
                     self.net_amount = Some(m.signed.rendered.processed.net_amount);
                     self.pages = Some(m.signed.rendered.pages);
@@ -171,36 +172,35 @@ async fn chain_row(backend: &Client, chain: &ChainIds) -> Result<ReportRow, Back
     let mut status = ReportStatus::Mailed;
     let mut error = None;
     // Most chains end mailed: one read tells.
-    let last = backend.job(chain.steps[3]).await?;
-    let records: Vec<Option<JobRecord>> = if last
+    let last = backend.job(chain.steps[ChainStep::Mail]).await?;
+    let mut records: [Option<JobRecord>; 4] = Default::default();
+    if !last
         .as_ref()
         .is_some_and(|j| j.state == JobState::Succeeded)
     {
-        vec![None, None, None, last]
-    } else {
-        let mut all = Vec::with_capacity(4);
-        for id in &chain.steps[..3] {
-            all.push(backend.job(*id).await?);
+        for step in ChainStep::ALL {
+            if step != ChainStep::Mail {
+                records[step] = backend.job(chain.steps[step]).await?;
+            }
         }
-        all.push(last);
-        all
-    };
-    for (i, record) in records.iter().enumerate() {
-        let Some(job) = record else { continue };
+    }
+    records[ChainStep::Mail] = last;
+    for step in ChainStep::ALL {
+        let Some(job) = &records[step] else { continue };
         match job.state {
             JobState::Succeeded => {
                 if let Some(r) = &job.result {
-                    reached.take(i, r);
+                    reached.take(step, r);
                 }
             }
             JobState::Failed => {
                 status = ReportStatus::Failed;
-                error = Some(step_error(i, job));
+                error = Some(step_error(step, job));
                 break;
             }
             JobState::Cancelled => {
                 status = ReportStatus::Cancelled;
-                error = Some(step_error(i, job));
+                error = Some(step_error(step, job));
                 break;
             }
             JobState::Pending | JobState::Available | JobState::Running => {
@@ -224,7 +224,7 @@ async fn chain_row(backend: &Client, chain: &ChainIds) -> Result<ReportRow, Back
     })
 }
 
-fn step_error(step: usize, job: &JobRecord) -> String {
+fn step_error(step: ChainStep, job: &JobRecord) -> String {
     let what = job.error.as_deref().unwrap_or("no reason recorded");
     format!("{}: {what}", STEPS[step].queue)
 }

@@ -42,7 +42,8 @@ use crate::note::note_number;
 pub struct ChainIds {
     /// The client the chain makes a note for.
     pub client_code: String,
-    /// In chain order (process, render, sign, mail): `steps[3]` is the mail job's.
+    /// In chain order (process, render, sign, mail); see [`process_job`](Self::process_job)
+    /// and [`mail_job`](Self::mail_job).
     pub steps: [JobId; 4],
     /// Rows of the trades file in this client's chain, and input rows (of either
     /// file) refused for this client.
@@ -50,6 +51,18 @@ pub struct ChainIds {
     pub(crate) rejected_rows: u64,
     /// What this submission found or did about the client, for the report.
     pub(crate) remark: Option<String>,
+}
+
+impl ChainIds {
+    /// The chain's first job (process): when the client's work began.
+    pub fn process_job(&self) -> JobId {
+        self.steps[ChainStep::Process]
+    }
+
+    /// The chain's last job (mail): when it succeeded, the note went out.
+    pub fn mail_job(&self) -> JobId {
+        self.steps[ChainStep::Mail]
+    }
 }
 
 /// Which mailed clients' changed input may become corrected notes.

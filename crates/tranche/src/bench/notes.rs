@@ -109,8 +109,8 @@ pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
     // A note's latency: its `process` step starting to its mail being recorded.
     let mut note_us = Vec::with_capacity(result.chains.len());
     for chain in &result.chains {
-        let first = backend.job(chain.steps[0]).await?;
-        let last = backend.job(chain.steps[3]).await?;
+        let first = backend.job(chain.process_job()).await?;
+        let last = backend.job(chain.mail_job()).await?;
         if let (Some(f), Some(l)) = (first, last) {
             if let (Some(start), Some(end)) = (f.started_at, l.finished_at) {
                 note_us.push(end.since(start).as_micros().min(u128::from(u32::MAX)) as u32);
