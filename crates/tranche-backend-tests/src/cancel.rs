@@ -5,12 +5,13 @@ use tranche_types::{CancelTarget, CompletionAck, EnqueueItem, JobState};
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     cancel_run_stops_everything(make).await;
     cancel_job_and_chain(make).await;
 }
 
-pub async fn cancel_run_stops_everything(make: &dyn MakeBackend) {
+async fn cancel_run_stops_everything(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let mut items: Vec<_> = (0..4)
         .map(|i| EnqueueItem::Job(job("x", &i.to_string())))
@@ -60,7 +61,7 @@ pub async fn cancel_run_stops_everything(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn cancel_job_and_chain(make: &dyn MakeBackend) {
+async fn cancel_job_and_chain(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let out = enqueue(
         &*b,

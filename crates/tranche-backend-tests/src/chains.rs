@@ -5,12 +5,13 @@ use tranche_types::{EnqueueItem, JobState, Resolution};
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     steps_run_in_order_with_results(make).await;
     failed_step_cancels_the_rest_until_retried(make).await;
 }
 
-pub async fn steps_run_in_order_with_results(make: &dyn MakeBackend) {
+async fn steps_run_in_order_with_results(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let chain = vec![
         job("process", "\"c1\""),
@@ -46,7 +47,7 @@ pub async fn steps_run_in_order_with_results(make: &dyn MakeBackend) {
     assert!(p.is_finished());
 }
 
-pub async fn failed_step_cancels_the_rest_until_retried(make: &dyn MakeBackend) {
+async fn failed_step_cancels_the_rest_until_retried(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let out = enqueue(
         &*b,

@@ -24,6 +24,7 @@ use tranche_types::{EnqueueItem, JobId, JobState};
 
 /// Set in the child's environment to the log file it writes.
 pub const CHILD_ENV: &str = "TRANCHE_CRASH_CHILD_LOG";
+/// The name the backend's ignored child test must have: [`spawn_self`] runs only it.
 pub const CHILD_TEST: &str = "crash_child";
 const RUN: &str = "crash/night";
 const KIND: &str = "crash.effect";

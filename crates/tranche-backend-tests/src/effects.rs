@@ -4,11 +4,12 @@ use tranche_types::EnqueueItem;
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     effect_is_recorded_once(make).await;
 }
 
-pub async fn effect_is_recorded_once(make: &dyn MakeBackend) {
+async fn effect_is_recorded_once(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let ids = enqueue(&*b, "eff/a", vec![EnqueueItem::Job(job("mail", "1"))]).await;
     let key = "mailed/eff/a/client-1";

@@ -6,6 +6,7 @@ use tranche_types::{BackendError, EnqueueItem, EnqueueRequest, JobId, JobSpec, J
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     batch_is_counted(make).await;
     unique_key_returns_existing_job(make).await;
@@ -15,7 +16,7 @@ pub async fn all(make: &dyn MakeBackend) {
     over_long_names_are_refused(make).await;
 }
 
-pub async fn batch_is_counted(make: &dyn MakeBackend) {
+async fn batch_is_counted(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let items: Vec<_> = (0..1000)
         .map(|i| EnqueueItem::Job(job("noop", &i.to_string())))
@@ -35,7 +36,7 @@ pub async fn batch_is_counted(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
+async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let first = enqueue(
         &*b,
@@ -86,7 +87,7 @@ pub async fn unique_key_returns_existing_job(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn unique_keys_are_listed_page_by_page(make: &dyn MakeBackend) {
+async fn unique_keys_are_listed_page_by_page(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let mut items: Vec<EnqueueItem> = (0..7)
         .map(|i| EnqueueItem::Job(job("mail", "x").unique_key(format!("client:C{i}"))))
@@ -123,7 +124,7 @@ pub async fn unique_keys_are_listed_page_by_page(make: &dyn MakeBackend) {
     assert!(page.is_empty() && next.is_none());
 }
 
-pub async fn not_before_delays_the_job(make: &dyn MakeBackend) {
+async fn not_before_delays_the_job(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     let at = clock.now().plus(Duration::from_secs(60));
     enqueue(
@@ -140,7 +141,7 @@ pub async fn not_before_delays_the_job(make: &dyn MakeBackend) {
     assert_eq!(take(&*b, "default", 10).await.len(), 1);
 }
 
-pub async fn invalid_item_rejects_the_whole_batch(make: &dyn MakeBackend) {
+async fn invalid_item_rejects_the_whole_batch(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let err = b
         .enqueue(EnqueueRequest {
@@ -175,7 +176,7 @@ pub async fn invalid_item_rejects_the_whole_batch(make: &dyn MakeBackend) {
 
 /// Kinds, queues and unique keys are bounded (they become metric labels and keys): one
 /// over its limit fails the batch with the field, the limit and the length got.
-pub async fn over_long_names_are_refused(make: &dyn MakeBackend) {
+async fn over_long_names_are_refused(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let at_limit = job(&"k".repeat(JobSpec::MAX_KIND_LEN), "1")
         .queue("q".repeat(JobSpec::MAX_QUEUE_LEN))

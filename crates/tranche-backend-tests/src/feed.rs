@@ -10,6 +10,7 @@ use tranche_types::{CancelTarget, EnqueueItem, JobEvent, JobId, JobState, Resolu
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     every_change_is_recorded_in_order(make).await;
     paging_never_skips(make).await;
@@ -40,7 +41,7 @@ fn assert_increasing(events: &[JobEvent]) {
     );
 }
 
-pub async fn every_change_is_recorded_in_order(make: &dyn MakeBackend) {
+async fn every_change_is_recorded_in_order(make: &dyn MakeBackend) {
     use JobState::*;
     let (b, clock) = manual(make).await;
     assert!(all_events(&*b, 0).await.is_empty());
@@ -86,7 +87,7 @@ pub async fn every_change_is_recorded_in_order(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn paging_never_skips(make: &dyn MakeBackend) {
+async fn paging_never_skips(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let items: Vec<_> = (0..50)
         .map(|i| EnqueueItem::Job(job("x", &i.to_string())))
@@ -112,7 +113,7 @@ pub async fn paging_never_skips(make: &dyn MakeBackend) {
     }
 }
 
-pub async fn steering_changes_are_recorded(make: &dyn MakeBackend) {
+async fn steering_changes_are_recorded(make: &dyn MakeBackend) {
     use JobState::*;
     let (b, _) = manual(make).await;
     let out = enqueue(
@@ -154,7 +155,7 @@ pub async fn steering_changes_are_recorded(make: &dyn MakeBackend) {
     assert_eq!(after.len(), 5, "retry revived 2, cancel ended 3: {after:?}");
 }
 
-pub async fn waiting_read_times_out_then_wakes(make: &dyn MakeBackend) {
+async fn waiting_read_times_out_then_wakes(make: &dyn MakeBackend) {
     let b = real(make).await;
     let start = Instant::now();
     let got = b.events(0, 10, Duration::from_millis(300)).await.unwrap();
@@ -181,7 +182,7 @@ pub async fn waiting_read_times_out_then_wakes(make: &dyn MakeBackend) {
 
 /// Writers enqueue, reserve and complete concurrently while a reader tails the feed;
 /// what the tail saw must be exactly the final feed, and every job's history complete.
-pub async fn no_gaps_under_concurrent_writes(make: &dyn MakeBackend) {
+async fn no_gaps_under_concurrent_writes(make: &dyn MakeBackend) {
     use JobState::*;
     let b = real(make).await;
     const WRITERS: usize = 4;

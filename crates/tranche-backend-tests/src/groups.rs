@@ -5,12 +5,13 @@ use tranche_types::{EnqueueItem, JobState, MemberOutcome, Resolution};
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     callback_gets_all_outcomes_once(make).await;
     empty_group_releases_callback(make).await;
 }
 
-pub async fn callback_gets_all_outcomes_once(make: &dyn MakeBackend) {
+async fn callback_gets_all_outcomes_once(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let members = vec![
         job("map", "1").max_attempts(1),
@@ -70,7 +71,7 @@ pub async fn callback_gets_all_outcomes_once(make: &dyn MakeBackend) {
     assert!(progress(&*b, "group/mr").await.is_finished());
 }
 
-pub async fn empty_group_releases_callback(make: &dyn MakeBackend) {
+async fn empty_group_releases_callback(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     enqueue(
         &*b,

@@ -8,12 +8,14 @@
 //! crash test ([`crash`]) also needs the backend's test binary to re-run itself as a
 //! child process; see that module.
 
+#![deny(missing_docs)]
+
 pub mod cancel;
 pub mod chains;
 pub mod crash;
 pub mod effects;
 pub mod enqueue;
-pub mod faults;
+mod faults;
 pub mod feed;
 pub mod groups;
 pub mod locks;
@@ -39,6 +41,7 @@ use tranche_types::{
 
 /// Opens a fresh, empty backend that reads time from the given clock.
 pub trait MakeBackend: Send + Sync {
+    /// A new backend with no jobs, runs or events, reading time from `clock`.
     fn make(
         &self,
         clock: Arc<dyn Clock>,

@@ -6,6 +6,7 @@ use tranche_types::LockClaim;
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     claims_are_all_or_nothing(make).await;
 }
@@ -14,7 +15,7 @@ fn keys(ks: &[&str]) -> Vec<String> {
     ks.iter().map(|k| k.to_string()).collect()
 }
 
-pub async fn claims_are_all_or_nothing(make: &dyn MakeBackend) {
+async fn claims_are_all_or_nothing(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     let ttl = Duration::from_secs(30);
     assert_eq!(

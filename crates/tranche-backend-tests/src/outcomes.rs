@@ -6,13 +6,14 @@ use tranche_types::{EnqueueItem, JobState, Resolution};
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     retry_until_exhausted(make).await;
     snooze_keeps_the_attempt(make).await;
     discard_and_cancel_are_final(make).await;
 }
 
-pub async fn retry_until_exhausted(make: &dyn MakeBackend) {
+async fn retry_until_exhausted(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     enqueue(
         &*b,
@@ -61,7 +62,7 @@ pub async fn retry_until_exhausted(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn snooze_keeps_the_attempt(make: &dyn MakeBackend) {
+async fn snooze_keeps_the_attempt(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     enqueue(
         &*b,
@@ -80,7 +81,7 @@ pub async fn snooze_keeps_the_attempt(make: &dyn MakeBackend) {
     assert_eq!(again.attempt, 1, "a snooze is not an attempt");
 }
 
-pub async fn discard_and_cancel_are_final(make: &dyn MakeBackend) {
+async fn discard_and_cancel_are_final(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let ids = enqueue(
         &*b,

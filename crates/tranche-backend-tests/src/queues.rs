@@ -4,12 +4,13 @@ use tranche_types::{EnqueueItem, QueueDepth};
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     depth_counts_available_jobs_up_to_a_cap(make).await;
     depths_per_queue(make).await;
 }
 
-pub async fn depth_counts_available_jobs_up_to_a_cap(make: &dyn MakeBackend) {
+async fn depth_counts_available_jobs_up_to_a_cap(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     assert_eq!(b.queue_depth("pdf", 100).await.unwrap(), 0);
     let items: Vec<_> = (0..30)
@@ -41,7 +42,7 @@ pub async fn depth_counts_available_jobs_up_to_a_cap(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn depths_per_queue(make: &dyn MakeBackend) {
+async fn depths_per_queue(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     assert!(b.queue_depths().await.unwrap().is_empty());
     let mut items: Vec<_> = (0..4)

@@ -7,6 +7,7 @@ use tranche_types::{CompletionAck, EnqueueItem, JobState, LeaseRef, ReserveReque
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     batches_follow_priority_then_fifo(make).await;
     empty_queue_waits_then_returns_nothing(make).await;
@@ -17,7 +18,7 @@ pub async fn all(make: &dyn MakeBackend) {
     expired_lease_on_last_attempt_fails(make).await;
 }
 
-pub async fn batches_follow_priority_then_fifo(make: &dyn MakeBackend) {
+async fn batches_follow_priority_then_fifo(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     let mut items: Vec<_> = (0..5)
         .map(|i| EnqueueItem::Job(job("a", &i.to_string())))
@@ -47,7 +48,7 @@ pub async fn batches_follow_priority_then_fifo(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn empty_queue_waits_then_returns_nothing(make: &dyn MakeBackend) {
+async fn empty_queue_waits_then_returns_nothing(make: &dyn MakeBackend) {
     let b = real(make).await;
     let start = Instant::now();
     let got = b
@@ -71,7 +72,7 @@ pub async fn empty_queue_waits_then_returns_nothing(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn waiting_reserve_wakes_on_enqueue(make: &dyn MakeBackend) {
+async fn waiting_reserve_wakes_on_enqueue(make: &dyn MakeBackend) {
     let b = real(make).await;
     let waiter = {
         let b = b.clone();
@@ -103,7 +104,7 @@ pub async fn waiting_reserve_wakes_on_enqueue(make: &dyn MakeBackend) {
     assert!(waited < Duration::from_secs(10), "woke after {waited:?}");
 }
 
-pub async fn expired_lease_is_recovered_and_late_completion_refused(make: &dyn MakeBackend) {
+async fn expired_lease_is_recovered_and_late_completion_refused(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     enqueue(&*b, "res/lease", vec![EnqueueItem::Job(job("noop", "1"))]).await;
     let first = take(&*b, "default", 1).await.remove(0);
@@ -139,7 +140,7 @@ pub async fn expired_lease_is_recovered_and_late_completion_refused(make: &dyn M
     );
 }
 
-pub async fn heartbeat_keeps_the_lease(make: &dyn MakeBackend) {
+async fn heartbeat_keeps_the_lease(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     enqueue(
         &*b,
@@ -166,7 +167,7 @@ pub async fn heartbeat_keeps_the_lease(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn release_does_not_count_the_attempt(make: &dyn MakeBackend) {
+async fn release_does_not_count_the_attempt(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     enqueue(&*b, "res/release", vec![EnqueueItem::Job(job("noop", "1"))]).await;
     let j = take(&*b, "default", 1).await.remove(0);
@@ -180,7 +181,7 @@ pub async fn release_does_not_count_the_attempt(make: &dyn MakeBackend) {
     assert_eq!((again.id, again.attempt), (j.id, 1));
 }
 
-pub async fn expired_lease_on_last_attempt_fails(make: &dyn MakeBackend) {
+async fn expired_lease_on_last_attempt_fails(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     enqueue(
         &*b,

@@ -4,12 +4,13 @@ use tranche_types::{EnqueueItem, EnqueueRequest, JobId, Resolution};
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     progress_listing_and_failures(make).await;
     finish_fires_hooks_once(make).await;
 }
 
-pub async fn progress_listing_and_failures(make: &dyn MakeBackend) {
+async fn progress_listing_and_failures(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     assert!(b.run_progress(&run("runs/none")).await.unwrap().is_none());
     enqueue(
@@ -57,7 +58,7 @@ pub async fn progress_listing_and_failures(make: &dyn MakeBackend) {
         .is_empty());
 }
 
-pub async fn finish_fires_hooks_once(make: &dyn MakeBackend) {
+async fn finish_fires_hooks_once(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     b.enqueue(EnqueueRequest {
         run: run("runs/hook"),

@@ -12,6 +12,7 @@ use tranche_types::{
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     every_attempt_is_counted_per_queue(make).await;
 }
@@ -42,7 +43,7 @@ fn retry(j: &ReservedJob, clock: &ManualClock) -> Completion {
     }
 }
 
-pub async fn every_attempt_is_counted_per_queue(make: &dyn MakeBackend) {
+async fn every_attempt_is_counted_per_queue(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     assert!(b.queue_stats().await.unwrap().is_empty());
     let t0 = clock.now();

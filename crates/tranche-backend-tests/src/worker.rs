@@ -13,6 +13,7 @@ use tranche_types::{CancelTarget, EnqueueItem, JobState, MemberOutcome, Outcome,
 
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     chains_and_groups_end_to_end(make).await;
     panics_and_timeouts_fail_the_attempt(make).await;
@@ -69,7 +70,7 @@ pub(crate) async fn finished(b: &Arc<dyn Backend>, name: &str) -> RunProgress {
         .expect("run finishes")
 }
 
-pub async fn chains_and_groups_end_to_end(make: &dyn MakeBackend) {
+async fn chains_and_groups_end_to_end(make: &dyn MakeBackend) {
     let b = real(make).await;
     let mut reg = Registry::new();
     reg.register(
@@ -130,7 +131,7 @@ pub async fn chains_and_groups_end_to_end(make: &dyn MakeBackend) {
     assert_eq!(sum.result.as_deref(), Some("385"), "sum of squares 1..10");
 }
 
-pub async fn panics_and_timeouts_fail_the_attempt(make: &dyn MakeBackend) {
+async fn panics_and_timeouts_fail_the_attempt(make: &dyn MakeBackend) {
     let b = real(make).await;
     let mut reg = Registry::new();
     reg.register(
@@ -191,7 +192,7 @@ pub async fn panics_and_timeouts_fail_the_attempt(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn running_handler_sees_cancellation(make: &dyn MakeBackend) {
+async fn running_handler_sees_cancellation(make: &dyn MakeBackend) {
     let b = real(make).await;
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let mut reg = Registry::new();
@@ -240,7 +241,7 @@ pub async fn running_handler_sees_cancellation(make: &dyn MakeBackend) {
     w.stop().await;
 }
 
-pub async fn effects_are_skipped_on_redelivery(make: &dyn MakeBackend) {
+async fn effects_are_skipped_on_redelivery(make: &dyn MakeBackend) {
     let b = real(make).await;
     let performed = Arc::new(AtomicU32::new(0));
     let mut reg = Registry::new();
@@ -295,7 +296,7 @@ pub async fn effects_are_skipped_on_redelivery(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn shutdown_lets_jobs_finish(make: &dyn MakeBackend) {
+async fn shutdown_lets_jobs_finish(make: &dyn MakeBackend) {
     let b = real(make).await;
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let (go_tx, go_rx) = tokio::sync::watch::channel(false);
@@ -336,7 +337,7 @@ pub async fn shutdown_lets_jobs_finish(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn shutdown_hands_back_what_does_not_finish(make: &dyn MakeBackend) {
+async fn shutdown_hands_back_what_does_not_finish(make: &dyn MakeBackend) {
     let b = real(make).await;
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let mut reg = Registry::new();
@@ -385,7 +386,7 @@ pub async fn shutdown_hands_back_what_does_not_finish(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn task_concurrency_is_bounded(make: &dyn MakeBackend) {
+async fn task_concurrency_is_bounded(make: &dyn MakeBackend) {
     let b = real(make).await;
     let active = Arc::new(AtomicU32::new(0));
     let peak = Arc::new(AtomicU32::new(0));
@@ -438,7 +439,7 @@ pub async fn task_concurrency_is_bounded(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn idle_worker_does_not_poll_hard(make: &dyn MakeBackend) {
+async fn idle_worker_does_not_poll_hard(make: &dyn MakeBackend) {
     let b = real(make).await;
     let engine = Engine::new(Client::from_shared(b.clone()), Registry::new());
     let wait = Duration::from_millis(300);
@@ -473,7 +474,7 @@ pub async fn idle_worker_does_not_poll_hard(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
+async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
     let b = real(make).await;
     let mut reg = Registry::new();
     reg.register(

@@ -1,5 +1,6 @@
-//! The engine's retry and lease paths, driven by [`Faulty`]: a refused or half-applied
-//! report, a refused reserve and a lost lease, each against real backend state.
+//! The engine's retry and lease paths, driven by a fault-injecting backend: a refused
+//! or half-applied report, a refused reserve and a lost lease, each against real
+//! backend state.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use crate::faults::{Fault, Faulty, Op};
 use crate::worker::{finished, start, test_config};
 use crate::*;
 
+/// Every check of this area, in turn, each on a fresh backend from `make`.
 pub async fn all(make: &dyn MakeBackend) {
     a_refused_report_is_sent_again(make).await;
     a_report_whose_reply_was_lost_is_applied_once(make).await;
@@ -42,7 +44,7 @@ async fn counting(faulty: &Arc<Faulty>, run_name: &str) -> (Engine, Arc<AtomicU3
     (engine, runs, out[0].ids[0])
 }
 
-pub async fn a_refused_report_is_sent_again(make: &dyn MakeBackend) {
+async fn a_refused_report_is_sent_again(make: &dyn MakeBackend) {
     let faulty = Faulty::new(real(make).await);
     faulty.inject(Op::Complete, [Fault::Refuse, Fault::Refuse]);
     let (engine, runs, id) = counting(&faulty, "faults/refused-report").await;
@@ -69,7 +71,7 @@ pub async fn a_refused_report_is_sent_again(make: &dyn MakeBackend) {
     assert_eq!(rec.state, JobState::Succeeded);
 }
 
-pub async fn a_report_whose_reply_was_lost_is_applied_once(make: &dyn MakeBackend) {
+async fn a_report_whose_reply_was_lost_is_applied_once(make: &dyn MakeBackend) {
     let faulty = Faulty::new(real(make).await);
     faulty.inject(Op::Complete, [Fault::LoseReply]);
     let (engine, runs, id) = counting(&faulty, "faults/lost-reply").await;
@@ -96,7 +98,7 @@ pub async fn a_report_whose_reply_was_lost_is_applied_once(make: &dyn MakeBacken
     );
 }
 
-pub async fn a_refused_reserve_is_asked_again(make: &dyn MakeBackend) {
+async fn a_refused_reserve_is_asked_again(make: &dyn MakeBackend) {
     let faulty = Faulty::new(real(make).await);
     faulty.inject(Op::Reserve, [Fault::Refuse, Fault::Refuse]);
     let (engine, runs, _) = counting(&faulty, "faults/refused-reserve").await;
@@ -115,7 +117,7 @@ pub async fn a_refused_reserve_is_asked_again(make: &dyn MakeBackend) {
     );
 }
 
-pub async fn a_lost_lease_cancels_the_running_handler(make: &dyn MakeBackend) {
+async fn a_lost_lease_cancels_the_running_handler(make: &dyn MakeBackend) {
     let faulty = Faulty::new(real(make).await);
     let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
     let (stopped_tx, mut stopped) = tokio::sync::mpsc::unbounded_channel();

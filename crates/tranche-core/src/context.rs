@@ -36,10 +36,15 @@ impl std::fmt::Debug for JobContext {
 /// Why an effect was not performed or recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum EffectError<E> {
+    /// The attempt no longer holds its job (cancelled, lease lost or timed out): the
+    /// effect was not performed.
     #[error("job was cancelled before the effect")]
     Cancelled,
+    /// The backend failed: looking the effect up or checking the lease (the effect was
+    /// not performed), or recording it (performed, not recorded).
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// The effect itself failed; nothing was recorded, so a later attempt tries again.
     #[error("{0}")]
     Effect(E),
 }
@@ -63,23 +68,19 @@ impl JobContext {
         }
     }
 
+    /// The job being run.
     pub fn id(&self) -> JobId {
         self.inner.job.id
     }
+    /// The run the job belongs to.
     pub fn run(&self) -> &RunName {
         &self.inner.job.run
     }
-    pub fn kind(&self) -> &str {
-        &self.inner.job.kind
-    }
-    /// 1 on the first attempt.
+    /// 1 on the first attempt; a snooze does not count.
     pub fn attempt(&self) -> u32 {
         self.inner.job.attempt
     }
-    pub fn max_attempts(&self) -> u32 {
-        self.inner.job.max_attempts
-    }
-    pub fn lease(&self) -> LeaseRef {
+    pub(crate) fn lease(&self) -> LeaseRef {
         self.inner.job.lease()
     }
 
@@ -91,10 +92,6 @@ impl JobContext {
             .as_deref()
             .map(serde_json::from_str)
             .transpose()
-    }
-
-    pub fn raw_input(&self) -> Option<&str> {
-        self.inner.job.input.as_deref()
     }
 
     /// True once the job was cancelled, its lease lost, or the attempt timed out.
@@ -130,13 +127,13 @@ impl JobContext {
     }
 
     /// The effect recorded under `key`, if any.
-    pub async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError> {
+    pub(crate) async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError> {
         self.inner.backend.effect(key).await
     }
 
     /// Record that the effect `key` happened, with `value` as its proof. False if it was
     /// already recorded.
-    pub async fn record_effect(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+    pub(crate) async fn record_effect(&self, key: &str, value: &str) -> Result<bool, BackendError> {
         self.inner
             .backend
             .record_effect(key, Some(self.id()), value)
@@ -177,6 +174,7 @@ impl JobContext {
             .await
     }
 
+    /// Release keys this attempt claimed; how many it held.
     pub async fn release_locks(&self, keys: &[String]) -> Result<u64, BackendError> {
         self.inner
             .backend

@@ -17,6 +17,8 @@
 //!   remote backend (a broker restart) instead of failing on the first broken
 //!   connection.
 
+#![deny(missing_docs)]
+
 mod client;
 mod context;
 mod reconnect;
@@ -63,11 +65,6 @@ impl Engine {
     /// The client this engine enqueues through.
     pub fn client(&self) -> &Client {
         &self.client
-    }
-
-    /// The task kinds this process knows.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
     }
 
     /// A job of `kind` with `args`, using the task's registered options.

@@ -48,15 +48,23 @@ pub enum Outage<'a> {
     /// A call failed because the backend is unreachable: calls are tried again for up
     /// to `retry_for` from now.
     Lost {
+        /// The failure that began the outage.
         error: &'a BackendError,
+        /// How long each call keeps trying.
         retry_for: Duration,
     },
     /// A call sent after the outage began succeeded.
-    Back { after: Duration },
+    Back {
+        /// How long the outage lasted.
+        after: Duration,
+    },
     /// A call has failed for `retry_for` and returns its error (the first one of an
     /// outage to give up reports it); a caller that carries on (a worker) goes on
     /// calling, and each call again waits up to `retry_for`.
-    GaveUp { after: Duration },
+    GaveUp {
+        /// How long that call tried.
+        after: Duration,
+    },
 }
 
 /// How a call may be repeated after the backend became unreachable during it.

@@ -4,17 +4,26 @@ use tranche_types::{BackendError, RunName, RunProgress};
 
 use tranche_backend::Backend;
 
+/// Why [`Client::wait_finished`](crate::Client::wait_finished) returned before the run
+/// finished.
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
+    /// Reading the run's progress failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// No job was ever enqueued into the run.
     #[error("run {0} does not exist")]
     NoSuchRun(RunName),
+    /// The deadline passed first; the run goes on.
     #[error("run {run} did not finish within {waited:?} ({ended} of {total} jobs ended)")]
     Timeout {
+        /// The run waited for.
         run: RunName,
+        /// The deadline given.
         waited: Duration,
+        /// Jobs ended at the last read.
         ended: u64,
+        /// Jobs in the run at the last read.
         total: u64,
     },
 }

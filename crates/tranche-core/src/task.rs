@@ -16,9 +16,13 @@ use crate::context::JobContext;
 /// together do not arrive together.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Backoff {
+    /// The delay after the first failure (default 1 s).
     pub base: Duration,
+    /// Growth per further failure; below 1 counts as 1 (default 2).
     pub factor: f64,
+    /// The longest delay before jitter (default 10 min).
     pub max: Duration,
+    /// Spread as a fraction of the delay, clamped to 0..=1 (default 0.2).
     pub jitter: f64,
 }
 
@@ -50,14 +54,14 @@ impl Backoff {
 /// How jobs of one task kind are enqueued and run.
 #[derive(Clone, Debug)]
 pub struct TaskOptions {
-    pub queue: String,
+    pub(crate) queue: String,
     /// At most this many jobs of the kind run at once in one worker (None: the queue's
     /// concurrency is the only bound).
-    pub concurrency: Option<usize>,
-    pub max_attempts: u32,
-    pub backoff: Backoff,
+    pub(crate) concurrency: Option<usize>,
+    pub(crate) max_attempts: u32,
+    pub(crate) backoff: Backoff,
     /// An attempt running longer is stopped and retried.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl Default for TaskOptions {
@@ -73,22 +77,27 @@ impl Default for TaskOptions {
 }
 
 impl TaskOptions {
+    /// Enqueue the kind's jobs on `queue` (default `"default"`).
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = queue.into();
         self
     }
+    /// At most `n` (at least 1) of the kind's jobs run at once in one worker.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
         self
     }
+    /// At most `n` (at least 1) attempts per job (default 10).
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n.max(1);
         self
     }
+    /// Wait between retries with `backoff` when the handler names no delay.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self
     }
+    /// Stop an attempt running longer than `t` and retry it.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self
@@ -165,6 +174,7 @@ fn encode_outcome<T: Serialize>(outcome: Outcome<T>) -> RawOutcome {
 }
 
 impl Registry {
+    /// No task kinds yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -234,11 +244,11 @@ impl Registry {
         self.tasks.get(kind)
     }
 
-    pub fn options(&self, kind: &str) -> Option<&TaskOptions> {
+    pub(crate) fn options(&self, kind: &str) -> Option<&TaskOptions> {
         self.tasks.get(kind).map(|t| &t.options)
     }
 
-    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn kinds(&self) -> impl Iterator<Item = &str> {
         self.tasks.keys().map(String::as_str)
     }
 

@@ -69,6 +69,7 @@ impl Default for WorkerConfig {
 }
 
 impl WorkerConfig {
+    /// Serve exactly `names`, each with at most `concurrency` jobs in flight.
     pub fn queues<S: Into<String>>(
         mut self,
         names: impl IntoIterator<Item = S>,
@@ -78,6 +79,7 @@ impl WorkerConfig {
         self
     }
 
+    /// Lease jobs for `lease`, heartbeating every third of it.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self.heartbeat = lease / 3;
@@ -85,7 +87,7 @@ impl WorkerConfig {
     }
 
     /// Checks the configuration before anything runs.
-    pub fn validate(&self) -> Result<(), WorkerError> {
+    pub(crate) fn validate(&self) -> Result<(), WorkerError> {
         let invalid = |field, expected: &str, got: String| {
             Err(WorkerError::Config {
                 field,
@@ -126,12 +128,17 @@ impl WorkerConfig {
 /// Why a worker could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// The [`WorkerConfig`] is inconsistent.
     #[error("invalid worker {field}: expected {expected}, got {got}")]
     Config {
+        /// The setting at fault, e.g. `"heartbeat"`.
         field: &'static str,
+        /// What would have been accepted.
         expected: String,
+        /// What was given.
         got: String,
     },
+    /// The threads for CPU-bound handlers could not be started.
     #[error("could not start the CPU pool")]
     CpuPool(#[source] rayon::ThreadPoolBuildError),
 }
@@ -139,18 +146,22 @@ pub enum WorkerError {
 /// One job attempt whose result is durable, as seen by an [`Observer`].
 #[derive(Clone, Copy, Debug)]
 pub struct Finished<'a> {
+    /// The job's task kind.
     pub kind: &'a str,
+    /// What the attempt's result was.
     pub resolution: &'a Resolution,
-    /// When the job became runnable, when its handler started, and now (its result
-    /// committed).
+    /// When the job became runnable: its wait is measured from here.
     pub available_at: Timestamp,
+    /// When its handler started, on the backend's clock.
     pub started_at: Timestamp,
+    /// Now: when its result was committed.
     pub finished_at: Timestamp,
 }
 
 /// Told about every attempt once its result is durable: the seam for metrics and for
 /// benchmarks' latency figures. Called on the completion path: keep it cheap.
 pub trait Observer: Send + Sync + 'static {
+    /// One attempt's result was applied (stale results are not reported).
     fn finished(&self, attempt: &Finished<'_>);
 }
 
@@ -159,12 +170,13 @@ pub trait Observer: Send + Sync + 'static {
 pub struct WorkerStats {
     /// Reserve calls made (an idle worker makes about one per `reserve_wait`).
     pub reserve_calls: AtomicU64,
-    pub reserved: AtomicU64,
+    pub(crate) reserved: AtomicU64,
+    /// Attempts reported succeeded and applied.
     pub succeeded: AtomicU64,
-    pub retried: AtomicU64,
-    pub failed: AtomicU64,
-    pub cancelled: AtomicU64,
-    pub snoozed: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) snoozed: AtomicU64,
     /// Completions refused because the attempt had lost its job.
     pub stale: AtomicU64,
     /// Jobs handed back unfinished at shutdown.
@@ -180,6 +192,7 @@ pub struct WorkerStats {
 /// waits (results are kept and reported again) until it works.
 #[derive(Clone, Debug)]
 pub struct BackendTrouble {
+    /// The first failure of this run of failures.
     pub since: Instant,
     /// The latest failure.
     pub error: String,
@@ -188,6 +201,7 @@ pub struct BackendTrouble {
 }
 
 impl WorkerStats {
+    /// Attempts whose result the backend applied, whatever it was (stale ones excluded).
     pub fn completed(&self) -> u64 {
         self.succeeded.load(Ordering::Relaxed)
             + self.retried.load(Ordering::Relaxed)
@@ -325,6 +339,7 @@ impl Worker {
         })
     }
 
+    /// This worker's counters, shared: read them while [`run`](Self::run) goes on.
     pub fn stats(&self) -> Arc<WorkerStats> {
         self.shared.stats.clone()
     }

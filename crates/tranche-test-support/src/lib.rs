@@ -4,6 +4,8 @@
 //! whether a missing one fails or skips a test is decided in one place,
 //! [`tools_required`].
 
+#![deny(missing_docs)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +26,8 @@ pub struct SmallDisk {
 }
 
 impl SmallDisk {
+    /// Mount a tmpfs of `size` (as `mount -o size=` reads it: `"8m"`, `"256k"`) on a
+    /// fresh temporary directory.
     pub fn mount(size: &str) -> Option<SmallDisk> {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mounted = Command::new("mount")
@@ -47,6 +51,7 @@ impl SmallDisk {
         }
     }
 
+    /// Where the disk is mounted: files created under it fill it.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

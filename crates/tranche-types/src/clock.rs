@@ -15,10 +15,12 @@ use serde::{Deserialize, Serialize};
 pub struct Timestamp(pub i64);
 
 impl Timestamp {
+    /// Microseconds since the Unix epoch, as stored.
     pub fn micros(self) -> i64 {
         self.0
     }
 
+    /// `d` later; saturates at the end of `i64` time instead of overflowing.
     pub fn plus(self, d: Duration) -> Timestamp {
         Timestamp(
             self.0
@@ -35,9 +37,11 @@ impl Timestamp {
 /// The one door to wall-clock time. Backends and the engine take a clock instead of
 /// calling `SystemTime::now`, so lease expiry and schedules are testable without sleeping.
 pub trait Clock: Send + Sync + 'static {
+    /// The current time on this clock.
     fn now(&self) -> Timestamp;
 }
 
+/// Wall-clock time, for production: what backends use unless a test gives them another.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
@@ -55,10 +59,12 @@ impl Clock for SystemClock {
 pub struct ManualClock(Arc<AtomicI64>);
 
 impl ManualClock {
+    /// A clock standing at `start` until [`advance`](Self::advance)d.
     pub fn new(start: Timestamp) -> Self {
         ManualClock(Arc::new(AtomicI64::new(start.0)))
     }
 
+    /// Move this clock and every clone of it forward by `d`.
     pub fn advance(&self, d: Duration) {
         self.0.fetch_add(d.as_micros() as i64, Ordering::SeqCst);
     }

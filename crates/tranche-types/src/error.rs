@@ -13,7 +13,9 @@ pub enum BackendError {
     /// The store itself failed (I/O, corruption, a script error).
     #[error("{op}: {source}")]
     Store {
+        /// What was being done, e.g. `"enqueue"`.
         op: &'static str,
+        /// The store library's error.
         #[source]
         source: Cause,
     },
@@ -24,9 +26,12 @@ pub enum BackendError {
     /// must not simply be sent again.
     #[error("{op}: {source}")]
     Unavailable {
+        /// What was being done, e.g. `"complete"`.
         op: &'static str,
+        /// Why the store could not be reached.
         #[source]
         source: Cause,
+        /// The request may have taken effect (sent, but its reply lost).
         maybe_applied: bool,
     },
     /// The store's disk is full: nothing was written, and the same call succeeds once
@@ -34,21 +39,30 @@ pub enum BackendError {
     /// callers wait (and say so) instead of retrying blindly.
     #[error("{op}: {path} cannot grow, its disk is full ({source}): free space there")]
     Full {
+        /// What was being done, e.g. `"enqueue"`.
         op: &'static str,
         /// The file that could not grow (e.g. the SQLite database).
         path: String,
+        /// The store's own "disk full" error.
         #[source]
         source: Cause,
     },
     /// The caller asked for something invalid.
     #[error("invalid {field}: expected {expected}, got {got}")]
     Invalid {
+        /// The argument at fault, e.g. `"kind"` or `"chain"`.
         field: &'static str,
+        /// What would have been accepted.
         expected: String,
+        /// What was given (or its length, when too long to echo back).
         got: String,
     },
+    /// Something the call named does not exist.
     #[error("{what} not found")]
-    NotFound { what: String },
+    NotFound {
+        /// What was looked for, as the message names it.
+        what: String,
+    },
     /// The backend was shut down.
     #[error("backend is closed")]
     Closed,
@@ -78,8 +92,11 @@ impl BackendError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: expected at most {max} bytes, got {got}")]
 pub struct TooLong {
+    /// The field at fault, e.g. `"queue"`.
     pub field: &'static str,
+    /// The limit, in bytes.
     pub max: usize,
+    /// The length given, in bytes.
     pub got: usize,
 }
 

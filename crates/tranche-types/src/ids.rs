@@ -27,10 +27,13 @@ impl fmt::Display for JobId {
 )]
 pub struct RunName(String);
 
+/// Why a string is not a [`RunName`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid run name {}: {reason}", shown(.name))]
 pub struct InvalidName {
+    /// The name refused, whole (the message shows only its length when it is long).
     pub name: String,
+    /// What a name must be, e.g. "expected at most 200 bytes".
     pub reason: &'static str,
 }
 
@@ -44,6 +47,7 @@ fn shown(name: &str) -> String {
 }
 
 impl RunName {
+    /// Longest run name, in bytes.
     pub const MAX_LEN: usize = 200;
 
     /// Run names are shown in URLs, Redis keys and file paths, so they are restricted to
@@ -68,6 +72,7 @@ impl RunName {
         }
     }
 
+    /// The name as given.
     pub fn as_str(&self) -> &str {
         &self.0
     }

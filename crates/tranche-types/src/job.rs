@@ -10,8 +10,11 @@ use crate::{JobId, JobState, RunName, Timestamp, TooLong};
 pub struct JobSpec {
     /// The task kind: a stable string chosen by the task's author, not a Rust type name.
     pub kind: String,
+    /// The queue its workers reserve from.
     pub queue: String,
+    /// The handler's arguments, as JSON text.
     pub args: String,
+    /// Attempts before a retried job fails for good; at least 1.
     pub max_attempts: u32,
     /// Lower runs first.
     #[serde(default)]
@@ -25,7 +28,9 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// The queue of a job that names none.
     pub const DEFAULT_QUEUE: &'static str = "default";
+    /// The attempts of a job that names none.
     pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
     /// Longest task kind, in bytes. Kinds and queues are metric labels, index keys and
     /// Redis key parts: a bound keeps one careless caller from bloating all of them.
@@ -66,26 +71,31 @@ impl JobSpec {
         }
     }
 
+    /// On `queue` instead of the default one.
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = queue.into();
         self
     }
 
+    /// At most `n` attempts; a backend refuses 0.
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
         self
     }
 
+    /// At priority `p`: lower runs first, default 0.
     pub fn priority(mut self, p: i16) -> Self {
         self.priority = p;
         self
     }
 
+    /// Enqueued at most once per run under `key`: a second enqueue returns the first job.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
         self
     }
 
+    /// Not runnable before `at`.
     pub fn not_before(mut self, at: Timestamp) -> Self {
         self.not_before = Some(at);
         self
@@ -96,6 +106,7 @@ impl JobSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EnqueueItem {
+    /// One job on its own.
     Job(JobSpec),
     /// Step n+1 becomes available atomically with step n's success and receives its
     /// result as input. A failed or cancelled step cancels the steps after it.
@@ -103,7 +114,9 @@ pub enum EnqueueItem {
     /// Members run independently; `callback` becomes available exactly once, when all
     /// members have ended, with their outcomes as input.
     Group {
+        /// Jobs run independently; may be empty (the callback is then runnable at once).
         members: Vec<JobSpec>,
+        /// Gets a JSON array of [`MemberOutcome`](crate::MemberOutcome)s as input.
         callback: JobSpec,
     },
 }
@@ -111,7 +124,9 @@ pub enum EnqueueItem {
 /// Items to enqueue into one run, in one transaction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EnqueueRequest {
+    /// The run the jobs join; created by its first enqueue.
     pub run: RunName,
+    /// Enqueued all or none; one [`Enqueued`] each, in order.
     pub items: Vec<EnqueueItem>,
     /// A job enqueued (into the run `<run>/done`) each time the run finishes.
     #[serde(default)]
@@ -122,16 +137,22 @@ pub struct EnqueueRequest {
 /// group's members, then its callback), or the existing job when a unique key matched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Enqueued {
+    /// The item's jobs, in the order given.
     pub ids: Vec<JobId>,
+    /// A unique key matched: nothing was added, `ids` are the existing jobs.
     pub existed: bool,
 }
 
 /// Ask for up to `max` jobs of `queue`, waiting at most `wait` when none are ready.
 #[derive(Clone, Debug)]
 pub struct ReserveRequest {
+    /// The queue to take jobs from.
     pub queue: String,
+    /// Most jobs to lease in this call.
     pub max: usize,
+    /// How long each job is leased from now: unless heartbeated, it runs again after.
     pub lease: Duration,
+    /// How long to wait for a job when none is ready; zero answers at once.
     pub wait: Duration,
 }
 
@@ -139,28 +160,39 @@ pub struct ReserveRequest {
 /// worker that lost its lease) is refused, so it cannot overwrite the new attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LeaseRef {
+    /// The job leased.
     pub job: JobId,
+    /// Which attempt holds it (1 for the first run of the job).
     pub attempt: u32,
 }
 
+/// A job leased to a worker for one attempt: what its handler needs to run it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReservedJob {
+    /// The job.
     pub id: JobId,
+    /// The run it belongs to.
     pub run: RunName,
+    /// Its task kind: which handler runs it.
     pub kind: String,
+    /// The queue it was reserved from.
     pub queue: String,
+    /// The handler's arguments, as JSON text.
     pub args: String,
     /// The previous chain step's result, or a group callback's member outcomes (JSON).
     pub input: Option<String>,
-    /// 1 on the first attempt.
+    /// 1 on the first attempt; a snooze does not count.
     pub attempt: u32,
+    /// The attempts it may use; a retry on the last one fails the job.
     pub max_attempts: u32,
+    /// When the lease expires unless heartbeated.
     pub lease_until: Timestamp,
     /// When the job last became runnable; latency is measured from here.
     pub available_at: Timestamp,
 }
 
 impl ReservedJob {
+    /// This attempt's lease: what its completion and heartbeats name.
     pub fn lease(&self) -> LeaseRef {
         LeaseRef {
             job: self.id,
@@ -175,47 +207,63 @@ impl ReservedJob {
 pub enum Resolution {
     /// `result` is JSON text.
     Succeeded {
+        /// The handler's result, handed to the next chain step or group callback.
         result: String,
     },
     /// Run again at `at`; becomes `Failed` when the attempts are exhausted.
     Retry {
+        /// Why the attempt failed, kept in the job's errors.
         error: String,
+        /// When the job is runnable again.
         at: Timestamp,
     },
     /// Run again at `at`, the attempt is not counted.
     Snooze {
+        /// When the job is runnable again.
         at: Timestamp,
     },
+    /// The job is cancelled, and the chain steps after it.
     Cancelled {
+        /// Why, kept as the job's error.
         reason: String,
     },
+    /// The job fails for good, whatever attempts are left.
     Failed {
+        /// Why, kept as the job's error.
         error: String,
     },
 }
 
+/// One attempt's result as handed to the backend: which attempt, and its resolution.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Completion {
+    /// The attempt reporting; refused (`Stale`) if it no longer holds the job.
     pub lease: LeaseRef,
+    /// What became of the attempt.
     pub resolution: Resolution,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+/// The backend's answer to one [`Completion`].
 pub enum CompletionAck {
+    /// The resolution was applied, with what it releases (chain steps, group callbacks).
     Applied,
     /// The attempt no longer holds the job (lease expired and re-reserved, or
     /// cancelled): nothing was changed.
     Stale,
 }
 
+/// What a cancel call stops; only jobs that have not ended are touched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelTarget {
+    /// One job.
     Job(JobId),
     /// The job and every later step of its chain.
     Chain(JobId),
+    /// Every job of the run.
     Run(RunName),
 }
 
@@ -223,32 +271,52 @@ pub enum CancelTarget {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttemptError {
+    /// Which attempt (1 for the first run of the job).
     pub attempt: u32,
+    /// When its failure was recorded.
     pub at: Timestamp,
+    /// What it failed with.
     pub error: String,
 }
 
 /// Everything known about one job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
+    /// The job.
     pub id: JobId,
+    /// The run it belongs to.
     pub run: RunName,
+    /// Its task kind.
     pub kind: String,
+    /// Its queue.
     pub queue: String,
+    /// Where it is in its life.
     pub state: JobState,
+    /// Attempts begun, 0 before the first; a snooze or release does not count.
     pub attempt: u32,
+    /// The attempts it may use.
     pub max_attempts: u32,
+    /// The handler's arguments, as JSON text.
     pub args: String,
+    /// The previous chain step's result, or a group callback's member outcomes (JSON).
     pub input: Option<String>,
+    /// Its handler's result (JSON), once it succeeded.
     pub result: Option<String>,
     /// The last error or the cancellation reason.
     pub error: Option<String>,
+    /// Every failed attempt's error, oldest first.
     pub errors: Vec<AttemptError>,
+    /// The key it was enqueued under, if any.
     pub unique_key: Option<String>,
+    /// The next step of its chain, if any.
     pub next: Option<JobId>,
+    /// When it was enqueued.
     pub created_at: Timestamp,
+    /// When it last became (or becomes) runnable.
     pub available_at: Timestamp,
+    /// When its latest attempt was reserved.
     pub started_at: Option<Timestamp>,
+    /// When it ended.
     pub finished_at: Option<Timestamp>,
 }
 

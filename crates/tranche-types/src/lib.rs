@@ -5,6 +5,29 @@
 //!
 //! This crate has almost no dependencies on purpose: backends, the engine, pipelines and
 //! the HTTP server all speak it, so it must stay cheap to depend on and free of I/O.
+//!
+//! # Words
+//!
+//! The end of one attempt of a job goes through five types, one meaning each:
+//!
+//! - [`Outcome`]: what a handler decides about its job: complete with a result, retry
+//!   (after a given delay or the task's backoff), snooze, cancel or discard. Delays are
+//!   durations; nothing is stamped yet.
+//! - `RawOutcome` (tranche-core's, internal): an `Outcome<String>`, the same decision
+//!   with its result already serialised to JSON text, as the engine's worker handles it
+//!   whatever the handler's result type (a result that cannot be serialised becomes a
+//!   discard).
+//! - [`Resolution`]: what a worker reports for one attempt: the decision with its times
+//!   resolved to [`Timestamp`]s on the backend's clock (a retry's backoff applied) and
+//!   its result as JSON text. `Complete` becomes `Succeeded`, `Discard` `Failed`,
+//!   `Cancel` `Cancelled`.
+//! - [`Completion`]: a [`LeaseRef`] (which attempt of which job) and its resolution:
+//!   one item of a batch handed to the backend.
+//! - [`CompletionAck`]: the backend's answer to one completion: `Applied`, or `Stale`
+//!   when that attempt no longer held its job (its lease expired and the job was
+//!   reserved again, or it was cancelled) and nothing was changed.
+
+#![deny(missing_docs)]
 
 mod clock;
 mod error;

@@ -10,7 +10,9 @@ pub enum Outcome<T> {
     /// Failed this attempt; run again after `after` (or the task's backoff when `None`)
     /// unless the attempts are exhausted, then the job fails with this error.
     Retry {
+        /// Why the attempt failed, kept in the job's errors.
         error: String,
+        /// How long to wait before the next attempt; `None` takes the task's backoff.
         after: Option<Duration>,
     },
     /// Not now: run again after the duration without using up an attempt.
@@ -22,6 +24,7 @@ pub enum Outcome<T> {
 }
 
 impl<T> Outcome<T> {
+    /// Retry after the task's backoff, with `error` as the attempt's error.
     pub fn retry(error: impl Display) -> Self {
         Outcome::Retry {
             error: error.to_string(),
@@ -29,6 +32,7 @@ impl<T> Outcome<T> {
         }
     }
 
+    /// Retry after `after` rather than the task's backoff (e.g. a server said when).
     pub fn retry_after(error: impl Display, after: Duration) -> Self {
         Outcome::Retry {
             error: error.to_string(),
@@ -36,10 +40,12 @@ impl<T> Outcome<T> {
         }
     }
 
+    /// Fail the job for good with `error`, whatever attempts are left.
     pub fn discard(error: impl Display) -> Self {
         Outcome::Discard(error.to_string())
     }
 
+    /// Cancel the job (and the chain steps after it) with `reason`.
     pub fn cancel(reason: impl Display) -> Self {
         Outcome::Cancel(reason.to_string())
     }

@@ -33,12 +33,17 @@ pub enum JobState {
     Available = 1,
     /// Reserved by a worker under a lease.
     Running = 2,
+    /// Its handler completed; the result is kept.
     Succeeded = 3,
+    /// Discarded, or out of attempts; `retry_run` can revive it.
     Failed = 4,
+    /// Cancelled by a caller or by its handler, or because an earlier step of its chain
+    /// did not succeed.
     Cancelled = 5,
 }
 
 impl JobState {
+    /// Every state, in code order (`ALL[code]` is the state of that code).
     pub const ALL: [JobState; 6] = [
         JobState::Pending,
         JobState::Available,
@@ -48,14 +53,18 @@ impl JobState {
         JobState::Cancelled,
     ];
 
+    /// The number backends store for this state; fixed forever.
     pub fn code(self) -> i64 {
         self as i64
     }
 
+    /// The state stored as `code`; `None` for a number that is no state.
     pub fn from_code(code: i64) -> Option<JobState> {
         JobState::ALL.get(usize::try_from(code).ok()?).copied()
     }
 
+    /// Succeeded, failed or cancelled: the job has ended (only `retry_run` brings some
+    /// back).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -63,6 +72,7 @@ impl JobState {
         )
     }
 
+    /// The snake_case name used on the wire, in URLs and in output.
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Pending => "pending",

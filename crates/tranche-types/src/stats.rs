@@ -81,9 +81,11 @@ impl Histogram {
 /// the life of the backend's data. Times are measured on the backend's clock.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueStats {
+    /// The queue's name.
     pub queue: String,
     /// Attempts handed out (reserved).
     pub started: u64,
+    /// Jobs that ended succeeded.
     pub succeeded: u64,
     /// Jobs that ended failed: reported failed, or out of attempts (whether their last
     /// attempt was reported failed or its lease expired).
@@ -101,16 +103,12 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
+    /// All zero, for a queue nothing has been recorded for yet.
     pub fn new(queue: impl Into<String>) -> Self {
         QueueStats {
             queue: queue.into(),
             ..QueueStats::default()
         }
-    }
-
-    /// Jobs that ended through an attempt: succeeded plus failed.
-    pub fn finished(&self) -> u64 {
-        self.succeeded + self.failed
     }
 }
 
