@@ -2,7 +2,7 @@
 //! directory, no server to install.
 //!
 //! Design: one writer thread owns the write connection and applies every change in
-//! group-committed transactions ([`writer`]); reads use a second connection and never
+//! group-committed transactions (`writer.rs`); reads use a second connection and never
 //! wait for it. Hot queries are covered by partial indexes; run counters and per-queue
 //! statistics (`write/stats.rs`) move in the same transaction as the jobs they count,
 //! so progress is O(1) to read and the statistics cover every process sharing the
