@@ -44,6 +44,9 @@ pub fn sample_mail(message_id: &str, to: &str, pdf_len: usize) -> Mail {
     }
 }
 
+/// Runs every check against `mailer`, reading each sent message back through
+/// `read_back` (see above); panics at the first failure. Closes the mailer once along the
+/// way and checks that it still sends after.
 pub async fn exercise(mailer: &dyn Mailer, read_back: &dyn Fn(&str) -> Option<Vec<u8>>) {
     delivers_a_note_with_its_pdf(mailer, read_back).await;
     each_message_reaches_its_own_recipient(mailer, read_back).await;

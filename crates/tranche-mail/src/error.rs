@@ -20,7 +20,7 @@ pub struct Reason {
 }
 
 impl Reason {
-    pub fn new(text: impl Into<String>) -> Reason {
+    pub(crate) fn new(text: impl Into<String>) -> Reason {
         Reason {
             text: text.into(),
             cause: None,
@@ -28,18 +28,17 @@ impl Reason {
     }
 
     /// `text` says what failed; `cause` says why.
-    pub fn because(text: impl Into<String>, cause: impl Error + Send + Sync + 'static) -> Reason {
+    pub(crate) fn because(
+        text: impl Into<String>,
+        cause: impl Error + Send + Sync + 'static,
+    ) -> Reason {
         Reason {
             text: text.into(),
             cause: Some(Arc::new(cause)),
         }
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    pub fn cause(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+    pub(crate) fn cause(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
         self.cause.as_deref()
     }
 
@@ -113,7 +112,7 @@ impl MailError {
         matches!(self, MailError::Temporary(_) | MailError::Full(_))
     }
 
-    pub fn reason(&self) -> &Reason {
+    pub(crate) fn reason(&self) -> &Reason {
         match self {
             MailError::Temporary(r)
             | MailError::Permanent(r)

@@ -16,6 +16,8 @@
 //! in server replies are blanked out. `conformance::exercise` (feature `conformance`) is
 //! the suite every implementation passes.
 
+#![deny(missing_docs)]
+
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
@@ -38,6 +40,7 @@ pub struct Attachment {
     pub filename: String,
     /// A MIME type, e.g. `application/pdf`.
     pub content_type: String,
+    /// The file's content, any bytes (sent base64-encoded).
     pub bytes: Vec<u8>,
 }
 
@@ -51,9 +54,11 @@ pub struct Mail {
     pub from: String,
     /// `Name <addr>` or a bare address.
     pub to: String,
+    /// Any Unicode, on one line (encoded per RFC 2047 when not ASCII).
     pub subject: String,
     /// Plain text; any line endings (sent as CRLF).
     pub text: String,
+    /// In the order they appear in the mail; may be empty.
     pub attachments: Vec<Attachment>,
 }
 
@@ -70,12 +75,15 @@ impl std::fmt::Debug for Mail {
 /// What a mailer did with a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sent {
+    /// The sent mail's [`Mail::message_id`], without angle brackets.
     pub message_id: String,
     /// The SMTP server's final reply (e.g. `250 2.0.0 Ok: queued as 4Fh2`), or the
     /// path of the `.eml` file in the outbox.
     pub reply: String,
 }
 
+/// Sends one mail at a time, from many tasks at once: the seam between the pipeline and
+/// a mail server (or the outbox). Checked by `conformance::exercise`.
 #[async_trait]
 pub trait Mailer: Send + Sync {
     /// Send `mail` to its recipient. Not idempotent by itself: sending the same mail

@@ -28,10 +28,6 @@ impl OutboxMailer {
         })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Where the message with this id is (or would be) written: the id with every
     /// character outside `[A-Za-z0-9._-]` replaced by `_`, plus `.eml`.
     pub fn path_for(&self, message_id: &str) -> PathBuf {

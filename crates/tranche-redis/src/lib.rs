@@ -51,6 +51,8 @@
 //! atomically. To shard, give each run family its own prefix (e.g. `{notes}:`,
 //! `{payouts}:`) and one backend per prefix; slots then spread over the cluster.
 
+#![deny(missing_docs)]
+
 mod complete;
 mod enqueue;
 mod failure;
@@ -95,6 +97,8 @@ pub struct RedisOptions {
     pub password: Option<String>,
     /// Every key starts with it; must contain exactly one `{hash tag}`.
     pub prefix: String,
+    /// Where job times come from: passed to each script as an argument, Redis's own
+    /// clock is never read; tests pass a manual clock.
     pub clock: Arc<dyn Clock>,
     /// How long an ended job's data (and a finished run's) is kept.
     pub retention: Duration,
@@ -217,10 +221,6 @@ impl RedisBackend {
                 },
             )),
         }
-    }
-
-    pub fn options(&self) -> &RedisOptions {
-        &self.options
     }
 
     fn conn(&self) -> ConnectionManager {

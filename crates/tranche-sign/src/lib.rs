@@ -27,6 +27,8 @@
 //! `conformance::exercise` (feature `conformance`) checks any [`Signer`] with the
 //! external verifiers.
 
+#![deny(missing_docs)]
+
 mod cades;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -78,6 +80,7 @@ pub struct Protection {
     pub user_password: String,
     /// Grants full access (from configuration).
     pub owner_password: String,
+    /// AES-256 (R6) unless the recipients' readers need AES-128 (R4).
     pub cipher: Cipher,
 }
 
@@ -94,8 +97,11 @@ impl fmt::Debug for Protection {
 /// Optional metadata written into the signature dictionary; empty strings are left out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SignatureInfo {
+    /// `/Reason`, e.g. `Contract note`.
     pub reason: String,
+    /// `/Location`, e.g. the broker's city.
     pub location: String,
+    /// `/ContactInfo`, e.g. a compliance desk's address; `None` leaves it out.
     pub contact: Option<String>,
 }
 

@@ -2,7 +2,7 @@
 //! directory, no server to install.
 //!
 //! Design: one writer thread owns the write connection and applies every change in
-//! group-committed transactions ([`writer`]); reads use a second connection and never
+//! group-committed transactions (`writer.rs`); reads use a second connection and never
 //! wait for it. Hot queries are covered by partial indexes; run counters and per-queue
 //! statistics (`write/stats.rs`) move in the same transaction as the jobs they count,
 //! so progress is O(1) to read and the statistics cover every process sharing the
@@ -10,6 +10,8 @@
 //! other processes sharing the file are seen within `poll_interval`. After a killed
 //! process, the next open resumes: committed work is durable and expired leases are
 //! recovered.
+
+#![deny(missing_docs)]
 
 mod error;
 mod migrations;
@@ -40,6 +42,8 @@ use writer::{Command, Reply};
 /// How to open the embedded backend.
 #[derive(Clone)]
 pub struct SqliteOptions {
+    /// Where every timestamp, lease expiry and due time comes from; tests pass a
+    /// manual clock.
     pub clock: Arc<dyn Clock>,
     /// fsync every commit (survives power loss); off by default, which still survives
     /// a killed process.
@@ -106,6 +110,8 @@ fn owner_only(dir: &Path, db: &Path) -> std::io::Result<()> {
 }
 
 impl SqliteBackend {
+    /// The database's file name inside the data directory given to [`open`](Self::open);
+    /// SQLite keeps its `-wal` and `-shm` files next to it.
     pub const FILE_NAME: &'static str = "tranche.db";
 
     /// Open (creating if needed) the database in `dir`.
@@ -143,10 +149,6 @@ impl SqliteBackend {
             notifier,
             options,
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, BackendError> {

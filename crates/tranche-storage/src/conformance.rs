@@ -2,13 +2,15 @@
 
 use crate::{Storage, StorageError, StoreKey};
 
+/// Every check below in turn, against `store`; panics at the first failure. Leaves an
+/// 8 MB object behind under a `tmp-pdf` key.
 pub async fn exercise(store: &dyn Storage) {
     round_trip_and_replace(store).await;
     missing_keys(store).await;
     large_objects(store).await;
 }
 
-pub async fn round_trip_and_replace(store: &dyn Storage) {
+async fn round_trip_and_replace(store: &dyn Storage) {
     let key = StoreKey::partitioned("signed-pdf", "2026-11-20", "C0000042", "pdf").unwrap();
     assert!(!store.exists(&key).await.unwrap());
     store.put(&key, b"%PDF-1.7 first".to_vec()).await.unwrap();
@@ -25,7 +27,7 @@ pub async fn round_trip_and_replace(store: &dyn Storage) {
     store.delete(&key).await.unwrap();
 }
 
-pub async fn missing_keys(store: &dyn Storage) {
+async fn missing_keys(store: &dyn Storage) {
     let key = StoreKey::partitioned("tmp-pdf", "2026-11-20", "NOBODY", "pdf").unwrap();
     match store.get(&key).await {
         Err(StorageError::NotFound { key: k }) => assert_eq!(k, key.to_string()),
@@ -33,7 +35,7 @@ pub async fn missing_keys(store: &dyn Storage) {
     }
 }
 
-pub async fn large_objects(store: &dyn Storage) {
+async fn large_objects(store: &dyn Storage) {
     let key = StoreKey::partitioned("tmp-pdf", "2026-11-20", "HEAVY", "pdf").unwrap();
     let big: Vec<u8> = (0..8 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
     store.put(&key, big.clone()).await.unwrap();

@@ -4,9 +4,12 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StoreKey(String);
 
+/// A key part that could escape the store or name a hidden file (`..`, `/`, a leading
+/// `.`, an empty part, anything but ASCII letters, digits, `-`, `_` and `.`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid store key part {part:?}: expected letters, digits, '-', '_' or '.', not starting with '.'")]
 pub struct InvalidKey {
+    /// The offending part, e.g. a client code or a date as given.
     pub part: String,
 }
 
@@ -49,13 +52,15 @@ impl StoreKey {
     }
 
     /// A key given as text, checked part by part.
-    pub fn parse(key: &str) -> Result<StoreKey, InvalidKey> {
+    pub(crate) fn parse(key: &str) -> Result<StoreKey, InvalidKey> {
         for part in key.split('/') {
             check(part)?;
         }
         Ok(StoreKey(key.to_string()))
     }
 
+    /// The key as a relative path with `/` separators, e.g.
+    /// `3-signed-pdf/2026-11-20/C0000042.pdf`.
     pub fn as_str(&self) -> &str {
         &self.0
     }

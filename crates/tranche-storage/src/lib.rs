@@ -7,36 +7,46 @@
 //! digit of the entity, so an object store spreads a night's writes over ten prefixes
 //! (S3 scales request rates per prefix) instead of one hot one. Throttling (503
 //! SlowDown), 5xx and timeouts are retried with jittered exponential backoff (numbers in
-//! [`s3`]); a missing key is [`StorageError::NotFound`] in every store, and a full disk
+//! [`S3Store`]); a missing key is [`StorageError::NotFound`] in every store, and a full disk
 //! [`StorageError::Full`] (waiting for space helps, retrying soon does not).
 //! `conformance::exercise` (feature `conformance`) is the suite every implementation
 //! passes, against a real store.
+
+#![deny(missing_docs)]
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod key;
 mod local;
-pub mod s3;
+mod s3;
 mod space;
 
 pub use key::{InvalidKey, StoreKey};
 pub use local::LocalStore;
-pub use s3::S3Store;
+pub use s3::{ObjectStoreError, S3Store};
 pub use space::{free_space, human_bytes, is_full};
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
+/// Why a store operation failed. No variant carries an object's bytes or a credential.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
+    /// `get` of a key with no object; `delete` and `exists` never return it.
     #[error("{key} not found in the store")]
-    NotFound { key: String },
+    NotFound {
+        /// The key as given, e.g. `3-signed-pdf/2026-11-20/C0000042.pdf`.
+        key: String,
+    },
+    /// The disk or the object store failed (for S3, after its own retries).
     #[error("{op} {key}")]
     Io {
+        /// What was being done, e.g. `write`, `get`, `rename into place`.
         op: &'static str,
+        /// The key of the object concerned.
         key: String,
-        /// An `std::io::Error` from a local disk, an [`s3::ObjectStoreError`] from S3.
+        /// An `std::io::Error` from a local disk, an [`ObjectStoreError`] from S3.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -44,12 +54,15 @@ pub enum StorageError {
     /// same write succeeds once space is freed at `location`.
     #[error("{op} {key}: the store at {location} is full ({} to write): free space there", human_bytes(*.bytes))]
     Full {
+        /// The step of the write that failed, e.g. `write`, `create directory for`.
         op: &'static str,
+        /// The key that was being written.
         key: String,
         /// The store's root (a directory, an s3:// URL): where space must be freed.
         location: String,
         /// The size of the write that did not fit.
         bytes: u64,
+        /// ENOSPC or EDQUOT, as the OS reported it.
         #[source]
         source: std::io::Error,
     },
@@ -59,9 +72,11 @@ pub enum StorageError {
     /// The S3 client refused its configuration (a bad endpoint, region or option).
     #[error("s3://{bucket}: cannot set up the S3 client")]
     S3Setup {
+        /// The bucket from the `s3://` location.
         bucket: String,
+        /// object_store's complaint; it names keys and URLs, never secret values.
         #[source]
-        source: s3::ObjectStoreError,
+        source: ObjectStoreError,
     },
 }
 
@@ -86,14 +101,18 @@ pub fn open_store_with_vars(
     Ok(Arc::new(LocalStore::new(location)))
 }
 
+/// A flat store of whole objects by [`StoreKey`]: what the pipeline steps read and write,
+/// whichever store the night was given. Shared between tasks as `Arc<dyn Storage>`.
 #[async_trait]
 pub trait Storage: Send + Sync + 'static {
     /// Store `bytes` under `key`, replacing what was there. Readers never see a
     /// partial object.
     async fn put(&self, key: &StoreKey, bytes: Vec<u8>) -> Result<(), StorageError>;
 
+    /// The whole object under `key`; [`StorageError::NotFound`] when there is none.
     async fn get(&self, key: &StoreKey) -> Result<Vec<u8>, StorageError>;
 
+    /// Whether an object is stored under `key`.
     async fn exists(&self, key: &StoreKey) -> Result<bool, StorageError>;
 
     /// Remove `key`; removing a missing key is not an error.

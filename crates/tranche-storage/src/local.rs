@@ -12,12 +12,9 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
+    /// A store under `root`; the directory is made (owner-only) on the first write.
     pub fn new(root: impl Into<PathBuf>) -> LocalStore {
         LocalStore { root: root.into() }
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     fn path(&self, key: &StoreKey) -> PathBuf {

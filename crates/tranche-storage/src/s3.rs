@@ -20,16 +20,16 @@ use crate::{Storage, StorageError, StoreKey};
 /// does not retry together. At most 10 retries and at most 120 s from the first
 /// attempt (well below the 5 minutes a SigV4 signature stays valid: retried requests
 /// are not re-signed).
-pub const RETRY_INIT_BACKOFF: Duration = Duration::from_millis(200);
-pub const RETRY_MAX_BACKOFF: Duration = Duration::from_secs(10);
-pub const RETRY_BASE: f64 = 2.0;
-pub const RETRY_MAX_RETRIES: usize = 10;
-pub const RETRY_TIMEOUT: Duration = Duration::from_secs(120);
+const RETRY_INIT_BACKOFF: Duration = Duration::from_millis(200);
+const RETRY_MAX_BACKOFF: Duration = Duration::from_secs(10);
+const RETRY_BASE: f64 = 2.0;
+const RETRY_MAX_RETRIES: usize = 10;
+const RETRY_TIMEOUT: Duration = Duration::from_secs(120);
 /// One attempt's limits (the defaults when `AWS_TIMEOUT` / `AWS_CONNECT_TIMEOUT` are
 /// not set): 30 s for a whole request, 5 s to connect. An 8 MB object needs more than
 /// 2 Mbit/s to fit.
-pub const REQUEST_TIMEOUT: &str = "30s";
-pub const CONNECT_TIMEOUT: &str = "5s";
+const REQUEST_TIMEOUT: &str = "30s";
+const CONNECT_TIMEOUT: &str = "5s";
 
 fn retry_config() -> RetryConfig {
     RetryConfig {
@@ -67,6 +67,11 @@ impl std::error::Error for ObjectStoreError {}
 /// endpoint, `AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true` for `bucket.host` addressing (path
 /// style, `host/bucket`, is the default). Credentials never come from the URL, and
 /// neither `Debug` nor errors show them.
+///
+/// Throttling (503 SlowDown), 5xx, 429, 408, connection errors and timeouts are retried
+/// with jittered exponential backoff: waits from 200 ms doubling up to 10 s, at most 10
+/// retries within 120 s of the first attempt. One attempt may take 30 s, 5 s of it to
+/// connect, unless `AWS_TIMEOUT` / `AWS_CONNECT_TIMEOUT` say otherwise.
 pub struct S3Store {
     store: Arc<dyn ObjectStore>,
     bucket: String,
@@ -110,7 +115,7 @@ pub(crate) fn bad_location(got: &str) -> StorageError {
 /// Bucket and prefix of `s3://bucket[/prefix]`. Bucket names follow S3's rules
 /// (3–63 lowercase letters, digits, '-' or '.', starting and ending with a letter or
 /// digit); the prefix's parts follow the key rules.
-pub fn parse_s3_url(url: &str) -> Result<(String, Option<String>), StorageError> {
+fn parse_s3_url(url: &str) -> Result<(String, Option<String>), StorageError> {
     let rest = url.strip_prefix("s3://").ok_or_else(|| bad_location(url))?;
     let (bucket, prefix) = match rest.split_once('/') {
         Some((b, p)) => (b, p.trim_end_matches('/')),
@@ -133,14 +138,9 @@ pub fn parse_s3_url(url: &str) -> Result<(String, Option<String>), StorageError>
 }
 
 impl S3Store {
-    /// The store at `url` (`s3://bucket[/prefix]`), configured from the process's
-    /// `AWS_*` environment.
-    pub fn from_env(url: &str) -> Result<S3Store, StorageError> {
-        S3Store::from_vars(url, std::env::vars())
-    }
-
-    /// As [`S3Store::from_env`], with the environment given as name/value pairs (only
-    /// the `AWS_*` ones are read).
+    /// The store at `url` (`s3://bucket[/prefix]`), configured from the `AWS_*` pairs
+    /// among `vars` (name, value); [`open_store`](crate::open_store) passes the process
+    /// environment. Checks the URL; nothing is sent to the server yet.
     pub fn from_vars(
         url: &str,
         vars: impl IntoIterator<Item = (String, String)>,
@@ -186,14 +186,6 @@ impl S3Store {
             endpoint,
             region,
         })
-    }
-
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    pub fn prefix(&self) -> Option<&str> {
-        self.prefix.as_deref()
     }
 
     fn object(&self, key: &StoreKey) -> Result<Path, StorageError> {

@@ -26,11 +26,14 @@ use crate::{MailError, Reason};
 /// `TRANCHE_SMTP_PASSWORD_FILE`, so it never appears on a command line.
 #[derive(Clone)]
 pub struct SmtpConfig {
+    /// The server and how to reach it, in the form above; never holds the password.
     pub url: String,
     /// At most this many connections are open at once; sends beyond wait for one.
     pub pool_size: u32,
     /// For one attempt, from connecting to the server's reply to the message.
     pub timeout: Duration,
+    /// For AUTH as the URL's user (a user without a password, or the reverse, is
+    /// refused). `Debug` shows only whether it is set.
     pub password: Option<String>,
     /// Attempts within one `send` for 4xx replies, connection failures and timeouts,
     /// with doubling backoff between them; then the failure is reported as temporary.
