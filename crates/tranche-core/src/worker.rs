@@ -299,6 +299,18 @@ struct Shared {
     stats: Arc<WorkerStats>,
 }
 
+impl Shared {
+    /// The leases of the jobs this worker is running now.
+    fn held_leases(&self) -> Vec<LeaseRef> {
+        self.inflight
+            .lock()
+            .expect("inflight lock")
+            .keys()
+            .copied()
+            .collect()
+    }
+}
+
 struct Done {
     completion: Completion,
     kind: String,
@@ -386,13 +398,7 @@ impl Worker {
             // Handed back before their handlers are told to stop: a handler that
             // returns on being told would otherwise race its own result (an attempt
             // counted) against the hand-back.
-            let leases: Vec<LeaseRef> = shared
-                .inflight
-                .lock()
-                .expect("inflight lock")
-                .keys()
-                .copied()
-                .collect();
+            let leases = shared.held_leases();
             tracing::warn!(
                 jobs = leases.len(),
                 "grace period over: handing unfinished jobs back"
@@ -716,13 +722,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tick.tick() => {}
             _ = stop.cancelled() => break,
         }
-        let leases: Vec<LeaseRef> = shared
-            .inflight
-            .lock()
-            .expect("inflight lock")
-            .keys()
-            .copied()
-            .collect();
+        let leases = shared.held_leases();
         if leases.is_empty() {
             continue;
         }

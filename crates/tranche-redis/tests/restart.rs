@@ -83,7 +83,10 @@ async fn worker_survives_a_server_restart() {
     // guessed while.
     let deadline = Instant::now() + Duration::from_secs(30);
     while stats.trouble().is_none() {
-        assert!(Instant::now() < deadline, "the worker never noticed the outage");
+        assert!(
+            Instant::now() < deadline,
+            "the worker never noticed the outage"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     redis.launch();

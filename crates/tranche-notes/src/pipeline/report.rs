@@ -10,10 +10,10 @@ use serde::Serialize;
 use tranche_core::Client;
 use tranche_types::{BackendError, JobRecord, JobState};
 
+use super::chain::ChainStep;
 use super::plan::RowAccount;
 use super::steps::{Mailed, Processed, Rendered, Signed};
 use super::submit::ChainIds;
-use super::chain::ChainStep;
 use super::STEPS;
 
 /// Where a client's note stands.
