@@ -24,6 +24,7 @@ pub mod queues;
 pub mod reserve;
 pub mod runs;
 pub mod stats;
+pub mod unique;
 pub mod worker;
 pub mod worker_faults;
 
@@ -77,6 +78,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     feed::all(make).await;
     worker::all(make).await;
     worker_faults::all(make).await;
+    unique::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

@@ -20,6 +20,7 @@ const HISTORY: &[M<'static>] = &[
     M::up(JOBS).comment("1: runs, jobs, groups, locks, effects, finish hooks"),
     M::up(CHANGE_FEED).comment("2: the change feed (events)"),
     M::up(QUEUE_STATS).comment("3: per-queue statistics (queue_stats), from zero on upgrade"),
+    M::up(UNIQUE_WINDOWS).comment("4: unique keys with a window, across runs (unique_windows)"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -137,6 +138,19 @@ CREATE TABLE IF NOT EXISTS queue_stats (
     n     INTEGER,
     PRIMARY KEY (queue, stat)
 ) WITHOUT ROWID;
+"#;
+
+/// One row per job enqueued with `unique_for` (see write/unique.rs): its key and when
+/// its window ends. Kept as long as its job (jobs are never deleted), so the job's
+/// record still shows its key. The index finds a key's newest job: an index on `key`
+/// keeps its entries in rowid (job id) order within the key.
+const UNIQUE_WINDOWS: &str = r#"
+CREATE TABLE IF NOT EXISTS unique_windows (
+    job_id     INTEGER PRIMARY KEY,
+    key        TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS unique_windows_key ON unique_windows(key);
 "#;
 
 #[cfg(test)]

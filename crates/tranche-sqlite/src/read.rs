@@ -91,7 +91,9 @@ pub fn job(conn: &Connection, id: JobId) -> OpResult<Option<JobRecord>> {
     let record = conn
         .prepare_cached(
             "SELECT j.id, r.name, j.kind, j.queue, j.state, j.attempt, j.max_attempts, j.args, j.input,
-                    j.result, j.error, j.unique_key, j.next_id, j.created_at, j.available_at,
+                    j.result, j.error,
+                    COALESCE(j.unique_key, (SELECT key FROM unique_windows WHERE job_id = j.id)),
+                    j.next_id, j.created_at, j.available_at,
                     j.started_at, j.finished_at
              FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = ?1",
         )

@@ -1,12 +1,13 @@
-//! A database written by the previous schema version (2: no `queue_stats`) opens, gets
-//! the table, and counts from then on; a newer one is refused.
+//! Databases written by earlier schema versions (2: no `queue_stats`; 3: no
+//! `unique_windows`) open, get the table, and carry on; a newer one is refused.
 
 use std::time::Duration;
 
 use tranche_backend::Backend;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::{
-    Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution, RunName,
+    BackendError, Completion, EnqueueItem, EnqueueRequest, Enqueued, JobSpec, ReserveRequest,
+    Resolution, RunName,
 };
 
 fn open(dir: &std::path::Path) -> Result<SqliteBackend, tranche_types::BackendError> {
@@ -92,4 +93,51 @@ async fn the_database_is_the_owners_alone_and_an_older_readable_one_is_narrowed(
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     drop(open(&data).unwrap());
     assert_eq!(mode(&file), 0o600);
+}
+
+/// Version 3 had no `unique_windows`: the file gets it, its run-scoped keys still
+/// match, and windowed keys work from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_3_database_gets_unique_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    async fn enqueue(b: &SqliteBackend, spec: JobSpec) -> Result<Vec<Enqueued>, BackendError> {
+        b.enqueue(EnqueueRequest {
+            run: RunName::new("old/uq").unwrap(),
+            items: vec![EnqueueItem::Job(spec)],
+            on_done: None,
+        })
+        .await
+    }
+    let b = open(dir.path()).unwrap();
+    let scoped = enqueue(&b, JobSpec::new("k", "null").unique_key("client-1"))
+        .await
+        .unwrap();
+    drop(b);
+    let file = dir.path().join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE unique_windows; PRAGMA user_version = 3;")
+        .unwrap();
+    drop(conn);
+
+    let b = open(dir.path()).unwrap();
+    let again = enqueue(&b, JobSpec::new("k", "null").unique_key("client-1"))
+        .await
+        .unwrap();
+    assert!(again[0].existed);
+    assert_eq!(again[0].ids, scoped[0].ids);
+    let hour = Duration::from_secs(3600);
+    let first = enqueue(&b, JobSpec::new("k", "null").unique_for("client-1", hour))
+        .await
+        .unwrap();
+    let dup = enqueue(&b, JobSpec::new("k", "null").unique_for("client-1", hour))
+        .await
+        .unwrap();
+    assert!(!first[0].existed && dup[0].existed);
+    assert_eq!(dup[0].ids, first[0].ids);
+    drop(b);
+    let version: i64 = rusqlite::Connection::open(&file)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
 }

@@ -25,6 +25,10 @@ pub struct JobSpec {
     /// Not runnable before this time.
     #[serde(default)]
     pub not_before: Option<Timestamp>,
+    /// With `unique_key`: the key is unique across runs for this long from this job's
+    /// enqueue, instead of within its run forever (see [`unique`](crate::unique)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_for: Option<Duration>,
 }
 
 impl JobSpec {
@@ -68,6 +72,7 @@ impl JobSpec {
             priority: 0,
             unique_key: None,
             not_before: None,
+            unique_for: None,
         }
     }
 
@@ -92,6 +97,15 @@ impl JobSpec {
     /// Enqueued at most once per run under `key`: a second enqueue returns the first job.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Enqueued at most once under `key` across runs within `window`: while a job
+    /// enqueued with the key less than `window` ago has not failed or been cancelled, a
+    /// second enqueue returns it (see [`unique`](crate::unique)).
+    pub fn unique_for(mut self, key: impl Into<String>, window: Duration) -> Self {
+        self.unique_key = Some(key.into());
+        self.unique_for = Some(window);
         self
     }
 

@@ -38,6 +38,7 @@ mod outcome;
 mod run;
 mod state;
 mod stats;
+pub mod unique;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{one_line, BackendError, Cause, TooLong};

@@ -3,7 +3,7 @@ use tranche_types::{
     BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobId, JobSpec, JobState,
 };
 
-use super::{db, Op, OpResult};
+use super::{db, unique, Op, OpResult};
 
 fn check(spec: &JobSpec) -> OpResult<()> {
     let invalid = |field, expected: &str, got: String| {
@@ -27,6 +27,7 @@ fn check(spec: &JobSpec) -> OpResult<()> {
 }
 
 pub fn enqueue(op: &mut Op<'_>, req: &EnqueueRequest) -> OpResult<Vec<Enqueued>> {
+    req.check_unique_windows()?;
     let run = op.ensure_run(&req.run, req.on_done.as_ref())?;
     let mut out = Vec::with_capacity(req.items.len());
     let mut bulk = Bulk::default();
@@ -165,12 +166,15 @@ fn bulk_insert_sql(rows: usize, per_row: usize) -> String {
 }
 
 pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<Enqueued> {
-    let identity = match item {
-        EnqueueItem::Job(s) => Some(s),
-        EnqueueItem::Chain(steps) => steps.first(),
-        EnqueueItem::Group { callback, .. } => Some(callback),
-    };
-    if let Some(key) = identity.and_then(|s| s.unique_key.as_deref()) {
+    let window = item.unique_window();
+    if let Some((key, _)) = window {
+        if let Some(id) = unique::holder(op, key)? {
+            return Ok(Enqueued {
+                ids: vec![id],
+                existed: true,
+            });
+        }
+    } else if let Some(key) = item.identity().and_then(|s| s.unique_key.as_deref()) {
         let existing: Option<i64> = op
             .conn
             .prepare_cached("SELECT id FROM jobs WHERE run_id = ?1 AND unique_key = ?2")
@@ -234,6 +238,15 @@ pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<E
             ids
         }
     };
+    if let Some((key, window)) = window {
+        let identity = match item {
+            EnqueueItem::Group { .. } => ids.last(),
+            _ => ids.first(),
+        };
+        if let Some(&id) = identity {
+            unique::open(op, id, key, window)?;
+        }
+    }
     Ok(Enqueued {
         ids,
         existed: false,
@@ -268,7 +281,11 @@ fn insert(
                 op.now.0,
                 next.map(|n| n.0),
                 group,
-                spec.unique_key,
+                // A windowed key lives in unique_windows: the run-scoped index on
+                // jobs.unique_key would refuse its next window's job in the same run.
+                spec.unique_key
+                    .as_ref()
+                    .filter(|_| spec.unique_for.is_none()),
                 spec.args,
             ])
         })

@@ -10,6 +10,7 @@ pub mod keys;
 pub mod reserve;
 pub mod stats;
 pub mod steer;
+pub mod unique;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
