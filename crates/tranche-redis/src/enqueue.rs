@@ -41,7 +41,11 @@ fn check(spec: &JobSpec) -> Result<(), BackendError> {
 pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
     inv.arg(&spec.queue)
         .arg(spec.priority)
-        .arg(if spec.unique_key.is_some() { "1" } else { "0" })
+        .arg(match (&spec.unique_key, spec.unique_for) {
+            (None, _) => "0".to_string(),
+            (Some(_), None) => "1".to_string(),
+            (Some(_), Some(window)) => format!("w{}", window.as_micros()),
+        })
         .arg(spec.unique_key.as_deref().unwrap_or(""))
         .arg(
             spec.not_before
@@ -55,6 +59,7 @@ pub async fn enqueue(
     b: &RedisBackend,
     req: &EnqueueRequest,
 ) -> Result<Vec<Enqueued>, BackendError> {
+    req.check_unique_windows()?;
     if let Some(spec) = &req.on_done {
         check(spec)?;
         // Checked now: a name that is refused later would make the on-done job

@@ -33,6 +33,9 @@
 //!   (zset by id),
 //!   `P cfail:<run>` steps cancelled by a failure, `P uq:<run>` unique keys,
 //!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups.
+//! - `P uw:<key>` a unique key with a window, across runs (string: the newest windowed
+//!   job's id and window end; see `scripts/enqueue.lua`), expiring when the window
+//!   ends.
 //! - `P feed` the change feed (stream, one entry per script holding its events,
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.

@@ -562,7 +562,9 @@ end
 --   offset  argument
 --   0       queue
 --   1       priority
---   2       has a unique key ('1'/'0')
+--   2       has a unique key: '0' none, '1' unique in its run, 'w<µs>' unique across
+--           runs for that window (enqueue.lua keeps its `P uw:<key>`; never stored
+--           in a run's on-done spec, which takes no window)
 --   3       the unique key ('' for none)
 --   4       not_before (µs, '' for none)
 --   5       spec: kind, max attempts and args, packed by the client (packed.rs)
@@ -590,6 +592,9 @@ local function insert(run, spec, state, id, next_id, group)
   local texts
   if has_unique_key == '1' then
     redis.call('HSETNX', P .. 'uq:' .. run, unique_key, sid)
+    texts = pack_texts(packed_spec, nil, nil, nil, unique_key)
+  elseif has_unique_key ~= '0' then
+    -- A windowed key: not the run's (`P uq:<run>`), kept in the record to be shown.
     texts = pack_texts(packed_spec, nil, nil, nil, unique_key)
   else
     texts = struct.pack(ONE_TEXT, 1, #packed_spec, packed_spec) .. AFTER_ONLY_SPEC

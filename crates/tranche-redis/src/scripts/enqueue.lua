@@ -14,6 +14,29 @@ if ARGV[A + 1] == '1' then
   end
   redis.call('HSET', run_key(run), unpack(fields))
 end
+-- Unique keys with a window, across runs (the rules: tranche_types::unique). `P uw:<key>`
+-- holds '<id> <window end, µs>' of the key's newest windowed job. The window is judged
+-- against NOW (the backend's clock); the key's PX, in Redis's own time, only bounds
+-- its memory.
+local function window_key(key) return P .. 'uw:' .. key end
+
+-- The job holding `key`: the newest windowed one, inside its window, neither failed
+-- nor cancelled (nor expired with its bucket); false when none does.
+local function window_holder(key)
+  local held = redis.call('GET', window_key(key))
+  if not held then return false end
+  local id, ends = string.match(held, '^(%d+) (%d+)$')
+  if not id or tonumber(ends) <= NOW then return false end
+  local state = job(id)
+  if not state or state == FAILED or state == CANCELLED then return false end
+  return id
+end
+
+local function open_window(key, id, window_us)
+  redis.call('SET', window_key(key), S(id) .. ' ' .. S(NOW + window_us), 'PX',
+    math.ceil(window_us / 1000))
+end
+
 local i = A + 2 + SPEC_ARGS
 local out = {}
 -- An item's ids are consecutive in the order returned (a group's callback takes the
@@ -48,8 +71,13 @@ while i <= #ARGV do
   local identity = specs[count]
   if kind == 'c' then identity = specs[1] end
   local existing = false
-  if ARGV[identity + SPEC_HAS_UNIQUE_KEY] == '1' then
+  local unique = ARGV[identity + SPEC_HAS_UNIQUE_KEY]
+  local window = nil
+  if unique == '1' then
     existing = redis.call('HGET', P .. 'uq:' .. run, ARGV[identity + SPEC_UNIQUE_KEY])
+  elseif unique ~= '0' then
+    window = tonumber(string.sub(unique, 2))
+    existing = window_holder(ARGV[identity + SPEC_UNIQUE_KEY])
   end
   if existing then
     emit('1', existing, 1)
@@ -71,6 +99,7 @@ while i <= #ARGV do
       end
       call_chunked('RPUSH', P .. 'gm:' .. group, members)
       if n == 0 then release_callback(group) end
+      if window then open_window(ARGV[identity + SPEC_UNIQUE_KEY], callback, window) end
     else
       for s = 1, n do
         local id = first + s - 1
@@ -80,6 +109,7 @@ while i <= #ARGV do
         if s > 1 then state = PENDING end
         insert(run, specs[s], state, id, next_step, nil)
       end
+      if window then open_window(ARGV[identity + SPEC_UNIQUE_KEY], first, window) end
     end
     emit('0', first, count)
   end
