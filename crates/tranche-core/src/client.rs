@@ -92,7 +92,12 @@ impl Client {
 
     /// Enqueue items into a run (created on first use), all or none. An item with a
     /// unique key already used in the run is not added again: its existing job is
-    /// returned.
+    /// returned. An item whose key has a window ([`JobSpec::unique_for`]) is instead
+    /// matched across all runs, against the key's newest windowed job while that is
+    /// inside its window and has neither failed nor been cancelled (see
+    /// [`tranche_types::unique`]); `Enqueued::existed` says a duplicate was found.
+    ///
+    /// [`JobSpec::unique_for`]: tranche_types::JobSpec::unique_for
     pub async fn enqueue(&self, req: EnqueueRequest) -> Result<Vec<Enqueued>, BackendError> {
         self.backend.enqueue(req).await
     }

@@ -13,7 +13,9 @@
 //!   (already recorded), which is true. A reserve whose reply was lost leaves its jobs
 //!   leased to nobody until the lease expires, then they run again.
 //! - An enqueue only when a repeat adds nothing twice: every item is found by a unique
-//!   key (a job's, a chain's head's, a group's callback's). Otherwise only when the
+//!   key (a job's, a chain's head's, a group's callback's). A windowed key
+//!   (`unique_for`) counts too: a repeat inside the window finds the job; one after
+//!   it adds a job the caller's next enqueue would have added anyway. Otherwise only when the
 //!   call certainly did not run (the connection was refused, the server still
 //!   loading); after an ambiguous failure the caller gets the error, marked
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).

@@ -283,6 +283,10 @@ mod tests {
             unique_key.contains(&format!("\"maxLength\":{}", JobSpec::MAX_UNIQUE_KEY_LEN)),
             "{unique_key}"
         );
+        assert_eq!(
+            job["unique_for_ms"]["maximum"],
+            JobSpec::MAX_UNIQUE_FOR.as_millis() as u64
+        );
         let pattern = schemas["RunName"]["pattern"].as_str().unwrap();
         assert!(
             pattern.ends_with(&format!("{{1,{}}}$", RunName::MAX_LEN)),

@@ -2,6 +2,8 @@
 //! are kept as raw text end to end: the server never re-encodes a payload (masking
 //! personal data only replaces characters inside its strings).
 
+use std::time::Duration;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use tranche_types::{JobId, JobSpec, LeaseRef, ReservedJob, RunName, Timestamp, TooLong};
@@ -34,13 +36,24 @@ pub struct JobIn {
     /// Lower runs first among the queue's runnable jobs; 0 when absent.
     #[serde(default)]
     pub priority: i16,
-    /// The same key twice in a run returns the first job. At most 512 bytes.
+    /// The same key twice in a run returns the first job (with `unique_for_ms`: across
+    /// runs, within the window). At most 512 bytes.
     #[serde(default, deserialize_with = "unique_key")]
     #[schema(max_length = 512)]
     pub unique_key: Option<String>,
     /// Not runnable before this time, in microseconds since the Unix epoch.
     #[serde(default)]
     pub not_before: Option<i64>,
+    /// With `unique_key`: the key is unique across all runs for this many milliseconds
+    /// from this job's submission, instead of within its run forever. While the newest
+    /// job submitted under the key with a window is inside its window and has not
+    /// failed or been cancelled (waiting, running or succeeded all count), submitting
+    /// the key again returns that job with `existed: true`; after the window, a new job
+    /// is created and opens a new window. Windowed and run-scoped keys never match each
+    /// other. Only on a job, a chain's first step or a group's callback (else 400).
+    #[serde(default, deserialize_with = "unique_for_ms")]
+    #[schema(minimum = 1, maximum = 31622400000_u64)]
+    pub unique_for_ms: Option<u64>,
 }
 
 // The backends refuse over-long names too (`JobSpec::check_lengths`); checked here as
@@ -59,6 +72,16 @@ fn unique_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Erro
     Option::<String>::deserialize(d)?
         .map(|k| at_most(k, "unique_key", JobSpec::MAX_UNIQUE_KEY_LEN))
         .transpose()
+}
+
+fn unique_for_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let max = JobSpec::MAX_UNIQUE_FOR.as_millis() as u64;
+    match Option::<u64>::deserialize(d)? {
+        Some(ms) if ms == 0 || ms > max => Err(serde::de::Error::custom(format!(
+            "unique_for_ms: expected 1 to {max} (366 days), got {ms}"
+        ))),
+        ms => Ok(ms),
+    }
 }
 
 fn at_most<E: serde::de::Error>(s: String, field: &'static str, max: usize) -> Result<String, E> {
@@ -92,6 +115,7 @@ impl JobIn {
             priority: self.priority,
             unique_key: self.unique_key,
             not_before: self.not_before.map(Timestamp),
+            unique_for: self.unique_for_ms.map(Duration::from_millis),
         }
     }
 }
@@ -193,7 +217,8 @@ pub struct SubmitGroup {
 pub struct Submitted {
     /// The new jobs' ids: a chain's steps in order; a group's members, then its callback.
     pub ids: Vec<JobId>,
-    /// True when a unique key matched an existing job, whose id is returned.
+    /// True when a unique key matched an existing job (in the run, or across runs
+    /// within its `unique_for_ms` window), whose id is returned.
     pub existed: bool,
 }
 

@@ -1,5 +1,6 @@
 //! A server started for one test, on 127.0.0.1 with an ephemeral port.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Client, RequestBuilder, Response};
@@ -8,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tranche_core::Client as EngineClient;
 use tranche_server::ServerConfig;
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
+use tranche_types::Clock;
 
 pub struct Live {
     pub base: String,
@@ -29,10 +31,16 @@ pub async fn start() -> Live {
     start_with(ServerConfig::default()).await
 }
 
-pub async fn start_with(mut config: ServerConfig) -> Live {
+pub async fn start_with(config: ServerConfig) -> Live {
+    start_on(config, SqliteOptions::default().clock).await
+}
+
+/// A server whose backend reads time from `clock` (a `ManualClock` to move by hand).
+pub async fn start_on(mut config: ServerConfig, clock: Arc<dyn Clock>) -> Live {
     let dir = tempfile::tempdir().expect("temp dir");
     let options = SqliteOptions {
         poll_interval: Duration::from_millis(100),
+        clock,
         ..SqliteOptions::default()
     };
     let backend =

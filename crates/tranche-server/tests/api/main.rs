@@ -14,4 +14,5 @@ mod personal_data;
 mod runs;
 mod slow_clients;
 mod submit;
+mod unique_for;
 mod workers;

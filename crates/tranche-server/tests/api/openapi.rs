@@ -190,6 +190,17 @@ async fn real_requests_and_answers_match_the_document() {
         (ids(&again), again["existed"].clone()),
         (ids(&one), json!(true))
     );
+    // Out of the way of the jobs polled below: its own queue and run.
+    let windowed = json!({
+        "kind": "note", "queue": "windowed", "unique_key": "note-A1", "unique_for_ms": 60_000,
+    });
+    c.post(
+        "/v1/jobs",
+        "/v1/jobs",
+        json!({"run": "windowed/1", "job": windowed}),
+        201,
+    )
+    .await;
     c.post(
         "/v1/batches",
         "/v1/batches",
