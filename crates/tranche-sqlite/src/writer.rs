@@ -95,11 +95,8 @@ pub fn run(
     let mut schedule = retention.map(Schedule::new);
     let mut pruning = false;
     loop {
-        if let Some(schedule) = &mut schedule {
-            pruning = prune_if_due(&mut conn, clock.as_ref(), &mut cache, &notifier, schedule);
-        }
         let mut cmds = Vec::new();
-        // While batches come back full the writer does not wait for a command.
+        // While retention batches come back full the writer does not wait for a command.
         if orphans.is_empty() && !pruning {
             match rx.recv() {
                 Ok(c) => cmds.push(c),
@@ -110,14 +107,17 @@ pub fn run(
             match rx.try_recv() {
                 Ok(c) => cmds.push(c),
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) if cmds.is_empty() && orphans.is_empty() => {
-                    if pruning {
-                        break;
-                    }
-                    return;
-                }
+                Err(TryRecvError::Disconnected) if cmds.is_empty() && orphans.is_empty() => return,
                 Err(TryRecvError::Disconnected) => break,
             }
+        }
+        // Before the commands that woke the writer, so that their inserts reuse the
+        // pages a due batch frees.
+        if let Some(schedule) = &mut schedule {
+            pruning = prune_if_due(&mut conn, clock.as_ref(), &mut cache, &notifier, schedule);
+        }
+        if cmds.is_empty() && orphans.is_empty() {
+            continue;
         }
         let orphaned = std::mem::take(&mut orphans);
         orphans = transact(
