@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 /// The calls a test can script faults for.
@@ -289,5 +289,9 @@ impl Backend for Faulty {
         finish: u32,
     ) -> Result<bool, BackendError> {
         self.inner.claim_finish_hook(run, hook, finish).await
+    }
+
+    async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
+        self.inner.prune(before, limit).await
     }
 }

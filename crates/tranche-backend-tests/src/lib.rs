@@ -22,6 +22,7 @@ pub mod locks;
 pub mod outcomes;
 pub mod queues;
 pub mod reserve;
+pub mod retention;
 pub mod runs;
 pub mod stats;
 pub mod unique;
@@ -79,6 +80,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     worker::all(make).await;
     worker_faults::all(make).await;
     unique::all(make).await;
+    retention::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use crate::Hints;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -165,4 +165,24 @@ pub trait Backend: Send + Sync + 'static {
         hook: &str,
         finish: u32,
     ) -> Result<bool, BackendError>;
+
+    /// Retention: remove up to `limit` runs that finished before `before` (every job
+    /// of theirs ended, the last one before `before`), with their jobs, the jobs'
+    /// attempt errors, their groups, unique keys and finish-hook claims. A run that has
+    /// not finished is never touched, whatever its age; nor is one finished at or after
+    /// `before`. Effects are kept (they prove an irreversible thing was done, and a job
+    /// submitted again must still find them); so are the per-queue statistics. After a
+    /// run is removed its name is free: an enqueue into it starts a new run, and its
+    /// unique keys no longer deduplicate. Backends also forget by themselves what is
+    /// older than their retention (SQLite by periodic small prunes, Redis by key
+    /// expiry); this call is the same removal on demand.
+    ///
+    /// Cost: bounded work per step, never a scan of unfinished jobs; a backend with a
+    /// single writer removes a large run a batch of jobs at a time, so other writes
+    /// interleave, and a run is gone whole only with its last batch. Backends may also
+    /// drop older change-feed entries and long-expired locks (SQLite drops events
+    /// stamped before `before`, always keeping the newest; Redis bounds its feed by
+    /// length). Returns what was removed; `runs < limit` means nothing more was due. A
+    /// repeat removes what is left, never anything more recent.
+    async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError>;
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 use crate::reconnect::{Outage, Reconnecting};
@@ -256,5 +256,26 @@ impl Client {
     /// Give jobs back without counting the attempt (remote workers shutting down).
     pub async fn release(&self, leases: Vec<LeaseRef>) -> Result<u64, BackendError> {
         self.backend.release(leases).await
+    }
+
+    /// Retention on demand: remove up to `limit` runs that finished before `before`
+    /// (every job ended, the last one before `before`), with their jobs. Unfinished
+    /// runs are never touched; effects are kept; a removed run's name and unique keys
+    /// are free again. Work is done in bounded steps (other writes interleave); call
+    /// again while `runs == limit` to go on (`tranche prune` does, showing progress).
+    /// Both backends also do this by themselves after their retention.
+    pub async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
+        self.backend.prune(before, limit).await
+    }
+
+    /// What [`prune`](Self::prune) would remove now (its dry run): the runs, newest
+    /// first, that finished before `before` with no job left to run. Reads every run's
+    /// counters (no job is read).
+    pub async fn prunable(&self, before: Timestamp) -> Result<Vec<RunProgress>, BackendError> {
+        let runs = self.backend.list_runs(i64::MAX as usize).await?;
+        Ok(runs
+            .into_iter()
+            .filter(|p| p.finished_at.is_some_and(|f| f < before) && p.queued() + p.running == 0)
+            .collect())
     }
 }

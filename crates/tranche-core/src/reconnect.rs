@@ -19,6 +19,8 @@
 //!   call certainly did not run (the connection was refused, the server still
 //!   loading); after an ambiguous failure the caller gets the error, marked
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).
+//! - A prune, always: a repeat removes only what is still due (a lost reply's count is
+//!   lost with it, the removal is not).
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
 //!
@@ -33,8 +35,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
-    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 use tranche_backend::Backend;
@@ -379,6 +381,11 @@ impl Backend for Reconnecting {
             self.inner.claim_finish_hook(run, hook, finish)
         })
         .await
+    }
+
+    async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
+        self.call(Repeat::Always, || self.inner.prune(before, limit))
+            .await
     }
 }
 

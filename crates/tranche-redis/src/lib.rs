@@ -46,7 +46,9 @@
 //! to about [`RedisOptions::feed_max_len`] events and locks expire after their TTL
 //! plus the retention; effects (proof of what was done), one `P runs` entry per run
 //! and one statistics hash per queue are kept; a failed job can thus be revived by
-//! `retry_run` only within the retention. Needs Redis 6.2 or newer, with
+//! `retry_run` only within the retention. [`Backend::prune`] does the same removal on
+//! demand, for runs finished before a given time (`scripts/prune.lua`), and also drops
+//! the run's `P runs` entry (as it does for runs whose keys already expired). Needs Redis 6.2 or newer, with
 //! `maxmemory-policy noeviction` (an evicted key would lose jobs silently).
 //!
 //! One slot: the prefix carries one hash tag, so every key lives in one cluster slot
@@ -64,6 +66,7 @@ mod job_row;
 mod keys;
 mod notify;
 mod packed;
+mod prune;
 mod read;
 mod redact;
 mod reserve;
@@ -80,8 +83,8 @@ use tokio::task::JoinHandle;
 use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock, Timestamp,
 };
 
 pub(crate) use failure::store;
@@ -373,5 +376,9 @@ impl Backend for RedisBackend {
         finish: u32,
     ) -> Result<bool, BackendError> {
         steer::claim_finish_hook(self, run, hook, finish).await
+    }
+
+    async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
+        prune::prune(self, before, limit).await
     }
 }

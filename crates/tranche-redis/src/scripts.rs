@@ -79,6 +79,7 @@ pub struct Scripts {
     pub record_effect: Script,
     pub claim_finish_hook: Script,
     pub read_jobs: Script,
+    pub prune: Script,
 }
 
 impl Scripts {
@@ -96,6 +97,7 @@ impl Scripts {
             record_effect: script!("record_effect.lua"),
             claim_finish_hook: script!("claim_finish_hook.lua"),
             read_jobs: script!("read_jobs.lua"),
+            prune: script!("prune.lua"),
         }
     }
 }

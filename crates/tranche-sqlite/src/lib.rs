@@ -16,6 +16,7 @@
 mod error;
 mod migrations;
 mod read;
+mod retention;
 mod schema;
 mod states;
 mod write;
@@ -32,8 +33,8 @@ use tokio::sync::oneshot;
 use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
+    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock, Timestamp,
 };
 
 use error::AtPath;
@@ -50,6 +51,10 @@ pub struct SqliteOptions {
     pub full_sync: bool,
     /// How often an idle reserve call looks for work made by other processes.
     pub poll_interval: Duration,
+    /// How long a finished run (with its jobs) is kept after its last job ended, as
+    /// Redis keeps it ([`Backend::prune`]); `None` keeps everything. The writer removes
+    /// what is older by itself, in small batches between the commands it serves.
+    pub retention: Option<Duration>,
 }
 
 impl Default for SqliteOptions {
@@ -58,6 +63,7 @@ impl Default for SqliteOptions {
             clock: Arc::new(SystemClock),
             full_sync: false,
             poll_interval: Duration::from_millis(500),
+            retention: Some(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }
@@ -138,9 +144,10 @@ impl SqliteBackend {
         let (tx, rx) = mpsc::channel();
         let clock = options.clock.clone();
         let n = notifier.clone();
+        let retention = options.retention;
         std::thread::Builder::new()
             .name("tranche-sqlite-writer".into())
-            .spawn(move || writer::run(writer_conn, rx, clock, n))
+            .spawn(move || writer::run(writer_conn, rx, clock, n, retention))
             .map_err(|e| BackendError::store("start writer thread", e))?;
         Ok(SqliteBackend {
             path,
@@ -394,5 +401,27 @@ impl Backend for SqliteBackend {
             reply,
         })
         .await
+    }
+
+    async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
+        // One bounded batch per writer command, so other commands interleave.
+        let mut total = Pruned::default();
+        loop {
+            let max_runs = (limit as u64).saturating_sub(total.runs);
+            if max_runs == 0 {
+                return Ok(total);
+            }
+            let batch = self
+                .call(|reply| Command::Prune {
+                    before,
+                    max_runs,
+                    reply,
+                })
+                .await?;
+            total.add(batch.pruned);
+            if !batch.more {
+                return Ok(total);
+            }
+        }
     }
 }

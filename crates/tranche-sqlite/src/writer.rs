@@ -23,6 +23,8 @@ use tranche_types::{
 };
 
 use crate::error::RolledBack;
+use crate::retention::{self, Schedule};
+use crate::write::prune::Batch;
 use crate::write::reserve::Reserved;
 use crate::write::{self, db, Op, OpParts, OpResult, RunCache, TxnEffects};
 use tranche_backend::Notifier;
@@ -65,6 +67,12 @@ pub enum Command {
         finish: u32,
         reply: Reply<bool>,
     },
+    /// One bounded batch of retention (see `write/prune.rs`).
+    Prune {
+        before: Timestamp,
+        max_runs: u64,
+        reply: Reply<Batch>,
+    },
 }
 
 /// Sends a command's answer once the transaction's fate is known; returns leases that
@@ -73,18 +81,23 @@ type Answer = Box<dyn FnOnce(Option<&BackendError>) -> Vec<LeaseRef> + Send>;
 
 const MAX_COMMANDS_PER_TXN: usize = 512;
 
+/// `retention`: how long finished runs are kept (None: for ever).
 pub fn run(
     mut conn: Connection,
     rx: Receiver<Command>,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
+    retention: Option<Duration>,
 ) {
     let mut cache = RunCache::default();
     let mut orphans: Vec<LeaseRef> = Vec::new();
     let mut full_since: Option<Timestamp> = None;
+    let mut schedule = retention.map(Schedule::new);
+    let mut pruning = false;
     loop {
         let mut cmds = Vec::new();
-        if orphans.is_empty() {
+        // While retention batches come back full the writer does not wait for a command.
+        if orphans.is_empty() && !pruning {
             match rx.recv() {
                 Ok(c) => cmds.push(c),
                 Err(_) => return,
@@ -98,6 +111,14 @@ pub fn run(
                 Err(TryRecvError::Disconnected) => break,
             }
         }
+        // Before the commands that woke the writer, so that their inserts reuse the
+        // pages a due batch frees.
+        if let Some(schedule) = &mut schedule {
+            pruning = prune_if_due(&mut conn, clock.as_ref(), &mut cache, &notifier, schedule);
+        }
+        if cmds.is_empty() && orphans.is_empty() {
+            continue;
+        }
         let orphaned = std::mem::take(&mut orphans);
         orphans = transact(
             &mut conn,
@@ -109,6 +130,48 @@ pub fn run(
             &mut full_since,
         );
     }
+}
+
+/// One retention batch in a transaction of its own, if one is due; returns whether it
+/// came back full (more may be due at once).
+fn prune_if_due(
+    conn: &mut Connection,
+    clock: &dyn Clock,
+    cache: &mut RunCache,
+    notifier: &Notifier,
+    schedule: &mut Schedule,
+) -> bool {
+    let now = clock.now();
+    let Some(before) = schedule.due(now) else {
+        return false;
+    };
+    let (tx, mut rx) = oneshot::channel();
+    let prune = Command::Prune {
+        before,
+        max_runs: u64::MAX,
+        reply: tx,
+    };
+    // A full disk leaves nothing to prune into; the next command's transaction says so.
+    let mut no_full = None;
+    let _ = transact(
+        conn,
+        now,
+        cache,
+        notifier,
+        vec![prune],
+        Vec::new(),
+        &mut no_full,
+    );
+    let more = match rx.try_recv() {
+        Ok(Ok(batch)) => batch.more,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %tranche_types::one_line(&e), "retention: could not prune");
+            false
+        }
+        Err(_) => false,
+    };
+    schedule.ran(now, more);
+    more
 }
 
 /// `full_since`: when the disk was first found full, if it still is as far as this
@@ -128,6 +191,7 @@ fn transact(
         let mut tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db("begin transaction"))?;
+        forget_runs_pruned_elsewhere(&tx, cache)?;
         if let Some(since) = *full_since {
             // Before any expired lease is reaped below.
             direct(&mut tx, now, cache, &mut fx, |op| {
@@ -180,6 +244,22 @@ fn transact(
         orphans.extend(answer(err.as_ref()));
     }
     orphans
+}
+
+/// Another process sharing the file may have pruned runs this writer has cached: their
+/// ids would be reused for a new run's jobs. `data_version` moves only when another
+/// connection commits, and is read under the write lock, so nothing can commit between
+/// this check and this transaction's writes.
+fn forget_runs_pruned_elsewhere(tx: &Transaction<'_>, cache: &mut RunCache) -> OpResult<()> {
+    let version: i64 = tx
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(db("read data version"))?;
+    if cache.data_version != Some(version) {
+        cache.clear();
+        cache.data_version = Some(version);
+    }
+    Ok(())
 }
 
 fn run_op<T>(
@@ -355,6 +435,20 @@ fn apply(
                 keys::record_effect(op, &key, job, &value)
             }),
         ),
+        Command::Prune {
+            before,
+            max_runs,
+            reply,
+        } => {
+            let result = step(conn, now, cache, fx, |op| {
+                write::prune::prune(op, before, max_runs, retention::BATCH)
+            });
+            if matches!(&result, Ok(b) if b.pruned.runs > 0) {
+                // Pruned runs' names may be taken again, by new runs with new ids.
+                cache.clear();
+            }
+            answer(reply, result)
+        }
         Command::ClaimFinishHook {
             run,
             hook,

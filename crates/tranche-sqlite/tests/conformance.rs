@@ -54,7 +54,8 @@ area!(
     feed,
     worker,
     worker_faults,
-    unique
+    unique,
+    retention
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,7 @@ mod event;
 mod ids;
 mod job;
 mod outcome;
+mod prune;
 mod run;
 mod state;
 mod stats;
@@ -49,6 +50,7 @@ pub use job::{
     JobRecord, JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
 };
 pub use outcome::Outcome;
+pub use prune::Pruned;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
 pub use state::JobState;
 pub use stats::{latency_bucket, Histogram, QueueStats, LATENCY_BUCKETS_MS, LATENCY_BUCKETS_US};

@@ -118,6 +118,18 @@ pub enum Command {
         #[arg(long)]
         timeout: Option<u64>,
     },
+    /// Remove runs that finished before a date, with their jobs (both backends also do
+    /// this by themselves after their retention, 7 days by default). Runs that have
+    /// not finished are never touched; effects are kept.
+    Prune {
+        /// Remove runs whose last job ended before this: YYYY-MM-DD (start of the day,
+        /// UTC) or an RFC 3339 time.
+        #[arg(long, value_name = "DATE", value_parser = crate::commands::parse_before)]
+        before: tranche_types::Timestamp,
+        /// List what would be removed and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Measure the engine.
     #[command(subcommand)]
     Bench(Bench),

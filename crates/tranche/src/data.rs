@@ -95,6 +95,11 @@ pub fn riding_outages(backend: Client, at: &DataArgs) -> Client {
 /// Open state that must already exist: commands that only inspect or steer must not
 /// create an empty database by mistake (a typo in --data).
 pub async fn open_existing(at: &DataArgs) -> Result<Client> {
+    open_existing_with(at, SqliteOptions::default()).await
+}
+
+/// [`open_existing`], with these options for the embedded state.
+pub async fn open_existing_with(at: &DataArgs, options: SqliteOptions) -> Result<Client> {
     if at.broker.is_none() {
         let file = at.data.join(SqliteBackend::FILE_NAME);
         if !file.exists() {
@@ -105,7 +110,10 @@ pub async fn open_existing(at: &DataArgs) -> Result<Client> {
             );
         }
     }
-    open(at).await
+    match &at.broker {
+        Some(url) => open_redis(url, &at.prefix).await,
+        None => open_with(&at.data, options),
+    }
 }
 
 pub fn run_name(name: &str) -> Result<RunName> {

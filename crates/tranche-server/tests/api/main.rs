@@ -11,6 +11,7 @@ mod live;
 mod metrics;
 mod openapi;
 mod personal_data;
+mod prune;
 mod runs;
 mod slow_clients;
 mod submit;

@@ -341,6 +341,23 @@ async fn real_requests_and_answers_match_the_document() {
     )
     .await;
 
+    c.post(
+        "/v1/prune",
+        "/v1/prune",
+        json!({"before": 0, "limit": 10, "dry_run": true}),
+        200,
+    )
+    .await;
+    c.post("/v1/prune", "/v1/prune", json!({"before": 0}), 200)
+        .await;
+    c.post(
+        "/v1/prune",
+        "/v1/prune",
+        json!({"before": 0, "limit": 0}),
+        400,
+    )
+    .await;
+
     c.assert_every_success_met();
 }
 

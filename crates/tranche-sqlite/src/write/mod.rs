@@ -7,6 +7,7 @@ pub mod complete;
 pub mod enqueue;
 pub mod events;
 pub mod keys;
+pub mod prune;
 pub mod reserve;
 pub mod stats;
 pub mod steer;
@@ -68,6 +69,9 @@ pub struct RunCache {
     routes: RefCell<HashMap<i64, Route>>,
     /// Queue names shared by the routes, one allocation per queue.
     queues: RefCell<HashSet<Arc<str>>>,
+    /// The file's `data_version` when the run names were last known current: another
+    /// process's commit (perhaps a prune) moves it.
+    pub data_version: Option<i64>,
 }
 
 /// A job's run, chain successor, group and queue (fixed when it is enqueued), and the

@@ -1,6 +1,7 @@
 mod inspect;
 mod notes;
 mod notes_run;
+mod prune;
 mod server;
 mod steer;
 mod wait;
@@ -9,6 +10,8 @@ mod worker;
 use std::process::ExitCode;
 
 use anyhow::Result;
+
+pub use prune::parse_before;
 
 use crate::bench;
 use crate::cli::{Bench, Cli, Command, Notes};
@@ -34,6 +37,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             on_done,
             timeout,
         } => wait::wait(at, &run, on_done, timeout).await,
+        Command::Prune { before, dry_run } => prune::prune(at, before, dry_run).await,
         Command::Bench(Bench::Engine(args)) => bench::engine(at, args).await,
         Command::Bench(Bench::Notes(args)) => bench::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench::server(at, args).await,
