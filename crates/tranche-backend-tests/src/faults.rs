@@ -290,4 +290,16 @@ impl Backend for Faulty {
     ) -> Result<bool, BackendError> {
         self.inner.claim_finish_hook(run, hook, finish).await
     }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.inner.pause_queue(queue).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.inner.resume_queue(queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        self.inner.paused_queues().await
+    }
 }

@@ -17,6 +17,9 @@
 //!   call certainly did not run (the connection was refused, the server still
 //!   loading); after an ambiguous failure the caller gets the error, marked
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).
+//! - A pause or resume of a queue: a repeat leaves the queue as the first call did and
+//!   answers false (no change), so a caller told "already paused" after a lost reply
+//!   still finds the queue paused.
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
 //!
@@ -377,6 +380,21 @@ impl Backend for Reconnecting {
             self.inner.claim_finish_hook(run, hook, finish)
         })
         .await
+    }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.pause_queue(queue))
+            .await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.resume_queue(queue))
+            .await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        self.call(Repeat::Always, || self.inner.paused_queues())
+            .await
     }
 }
 

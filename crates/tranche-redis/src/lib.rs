@@ -33,6 +33,8 @@
 //!   (zset by id),
 //!   `P cfail:<run>` steps cancelled by a failure, `P uq:<run>` unique keys,
 //!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups.
+//! - `P paused` paused queue names (set; kept while paused, a name each, removed on
+//!   resume): the reserve script checks it before leasing.
 //! - `P feed` the change feed (stream, one entry per script holding its events,
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
@@ -61,6 +63,7 @@ mod job_row;
 mod keys;
 mod notify;
 mod packed;
+mod pause;
 mod read;
 mod redact;
 mod reserve;
@@ -370,5 +373,17 @@ impl Backend for RedisBackend {
         finish: u32,
     ) -> Result<bool, BackendError> {
         steer::claim_finish_hook(self, run, hook, finish).await
+    }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        pause::pause(self, queue).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        pause::resume(self, queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        pause::paused(self).await
     }
 }

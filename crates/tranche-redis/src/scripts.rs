@@ -79,6 +79,8 @@ pub struct Scripts {
     pub record_effect: Script,
     pub claim_finish_hook: Script,
     pub read_jobs: Script,
+    pub pause_queue: Script,
+    pub resume_queue: Script,
 }
 
 impl Scripts {
@@ -96,6 +98,8 @@ impl Scripts {
             record_effect: script!("record_effect.lua"),
             claim_finish_hook: script!("claim_finish_hook.lua"),
             read_jobs: script!("read_jobs.lua"),
+            pause_queue: script!("pause_queue.lua"),
+            resume_queue: script!("resume_queue.lua"),
         }
     }
 }

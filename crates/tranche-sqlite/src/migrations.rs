@@ -20,6 +20,7 @@ const HISTORY: &[M<'static>] = &[
     M::up(JOBS).comment("1: runs, jobs, groups, locks, effects, finish hooks"),
     M::up(CHANGE_FEED).comment("2: the change feed (events)"),
     M::up(QUEUE_STATS).comment("3: per-queue statistics (queue_stats), from zero on upgrade"),
+    M::up(PAUSED_QUEUES).comment("4: paused queues (paused_queues), none on upgrade"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -136,6 +137,15 @@ CREATE TABLE IF NOT EXISTS queue_stats (
     stat  INTEGER,
     n     INTEGER,
     PRIMARY KEY (queue, stat)
+) WITHOUT ROWID;
+"#;
+
+/// See write/pause.rs. Every writer must check it before leasing (an older binary
+/// would serve a paused queue), hence a version of its own.
+const PAUSED_QUEUES: &str = r#"
+CREATE TABLE IF NOT EXISTS paused_queues (
+    queue TEXT PRIMARY KEY,
+    since INTEGER
 ) WITHOUT ROWID;
 "#;
 

@@ -65,6 +65,8 @@ pub enum Command {
         finish: u32,
         reply: Reply<bool>,
     },
+    PauseQueue(String, Reply<bool>),
+    ResumeQueue(String, Reply<bool>),
 }
 
 /// Sends a command's answer once the transaction's fate is known; returns leases that
@@ -365,6 +367,14 @@ fn apply(
             step(conn, now, cache, fx, |op| {
                 keys::claim_finish_hook(op, &run, &hook, finish)
             }),
+        ),
+        Command::PauseQueue(queue, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::pause::pause(op, &queue)),
+        ),
+        Command::ResumeQueue(queue, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::pause::resume(op, &queue)),
         ),
     }
 }

@@ -35,6 +35,7 @@ mod event;
 mod ids;
 mod job;
 mod outcome;
+mod pause;
 mod run;
 mod state;
 mod stats;
@@ -48,6 +49,7 @@ pub use job::{
     JobRecord, JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
 };
 pub use outcome::Outcome;
+pub use pause::check_queue_name;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
 pub use state::JobState;
 pub use stats::{latency_bucket, Histogram, QueueStats, LATENCY_BUCKETS_MS, LATENCY_BUCKETS_US};
