@@ -294,4 +294,16 @@ impl Backend for Faulty {
     async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
         self.inner.prune(before, limit).await
     }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.inner.pause_queue(queue).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.inner.resume_queue(queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        self.inner.paused_queues().await
+    }
 }

@@ -20,6 +20,7 @@ pub mod feed;
 pub mod groups;
 pub mod locks;
 pub mod outcomes;
+pub mod pause;
 pub mod queues;
 pub mod reserve;
 pub mod retention;
@@ -81,6 +82,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     worker_faults::all(make).await;
     unique::all(make).await;
     retention::all(make).await;
+    pause::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

@@ -185,4 +185,24 @@ pub trait Backend: Send + Sync + 'static {
     /// length). Returns what was removed; `runs < limit` means nothing more was due. A
     /// repeat removes what is left, never anything more recent.
     async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError>;
+
+    /// Pause `queue`: from the commit on, no `reserve` of any process sharing this
+    /// backend leases a job of it (the check is part of the reserve itself, so a
+    /// reserve racing the pause either leased before it or leases nothing). Nothing
+    /// else changes: jobs already running keep their leases and complete, heartbeat
+    /// and release as usual; enqueues into the queue are accepted and wait; expired
+    /// leases are still recovered (their jobs wait too). A queue need not have jobs to
+    /// be paused. Returns true if it was not paused before; a repeat changes nothing
+    /// and returns false. Costs O(1); a reserve pays one lookup for the check.
+    /// `queue` is checked like an enqueue's (`Invalid` when empty or too long).
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError>;
+
+    /// Resume a paused `queue`: its jobs are runnable again at once, and reserves
+    /// waiting on it (in this process or, through the backend's wake-ups, any other)
+    /// are woken. Returns true if it was paused; a repeat changes nothing and returns
+    /// false. Costs O(1). `queue` is checked like [`pause_queue`](Self::pause_queue)'s.
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError>;
+
+    /// The paused queues, sorted by name. Costs O(paused queues).
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError>;
 }

@@ -278,4 +278,23 @@ impl Client {
             .filter(|p| p.finished_at.is_some_and(|f| f < before) && p.queued() + p.running == 0)
             .collect())
     }
+
+    /// Pause `queue` for every worker of every process sharing the backend: they stop
+    /// taking its jobs at once. Nothing in flight is lost: running jobs finish and
+    /// report as usual, enqueues into the queue are accepted and wait. True if it was
+    /// not already paused. The queue need not have jobs yet.
+    pub async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.backend.pause_queue(queue).await
+    }
+
+    /// Resume a paused `queue`: its jobs are runnable again at once and waiting workers
+    /// are woken. True if it was paused.
+    pub async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.backend.resume_queue(queue).await
+    }
+
+    /// The paused queues, sorted by name.
+    pub async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        self.backend.paused_queues().await
+    }
 }

@@ -21,6 +21,9 @@
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).
 //! - A prune, always: a repeat removes only what is still due (a lost reply's count is
 //!   lost with it, the removal is not).
+//! - A pause or resume of a queue: a repeat leaves the queue as the first call did and
+//!   answers false (no change), so a caller told "already paused" after a lost reply
+//!   still finds the queue paused.
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
 //!
@@ -385,6 +388,21 @@ impl Backend for Reconnecting {
 
     async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
         self.call(Repeat::Always, || self.inner.prune(before, limit))
+            .await
+    }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.pause_queue(queue))
+            .await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.resume_queue(queue))
+            .await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        self.call(Repeat::Always, || self.inner.paused_queues())
             .await
     }
 }

@@ -47,6 +47,10 @@ impl Keys {
     pub fn feed_seq(&self) -> String {
         format!("{}seq:ev", self.prefix)
     }
+    /// Paused queue names (set).
+    pub fn paused(&self) -> String {
+        format!("{}paused", self.prefix)
+    }
     pub fn wake_channel(&self) -> String {
         format!("{}wake", self.prefix)
     }

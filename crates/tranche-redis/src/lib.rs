@@ -36,6 +36,8 @@
 //! - `P uw:<key>` a unique key with a window, across runs (string: the newest windowed
 //!   job's id and window end; see `scripts/enqueue.lua`), expiring when the window
 //!   ends.
+//! - `P paused` paused queue names (set; kept while paused, a name each, removed on
+//!   resume): the reserve script checks it before leasing.
 //! - `P feed` the change feed (stream, one entry per script holding its events,
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
@@ -66,6 +68,7 @@ mod job_row;
 mod keys;
 mod notify;
 mod packed;
+mod pause;
 mod prune;
 mod read;
 mod redact;
@@ -380,5 +383,17 @@ impl Backend for RedisBackend {
 
     async fn prune(&self, before: Timestamp, limit: usize) -> Result<Pruned, BackendError> {
         prune::prune(self, before, limit).await
+    }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        pause::pause(self, queue).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        pause::resume(self, queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        pause::paused(self).await
     }
 }

@@ -80,6 +80,8 @@ pub struct Scripts {
     pub claim_finish_hook: Script,
     pub read_jobs: Script,
     pub prune: Script,
+    pub pause_queue: Script,
+    pub resume_queue: Script,
 }
 
 impl Scripts {
@@ -98,6 +100,8 @@ impl Scripts {
             claim_finish_hook: script!("claim_finish_hook.lua"),
             read_jobs: script!("read_jobs.lua"),
             prune: script!("prune.lua"),
+            pause_queue: script!("pause_queue.lua"),
+            resume_queue: script!("resume_queue.lua"),
         }
     }
 }

@@ -62,8 +62,44 @@ macro_rules! area {
 
 area!(
     make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker, worker_faults, unique, retention
+    feed, worker, worker_faults, unique, retention, pause
 );
+
+/// A resume wakes a reserve waiting on the queue through the wake channel, not its
+/// poll: here idle reserves look again only every minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_wakes_without_polling() {
+    let Some(url) = shared() else { return };
+    let slow_poll = move |clock: Arc<dyn Clock>| async move {
+        let options = RedisOptions {
+            url: url.to_string(),
+            prefix: server::fresh_prefix(),
+            clock,
+            poll_interval: Duration::from_secs(60),
+            ..RedisOptions::default()
+        };
+        let backend: Arc<dyn Backend> = Arc::new(
+            RedisBackend::connect(options)
+                .await
+                .expect("connect redis backend"),
+        );
+        backend
+    };
+    suite::pause::resume_wakes_a_waiting_reserve(&slow_poll).await;
+}
+
+/// Two backends on one prefix, as two machines of a fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holds_across_handles() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let clock: Arc<dyn Clock> = Arc::new(tranche_types::SystemClock);
+    suite::pause::holds_across_handles(
+        open(url, prefix.clone(), clock.clone()).await,
+        open(url, prefix, clock).await,
+    )
+    .await;
+}
 
 /// The suite again through `tranche_core::Reconnecting`, which the long-running
 /// commands wrap this backend in: while the server is up it must change nothing.
@@ -81,7 +117,7 @@ mod reconnecting {
 
     area!(
         make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
-        effects, queues, stats, feed, worker, worker_faults, unique, retention
+        effects, queues, stats, feed, worker, worker_faults, unique, retention, pause
     );
 }
 

@@ -6,7 +6,8 @@
 //!   waiting jobs answers 429 with Retry-After. Bodies are size-limited; malformed
 //!   JSON is answered 400 naming the field path.
 //! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; retry
-//!   a run; cancel a job, chain or run; prune finished runs past a date.
+//!   a run; cancel a job, chain or run; prune finished runs past a date; pause and
+//!   resume a queue.
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
@@ -39,6 +40,7 @@ mod intake;
 mod longpoll;
 mod mask;
 mod openapi;
+mod pause;
 mod personal_data;
 mod prune;
 mod queue_stats;
@@ -84,6 +86,8 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/v1/chains/{id}/cancel", post(runs::cancel_chain)),
         ("GET", "/v1/queues", get(runs::queues)),
         ("POST", "/v1/prune", post(prune::prune)),
+        ("POST", "/v1/queues/{queue}/pause", post(pause::pause)),
+        ("POST", "/v1/queues/{queue}/resume", post(pause::resume)),
         ("GET", "/v1/events", get(events::events)),
         ("POST", "/v1/workers/poll", post(workers::poll)),
         ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),

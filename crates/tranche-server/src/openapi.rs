@@ -16,7 +16,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::{auth, dashboard, events, prune, runs, submit, telemetry, workers};
+use crate::{auth, dashboard, events, pause, prune, runs, submit, telemetry, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -56,6 +56,8 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         runs::cancel_chain,
         runs::queues,
         prune::prune,
+        pause::pause,
+        pause::resume,
         events::events,
         workers::poll,
         workers::heartbeat,

@@ -415,7 +415,7 @@ pub async fn job(
 
 #[derive(Serialize, ToSchema)]
 pub struct QueuesOut {
-    /// Every queue with jobs waiting or running or with statistics, by name.
+    /// Every queue with jobs waiting or running, with statistics, or paused, by name.
     queues: Vec<QueueOut>,
 }
 
@@ -438,13 +438,18 @@ pub struct QueueOut {
     retried: u64,
     /// Leases that expired (the worker stopped heartbeating) whose job was recovered.
     expired: u64,
+    /// Present (and true) only when the queue is paused: no worker takes its jobs
+    /// until it is resumed (`POST /v1/queues/{queue}/resume`). Absent otherwise, so an
+    /// answer about queues never paused reads as it did before pausing existed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
 }
 
 /// Per queue: jobs available and running now, and the backend's cumulative statistics.
 ///
-/// Every queue with jobs waiting or running or with statistics, sorted by name. The
-/// statistics (attempts started, jobs succeeded and failed, retries, lease expiries)
-/// count every worker's jobs, remote or not.
+/// Every queue with jobs waiting or running, with statistics, or paused, sorted by
+/// name. The statistics (attempts started, jobs succeeded and failed, retries, lease
+/// expiries) count every worker's jobs, remote or not.
 #[utoipa::path(
     get,
     path = "/v1/queues",
@@ -454,7 +459,11 @@ pub struct QueueOut {
 )]
 pub async fn queues(State(app): State<AppState>) -> Result<axum::Json<QueuesOut>, ApiError> {
     let backend = app.backend();
-    let (depths, stats) = tokio::try_join!(backend.queue_depths(), backend.queue_stats())?;
+    let (depths, stats, paused) = tokio::try_join!(
+        backend.queue_depths(),
+        backend.queue_stats(),
+        backend.paused_queues()
+    )?;
     let mut by_queue: BTreeMap<String, QueueOut> = BTreeMap::new();
     fn entry(m: &mut BTreeMap<String, QueueOut>, queue: String) -> &mut QueueOut {
         m.entry(queue.clone()).or_insert_with(|| QueueOut {
@@ -470,6 +479,9 @@ pub async fn queues(State(app): State<AppState>) -> Result<axum::Json<QueuesOut>
         let q = entry(&mut by_queue, s.queue);
         (q.started, q.succeeded, q.failed, q.retried, q.expired) =
             (s.started, s.succeeded, s.failed, s.retried, s.expired);
+    }
+    for queue in paused {
+        entry(&mut by_queue, queue).paused = true;
     }
     Ok(axum::Json(QueuesOut {
         queues: by_queue.into_values().collect(),

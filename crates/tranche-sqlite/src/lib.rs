@@ -424,4 +424,18 @@ impl Backend for SqliteBackend {
             }
         }
     }
+
+    async fn pause_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        let queue = queue.to_string();
+        self.call(|r| Command::PauseQueue(queue, r)).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, BackendError> {
+        let queue = queue.to_string();
+        self.call(|r| Command::ResumeQueue(queue, r)).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
+        self.read(write::pause::read).await
+    }
 }

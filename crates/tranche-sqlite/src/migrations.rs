@@ -21,6 +21,7 @@ const HISTORY: &[M<'static>] = &[
     M::up(CHANGE_FEED).comment("2: the change feed (events)"),
     M::up(QUEUE_STATS).comment("3: per-queue statistics (queue_stats), from zero on upgrade"),
     M::up(UNIQUE_WINDOWS).comment("4: unique keys with a window, across runs (unique_windows)"),
+    M::up(PAUSED_QUEUES).comment("5: paused queues (paused_queues), none on upgrade"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -141,7 +142,7 @@ CREATE TABLE IF NOT EXISTS queue_stats (
 "#;
 
 /// One row per job enqueued with `unique_for` (see write/unique.rs): its key and when
-/// its window ends. Kept as long as its job (jobs are never deleted), so the job's
+/// its window ends. Kept as long as its job (retention removes it with the job), so the job's
 /// record still shows its key. The index finds a key's newest job: an index on `key`
 /// keeps its entries in rowid (job id) order within the key.
 const UNIQUE_WINDOWS: &str = r#"
@@ -151,6 +152,15 @@ CREATE TABLE IF NOT EXISTS unique_windows (
     expires_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS unique_windows_key ON unique_windows(key);
+"#;
+
+/// See write/pause.rs. Every writer must check it before leasing (an older binary
+/// would serve a paused queue), hence a version of its own.
+const PAUSED_QUEUES: &str = r#"
+CREATE TABLE IF NOT EXISTS paused_queues (
+    queue TEXT PRIMARY KEY,
+    since INTEGER
+) WITHOUT ROWID;
 "#;
 
 #[cfg(test)]

@@ -73,6 +73,8 @@ pub enum Command {
         max_runs: u64,
         reply: Reply<Batch>,
     },
+    PauseQueue(String, Reply<bool>),
+    ResumeQueue(String, Reply<bool>),
 }
 
 /// Sends a command's answer once the transaction's fate is known; returns leases that
@@ -459,6 +461,14 @@ fn apply(
             step(conn, now, cache, fx, |op| {
                 keys::claim_finish_hook(op, &run, &hook, finish)
             }),
+        ),
+        Command::PauseQueue(queue, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::pause::pause(op, &queue)),
+        ),
+        Command::ResumeQueue(queue, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::pause::resume(op, &queue)),
         ),
     }
 }

@@ -55,8 +55,32 @@ area!(
     worker,
     worker_faults,
     unique,
-    retention
+    retention,
+    pause
 );
+
+/// A resume wakes a reserve waiting on the queue, not its poll: here idle reserves
+/// look again only every minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_wakes_without_polling() {
+    async fn slow_poll(clock: Arc<dyn Clock>) -> Arc<dyn Backend> {
+        let options = SqliteOptions {
+            clock,
+            poll_interval: Duration::from_secs(60),
+            ..SqliteOptions::default()
+        };
+        Arc::new(SqliteBackend::open(fresh_dir(), options).expect("open sqlite backend"))
+    }
+    suite::pause::resume_wakes_a_waiting_reserve(&slow_poll).await;
+}
+
+/// Two backends on one file, as two processes sharing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holds_across_handles() {
+    let dir = fresh_dir();
+    let clock: Arc<dyn Clock> = Arc::new(tranche_types::SystemClock);
+    suite::pause::holds_across_handles(open(&dir, clock.clone()), open(&dir, clock)).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_kill_and_resume() {

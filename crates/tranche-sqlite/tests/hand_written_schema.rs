@@ -14,11 +14,11 @@ use tranche_types::{Completion, JobId, JobState, ReserveRequest, Resolution, Run
 const HAND_WRITTEN_SCHEMA: &str = include_str!("fixtures/schema_v3.sql");
 
 /// The version this binary writes.
-const VERSION: i64 = 4;
+const VERSION: i64 = 5;
 
 /// What the migrations after version 3 add to `sqlite_master`.
 fn added_after_v3(name: &str) -> bool {
-    name.starts_with("unique_windows")
+    name.starts_with("unique_windows") || name.starts_with("paused_queues")
 }
 
 fn open(dir: &Path) -> SqliteBackend {

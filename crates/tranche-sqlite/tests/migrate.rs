@@ -1,5 +1,6 @@
 //! Databases written by earlier schema versions (2: no `queue_stats`; 3: no
-//! `unique_windows`) open, get the table, and carry on; a newer one is refused.
+//! `unique_windows` nor `paused_queues`) open, get the tables, and carry on; a newer one
+//! is refused.
 
 use std::time::Duration;
 
@@ -139,5 +140,50 @@ async fn a_version_3_database_gets_unique_windows() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_3_database_gets_paused_queues_with_its_work_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path()).unwrap();
+    b.enqueue(EnqueueRequest {
+        run: RunName::new("v3/1").unwrap(),
+        items: vec![EnqueueItem::Job(JobSpec::new("k", "null").queue("old"))],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    drop(b);
+    // Make it what version 3 wrote: no paused queues.
+    let file = dir.path().join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE paused_queues; PRAGMA user_version = 3;")
+        .unwrap();
+    drop(conn);
+
+    let b = open(dir.path()).unwrap();
+    assert!(
+        b.paused_queues().await.unwrap().is_empty(),
+        "none on upgrade"
+    );
+    assert_eq!(b.queue_depth("old", 10).await.unwrap(), 1, "its work kept");
+    assert!(b.pause_queue("old").await.unwrap());
+    let reserve = || {
+        b.reserve(ReserveRequest {
+            queue: "old".into(),
+            max: 1,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+    };
+    assert!(reserve().await.unwrap().is_empty());
+    assert!(b.resume_queue("old").await.unwrap());
+    assert_eq!(reserve().await.unwrap().len(), 1);
+    drop(b);
+    let version: i64 = rusqlite::Connection::open(&file)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5);
 }

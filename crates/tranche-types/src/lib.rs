@@ -35,6 +35,7 @@ mod event;
 mod ids;
 mod job;
 mod outcome;
+mod pause;
 mod prune;
 mod run;
 mod state;
@@ -50,6 +51,7 @@ pub use job::{
     JobRecord, JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
 };
 pub use outcome::Outcome;
+pub use pause::check_queue_name;
 pub use prune::Pruned;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
 pub use state::JobState;

@@ -106,6 +106,24 @@ pub enum Command {
         #[arg(long, default_value = "cancelled by operator")]
         reason: String,
     },
+    /// Jobs waiting and running per queue, and which queues are paused.
+    Queues {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a queue: no worker of any process sharing --data (or --broker) takes its
+    /// jobs until it is resumed. Running jobs finish and report; new jobs are accepted
+    /// and wait.
+    Pause {
+        /// The queue, e.g. mail.
+        queue: String,
+    },
+    /// Resume a paused queue: its jobs are runnable again at once.
+    Resume {
+        /// The queue, e.g. mail.
+        queue: String,
+    },
     /// Wait until a run finishes, then optionally run a command once (however many
     /// processes wait on the same run), e.g. to tear a fleet down.
     Wait {

@@ -367,3 +367,88 @@ fn a_demo_of_no_clients_succeeds() {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains(" 0 failed"), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_a_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let b = Client::new(SqliteBackend::open(&data, SqliteOptions::default()).unwrap());
+    b.enqueue(EnqueueRequest {
+        run: RunName::new("night/p").unwrap(),
+        items: vec![
+            EnqueueItem::Job(JobSpec::new("mail", "1").queue("mail")),
+            EnqueueItem::Job(JobSpec::new("note", "2")),
+        ],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    let take = |queue: &str| {
+        b.reserve(ReserveRequest {
+            queue: queue.into(),
+            max: 10,
+            lease: Duration::from_secs(30),
+            wait: Duration::ZERO,
+        })
+    };
+
+    let out = tranche(&data, &["pause", "mail"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("paused queue mail"), "{stdout}");
+    assert!(
+        stdout.contains("resume mail"),
+        "says how to undo it: {stdout}"
+    );
+    // This process shares the file: its reserves see the pause the command made.
+    assert!(take("mail").await.unwrap().is_empty());
+    let out = tranche(&data, &["pause", "mail"]);
+    assert_eq!(text(&out).0.trim(), "queue mail was already paused");
+    // Paused before it has jobs: listed all the same.
+    assert!(tranche(&data, &["pause", "sms"]).status.success());
+
+    let out = tranche(&data, &["queues"]);
+    let (stdout, _) = text(&out);
+    let row = |q: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(q))
+            .unwrap_or_else(|| panic!("queue {q} listed: {stdout}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("mail"), ["mail", "1", "0", "paused"]);
+    assert_eq!(row("sms"), ["sms", "0", "0", "paused"]);
+    assert_eq!(row("default"), ["default", "1", "0"]);
+
+    let out = tranche(&data, &["resume", "mail"]);
+    assert!(
+        text(&out).0.starts_with("resumed queue mail"),
+        "{:?}",
+        text(&out)
+    );
+    assert_eq!(take("mail").await.unwrap().len(), 1);
+    let out = tranche(&data, &["resume", "mail"]);
+    assert_eq!(text(&out).0.trim(), "queue mail was not paused");
+    let out = tranche(&data, &["queues", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        listed,
+        serde_json::json!([
+            {"queue": "default", "available": 1, "running": 0, "paused": false},
+            {"queue": "mail", "available": 0, "running": 1, "paused": false},
+            {"queue": "sms", "available": 0, "running": 0, "paused": true},
+        ])
+    );
+
+    let out = tranche(&data, &["pause", ""]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("queue") && stderr.contains("non-empty"),
+        "{stderr}"
+    );
+    let out = tranche(&dir.path().join("typo"), &["pause", "mail"]);
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("no Tranche data"), "{:?}", text(&out));
+}

@@ -2,7 +2,8 @@
 -- queue) and promoting the queue's scheduled jobs that are due. ARGV from A: queue,
 -- max, lease_until. Returns 6 values per job (id, run, spec (kind, max attempts and
 -- args, packed), input, attempt, available_at), or, when none was ready, one value:
--- when the next scheduled job of the queue is due ('' when there is none).
+-- when the next scheduled job of the queue is due ('' when there is none, or when the
+-- queue is paused).
 local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 2]
 -- Bounded per call so one reserve never blocks the server for long; the rest are
 -- recovered by the next reserves.
@@ -19,6 +20,13 @@ for _, id in ipairs(expired) do
   else
     lease(id, false)
   end
+end
+
+-- A paused queue leases nothing (see pause_queue.lua); expired leases of every queue
+-- were still recovered above. No due time: waiters sleep until the resume wakes them.
+if redis.call('SISMEMBER', P .. 'paused', queue) == 1 then
+  finish()
+  return { '' }
 end
 
 local qr, qs = P .. 'qr:' .. queue, P .. 'qs:' .. queue

@@ -2,8 +2,9 @@
 //! playwright-core, see tests/browser): progress, queue depth and queue throughput
 //! change live during a run, a failed job shows its attempts and timings and a
 //! finished one its artifact link (and its client's PAN and e-mail masked), "retry"
-//! re-queues a failed run and "cancel" ends the rest of a run. Leaves a screenshot in
-//! the target dir.
+//! re-queues a failed run, "cancel" ends the rest of a run and "pause"/"resume" hold a
+//! queue back and release it (with a badge while paused). Leaves a screenshot in the
+//! target dir.
 
 use std::path::Path;
 use std::process::Command;

@@ -10,6 +10,7 @@ mod feed;
 mod live;
 mod metrics;
 mod openapi;
+mod pause;
 mod personal_data;
 mod prune;
 mod runs;

@@ -286,6 +286,23 @@ async fn real_requests_and_answers_match_the_document() {
     for id in [failed, succeeded, retried] {
         c.get("/v1/jobs/{id}", &format!("/v1/jobs/{id}"), 200).await;
     }
+    for action in ["pause", "resume"] {
+        let template = format!("/v1/queues/{{queue}}/{action}");
+        c.post(
+            &template,
+            &format!("/v1/queues/later/{action}"),
+            Value::Null,
+            200,
+        )
+        .await;
+    }
+    c.post(
+        "/v1/queues/{queue}/pause",
+        "/v1/queues/later/pause",
+        Value::Null,
+        200,
+    )
+    .await;
     c.get("/v1/queues", "/v1/queues", 200).await;
     c.get("/v1/events", "/v1/events?after=0&limit=100", 200)
         .await;
@@ -337,6 +354,13 @@ async fn real_requests_and_answers_match_the_document() {
         "/v1/workers/poll",
         "/v1/workers/poll",
         json!({"queue": "default", "max": 0}),
+        400,
+    )
+    .await;
+    c.post(
+        "/v1/queues/{queue}/pause",
+        &format!("/v1/queues/{}/pause", "q".repeat(200)),
+        Value::Null,
         400,
     )
     .await;

@@ -1,7 +1,7 @@
 // Loads the dashboard during a run, watches progress, queue depth and throughput
 // change as jobs complete, opens a failed job's attempts and a finished job's artifact link, clicks
-// "retry" on a failed run and "cancel" on the other, and checks the page followed the
-// change feed; saves a screenshot.
+// "retry" on a failed run and "cancel" on the other, pauses and resumes a queue, and
+// checks the page followed the change feed; saves a screenshot.
 // Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH
 import { chromium } from "playwright-core";
 
@@ -82,6 +82,19 @@ try {
   await page.locator("#job a.artifact").waitFor();
   const href = await page.locator("#job a.artifact").getAttribute("href");
   if (href !== artifact) throw new Error("artifact link: " + href);
+
+  // Pause a queue from the page (after its confirmation): it shows a badge and workers
+  // get nothing from it; resume it and they do again.
+  const badge = page.locator('#queues tr[data-queue="dq"] .badge.paused');
+  page.once("dialog", (d) => d.accept());
+  await page.locator('button.pause[data-queue="dq"]').click();
+  await badge.waitFor();
+  const heldBack = (await api("/v1/workers/poll", { queue: "dq", max: 1 })).jobs;
+  if (heldBack.length !== 0) throw new Error("a paused queue handed out " + JSON.stringify(heldBack));
+  await page.locator('button.resume[data-queue="dq"]').click();
+  await badge.waitFor({ state: "detached" });
+  const queues = (await api("/v1/queues")).queues;
+  if (queues.some((q) => q.paused)) throw new Error("still paused: " + JSON.stringify(queues));
 
   // Cancel the unfinished rest of a run from the page (after its confirmation).
   page.once("dialog", (d) => d.accept());

@@ -7,6 +7,7 @@ pub mod complete;
 pub mod enqueue;
 pub mod events;
 pub mod keys;
+pub mod pause;
 pub mod prune;
 pub mod reserve;
 pub mod stats;

@@ -104,9 +104,16 @@ fn remove_jobs(op: &Op<'_>, run: i64, max: usize) -> OpResult<usize> {
             "DELETE FROM groups WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE group_id = ?1)",
         )
         .map_err(db("prune groups"))?;
+    // A windowed unique key goes with its job: the file must not keep growing with
+    // windows of jobs long gone.
+    let mut windows = op
+        .conn
+        .prepare_cached("DELETE FROM unique_windows WHERE job_id = ?1")
+        .map_err(db("prune unique windows"))?;
     let mut last_group = None;
     for &(id, group) in &removed {
         errors.execute([id]).map_err(db("prune attempt errors"))?;
+        windows.execute([id]).map_err(db("prune unique windows"))?;
         // Members are consecutive ids: one check per group, not per member.
         if group.is_some() && group != last_group {
             groups.execute([group]).map_err(db("prune groups"))?;

@@ -32,6 +32,14 @@ struct ReadyRow {
 }
 
 pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
+    if super::pause::is_paused(op.conn, queue)? {
+        // No due time: a waiting reserve sleeps until the resume wakes it (or its
+        // poll interval passes), not until the queue's next scheduled job.
+        return Ok(Reserved {
+            jobs: Vec::new(),
+            next_at: None,
+        });
+    }
     let lease_until = op.now.plus(lease);
     let rows: Vec<ReadyRow> = op
         .conn

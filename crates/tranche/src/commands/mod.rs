@@ -2,6 +2,7 @@ mod inspect;
 mod notes;
 mod notes_run;
 mod prune;
+mod queues;
 mod server;
 mod steer;
 mod wait;
@@ -32,6 +33,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             chain,
             reason,
         } => steer::cancel(at, run, job, chain, &reason).await,
+        Command::Queues { json } => queues::list(at, json).await,
+        Command::Pause { queue } => queues::pause(at, &queue).await,
+        Command::Resume { queue } => queues::resume(at, &queue).await,
         Command::Wait {
             run,
             on_done,
