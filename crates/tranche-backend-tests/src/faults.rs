@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, QueueDepth,
+    QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
 };
 
 /// The calls a test can script faults for.
@@ -289,5 +289,22 @@ impl Backend for Faulty {
         finish: u32,
     ) -> Result<bool, BackendError> {
         self.inner.claim_finish_hook(run, hook, finish).await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.inner.retry_job(id).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.inner.delete_job(id).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        self.inner.list_jobs(filter, after, limit).await
     }
 }

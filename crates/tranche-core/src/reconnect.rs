@@ -17,6 +17,8 @@
 //!   call certainly did not run (the connection was refused, the server still
 //!   loading); after an ambiguous failure the caller gets the error, marked
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).
+//! - A job retry (`retry_job`) likewise: repeating one that did apply is refused (the
+//!   job is available by then). A job delete is repeated: a repeat answers false.
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
 //!
@@ -31,8 +33,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
-    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    LockClaim, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
 };
 
 use tranche_backend::Backend;
@@ -375,6 +377,28 @@ impl Backend for Reconnecting {
     ) -> Result<bool, BackendError> {
         self.call(Repeat::IfNotApplied, || {
             self.inner.claim_finish_hook(run, hook, finish)
+        })
+        .await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.call(Repeat::IfNotApplied, || self.inner.retry_job(id))
+            .await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.delete_job(id))
+            .await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.list_jobs(filter, after, limit)
         })
         .await
     }

@@ -33,6 +33,8 @@
 //!   (zset by id),
 //!   `P cfail:<run>` steps cancelled by a failure, `P uq:<run>` unique keys,
 //!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups.
+//! - Listing jobs (`list_jobs`) adds no key: it reads a run's failures, a run's id
+//!   ranges or the ids up to `P seq:job`, a bounded number of jobs per call.
 //! - `P feed` the change feed (stream, one entry per script holding its events,
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
@@ -60,6 +62,7 @@ mod feed;
 mod job_row;
 mod keys;
 mod notify;
+mod one_job;
 mod packed;
 mod read;
 mod redact;
@@ -77,8 +80,8 @@ use tokio::task::JoinHandle;
 use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, QueueDepth,
+    QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
 pub(crate) use failure::store;
@@ -370,5 +373,22 @@ impl Backend for RedisBackend {
         finish: u32,
     ) -> Result<bool, BackendError> {
         steer::claim_finish_hook(self, run, hook, finish).await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        one_job::retry_job(self, id).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        one_job::delete_job(self, id).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        one_job::list_jobs(self, filter, after, limit).await
     }
 }

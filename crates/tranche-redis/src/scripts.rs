@@ -79,6 +79,9 @@ pub struct Scripts {
     pub record_effect: Script,
     pub claim_finish_hook: Script,
     pub read_jobs: Script,
+    pub retry_job: Script,
+    pub delete_job: Script,
+    pub list_jobs: Script,
 }
 
 impl Scripts {
@@ -96,6 +99,9 @@ impl Scripts {
             record_effect: script!("record_effect.lua"),
             claim_finish_hook: script!("claim_finish_hook.lua"),
             read_jobs: script!("read_jobs.lua"),
+            retry_job: script!("retry_job.lua"),
+            delete_job: script!("delete_job.lua"),
+            list_jobs: script!("list_jobs.lua"),
         }
     }
 }

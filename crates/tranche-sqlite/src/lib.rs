@@ -16,6 +16,7 @@
 mod error;
 mod migrations;
 mod read;
+mod read_jobs;
 mod schema;
 mod states;
 mod write;
@@ -32,8 +33,8 @@ use tokio::sync::oneshot;
 use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, QueueDepth,
+    QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
 };
 
 use error::AtPath;
@@ -394,5 +395,24 @@ impl Backend for SqliteBackend {
             reply,
         })
         .await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.call(|r| Command::RetryJob(id, r)).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.call(|r| Command::DeleteJob(id, r)).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        let filter = filter.clone();
+        self.read(move |c| read_jobs::list_jobs(c, &filter, after, limit))
+            .await
     }
 }

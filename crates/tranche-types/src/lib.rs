@@ -34,6 +34,7 @@ mod error;
 mod event;
 mod ids;
 mod job;
+mod listing;
 mod outcome;
 mod run;
 mod state;
@@ -47,6 +48,7 @@ pub use job::{
     AttemptError, CancelTarget, Completion, CompletionAck, EnqueueItem, EnqueueRequest, Enqueued,
     JobRecord, JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
 };
+pub use listing::{JobFilter, JobPage, JobSummary};
 pub use outcome::Outcome;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
 pub use state::JobState;
