@@ -18,6 +18,7 @@ pub mod enqueue;
 mod faults;
 pub mod feed;
 pub mod groups;
+pub mod jobs;
 pub mod locks;
 pub mod outcomes;
 pub mod queues;
@@ -77,6 +78,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     feed::all(make).await;
     worker::all(make).await;
     worker_faults::all(make).await;
+    jobs::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.
