@@ -5,8 +5,9 @@
 //!   transaction), a chain or a group. Intake is bounded: a queue holding its limit of
 //!   waiting jobs answers 429 with Retry-After. Bodies are size-limited; malformed
 //!   JSON is answered 400 naming the field path.
-//! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; retry
-//!   a run; cancel a job, chain or run.
+//! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; jobs
+//!   by run, state, queue and kind, paged; retry a run or a job; cancel a job, chain
+//!   or run; delete an ended job.
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
@@ -36,6 +37,7 @@ mod dashboard;
 mod error;
 mod events;
 mod intake;
+mod jobs;
 mod longpoll;
 mod mask;
 mod openapi;
@@ -49,7 +51,7 @@ mod wire;
 mod workers;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -82,6 +84,9 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/v1/jobs/{id}/cancel", post(runs::cancel_job)),
         ("POST", "/v1/chains/{id}/cancel", post(runs::cancel_chain)),
         ("GET", "/v1/queues", get(runs::queues)),
+        ("GET", "/v1/jobs", get(jobs::list)),
+        ("POST", "/v1/jobs/{id}/retry", post(jobs::retry)),
+        ("DELETE", "/v1/jobs/{id}", delete(jobs::delete)),
         ("GET", "/v1/events", get(events::events)),
         ("POST", "/v1/workers/poll", post(workers::poll)),
         ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),
