@@ -1,4 +1,5 @@
 mod inspect;
+mod jobs;
 mod notes;
 mod notes_run;
 mod server;
@@ -9,6 +10,8 @@ mod worker;
 use std::process::ExitCode;
 
 use anyhow::Result;
+
+pub use jobs::parse_state;
 
 use crate::bench;
 use crate::cli::{Bench, Cli, Command, Notes};
@@ -22,7 +25,16 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             failures,
             json,
         } => inspect::status(at, &run, failures, json).await,
-        Command::Retry { run } => steer::retry(at, &run).await,
+        Command::Retry {
+            run: _,
+            job: Some(id),
+        } => jobs::retry(at, id).await,
+        Command::Retry { run, job: None } => {
+            steer::retry(at, run.as_deref().unwrap_or_default()).await
+        }
+        Command::Delete { job } => jobs::delete(at, job).await,
+        Command::Job { id, json } => jobs::show(at, id, json).await,
+        Command::Jobs(args) => jobs::list(at, args).await,
         Command::Cancel {
             run,
             job,
