@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 /// The calls a test can script faults for.
@@ -305,5 +305,22 @@ impl Backend for Faulty {
 
     async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
         self.inner.paused_queues().await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.inner.retry_job(id).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.inner.delete_job(id).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        self.inner.list_jobs(filter, after, limit).await
     }
 }

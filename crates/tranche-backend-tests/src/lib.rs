@@ -18,6 +18,7 @@ pub mod enqueue;
 mod faults;
 pub mod feed;
 pub mod groups;
+pub mod jobs;
 pub mod locks;
 pub mod outcomes;
 pub mod pause;
@@ -83,6 +84,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     unique::all(make).await;
     retention::all(make).await;
     pause::all(make).await;
+    jobs::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

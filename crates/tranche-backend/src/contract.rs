@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use crate::Hints;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -205,4 +205,38 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The paused queues, sorted by name. Costs O(paused queues).
     async fn paused_queues(&self) -> Result<Vec<String>, BackendError>;
+
+    /// Revive one failed or cancelled job: back to available now with fresh attempts
+    /// (its attempt errors kept), and the later steps of its chain that were cancelled
+    /// (they could not run without it) pending again behind it; a group member is
+    /// awaited again by a callback not yet released, as [`retry_run`](Self::retry_run)
+    /// does. Atomic, with the run's counters and feed events; costs O(its chain).
+    /// Returns how many jobs were revived (the job and its steps). Refused with
+    /// [`BackendError::Invalid`] for a job that has not ended or that succeeded, or a
+    /// step cancelled because an earlier step failed (retry that step);
+    /// [`BackendError::NotFound`] for an unknown job. A repeat is refused (the job is
+    /// available by then): not safe to send twice.
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError>;
+
+    /// Delete one ended job (succeeded, failed or cancelled) and its attempt errors;
+    /// its run's counters lose it (total and its state), so `run_progress` stays
+    /// right. The later steps of its chain that a failure of it had cancelled can no
+    /// longer be revived by a retry. No feed event (no job changes state); its id is
+    /// never given to another job. Returns false when there is no such job (a repeat
+    /// is harmless); refused with [`BackendError::Invalid`] for a job that has not
+    /// ended. O(its chain).
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError>;
+
+    /// A page of the jobs that `filter` keeps, ids increasing, after `after`, at most
+    /// `limit`, and where the next page starts. Keyset pagination: jobs enqueued while
+    /// paging get higher ids, so a listing never skips or repeats a job that exists
+    /// throughout. Each call's work is bounded (an index range read, or a bounded
+    /// scan on backends without an index for the filter), so a page may be short while
+    /// `next` still says more may follow.
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError>;
 }

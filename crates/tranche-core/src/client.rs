@@ -6,8 +6,8 @@ use std::time::Duration;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
 };
 
 use crate::reconnect::{Outage, Reconnecting};
@@ -296,5 +296,34 @@ impl Client {
     /// The paused queues, sorted by name.
     pub async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
         self.backend.paused_queues().await
+    }
+
+    /// Revive one failed or cancelled job (fresh attempts, available now) and the
+    /// cancelled chain steps after it; how many jobs were revived. Refused
+    /// ([`BackendError::Invalid`]) for a job still pending, available or running, one
+    /// that succeeded, or a step cancelled because an earlier one failed;
+    /// [`BackendError::NotFound`] for an unknown job.
+    pub async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.backend.retry_job(id).await
+    }
+
+    /// Delete one ended job and its attempt errors, its run's counters adjusted;
+    /// false when there is no such job. Refused ([`BackendError::Invalid`]) for a job
+    /// that has not ended: cancel it first.
+    pub async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.backend.delete_job(id).await
+    }
+
+    /// A page of the jobs `filter` keeps, ids increasing after `after`, at most
+    /// `limit`, and the next page's cursor (`None` after the last). A page may be short
+    /// while more follow (each call's work is bounded); jobs enqueued while paging
+    /// never make a page skip or repeat one.
+    pub async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        self.backend.list_jobs(filter, after, limit).await
     }
 }

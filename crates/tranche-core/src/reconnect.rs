@@ -24,6 +24,8 @@
 //! - A pause or resume of a queue: a repeat leaves the queue as the first call did and
 //!   answers false (no change), so a caller told "already paused" after a lost reply
 //!   still finds the queue paused.
+//! - A job retry (`retry_job`) likewise: repeating one that did apply is refused (the
+//!   job is available by then). A job delete is repeated: a repeat answers false.
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
 //!
@@ -38,8 +40,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
-    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
+    Timestamp,
 };
 
 use tranche_backend::Backend;
@@ -404,6 +407,28 @@ impl Backend for Reconnecting {
     async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
         self.call(Repeat::Always, || self.inner.paused_queues())
             .await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.call(Repeat::IfNotApplied, || self.inner.retry_job(id))
+            .await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.delete_job(id))
+            .await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.list_jobs(filter, after, limit)
+        })
+        .await
     }
 }
 

@@ -38,6 +38,8 @@
 //!   ends.
 //! - `P paused` paused queue names (set; kept while paused, a name each, removed on
 //!   resume): the reserve script checks it before leasing.
+//! - Listing jobs (`list_jobs`) adds no key: it reads a run's failures, a run's id
+//!   ranges or the ids up to `P seq:job`, a bounded number of jobs per call.
 //! - `P feed` the change feed (stream, one entry per script holding its events,
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
@@ -67,6 +69,7 @@ mod feed;
 mod job_row;
 mod keys;
 mod notify;
+mod one_job;
 mod packed;
 mod pause;
 mod prune;
@@ -86,8 +89,9 @@ use tokio::task::JoinHandle;
 use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    Timestamp,
 };
 
 pub(crate) use failure::store;
@@ -395,5 +399,22 @@ impl Backend for RedisBackend {
 
     async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
         pause::paused(self).await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        one_job::retry_job(self, id).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        one_job::delete_job(self, id).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        one_job::list_jobs(self, filter, after, limit).await
     }
 }

@@ -82,6 +82,9 @@ pub struct Scripts {
     pub prune: Script,
     pub pause_queue: Script,
     pub resume_queue: Script,
+    pub retry_job: Script,
+    pub delete_job: Script,
+    pub list_jobs: Script,
 }
 
 impl Scripts {
@@ -102,6 +105,9 @@ impl Scripts {
             prune: script!("prune.lua"),
             pause_queue: script!("pause_queue.lua"),
             resume_queue: script!("resume_queue.lua"),
+            retry_job: script!("retry_job.lua"),
+            delete_job: script!("delete_job.lua"),
+            list_jobs: script!("list_jobs.lua"),
         }
     }
 }

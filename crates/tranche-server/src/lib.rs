@@ -5,9 +5,10 @@
 //!   transaction), a chain or a group. Intake is bounded: a queue holding its limit of
 //!   waiting jobs answers 429 with Retry-After. Bodies are size-limited; malformed
 //!   JSON is answered 400 naming the field path.
-//! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; retry
-//!   a run; cancel a job, chain or run; prune finished runs past a date; pause and
-//!   resume a queue.
+//! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; jobs
+//!   by run, state, queue and kind, paged; retry a run or a job; cancel a job, chain
+//!   or run; delete an ended job; prune finished runs past a date; pause and resume a
+//!   queue.
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
@@ -37,6 +38,7 @@ mod dashboard;
 mod error;
 mod events;
 mod intake;
+mod jobs;
 mod longpoll;
 mod mask;
 mod openapi;
@@ -52,7 +54,7 @@ mod wire;
 mod workers;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -88,6 +90,9 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/v1/prune", post(prune::prune)),
         ("POST", "/v1/queues/{queue}/pause", post(pause::pause)),
         ("POST", "/v1/queues/{queue}/resume", post(pause::resume)),
+        ("GET", "/v1/jobs", get(jobs::list)),
+        ("POST", "/v1/jobs/{id}/retry", post(jobs::retry)),
+        ("DELETE", "/v1/jobs/{id}", delete(jobs::delete)),
         ("GET", "/v1/events", get(events::events)),
         ("POST", "/v1/workers/poll", post(workers::poll)),
         ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),

@@ -16,7 +16,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::{auth, dashboard, events, pause, prune, runs, submit, telemetry, workers};
+use crate::{auth, dashboard, events, jobs, pause, prune, runs, submit, telemetry, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -58,6 +58,9 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         prune::prune,
         pause::pause,
         pause::resume,
+        jobs::list,
+        jobs::retry,
+        jobs::delete,
         events::events,
         workers::poll,
         workers::heartbeat,
@@ -129,9 +132,13 @@ impl Modify for SharedAnswers {
 }
 
 fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut Operation)> {
-    [("get", item.get.as_mut()), ("post", item.post.as_mut())]
-        .into_iter()
-        .filter_map(|(method, op)| op.map(|op| (method, op)))
+    [
+        ("get", item.get.as_mut()),
+        ("post", item.post.as_mut()),
+        ("delete", item.delete.as_mut()),
+    ]
+    .into_iter()
+    .filter_map(|(method, op)| op.map(|op| (method, op)))
 }
 
 fn add_shared_answers(path: &str, method: &str, op: &mut Operation) {
@@ -155,7 +162,8 @@ fn add_shared_answers(path: &str, method: &str, op: &mut Operation) {
             "The server failed: the request id in the message finds the cause in its log",
         );
         add(503, "The backend is unavailable: retry later");
-        if method == "post" {
+        // Writes: a delete grows the file's journal too.
+        if method == "post" || method == "delete" {
             add(
                 507,
                 "The backend's disk is full: retry once an operator has freed space",

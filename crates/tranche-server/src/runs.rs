@@ -64,7 +64,7 @@ pub struct RunPath {
 pub struct JobPath {
     /// Job id, as answered by a submission.
     #[param(value_type = JobId)]
-    id: i64,
+    pub id: i64,
 }
 
 /// Runs, newest first, with progress.
@@ -181,6 +181,12 @@ pub async fn failures(
 pub struct Count {
     /// How many jobs were changed.
     count: u64,
+}
+
+impl Count {
+    pub fn new(count: u64) -> Self {
+        Count { count }
+    }
 }
 
 /// Re-run the run's failed jobs and the chain steps they blocked.

@@ -16,6 +16,7 @@
 mod error;
 mod migrations;
 mod read;
+mod read_jobs;
 mod retention;
 mod schema;
 mod states;
@@ -33,8 +34,9 @@ use tokio::sync::oneshot;
 use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, Pruned, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    Timestamp,
 };
 
 use error::AtPath;
@@ -437,5 +439,24 @@ impl Backend for SqliteBackend {
 
     async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
         self.read(write::pause::read).await
+    }
+
+    async fn retry_job(&self, id: JobId) -> Result<u64, BackendError> {
+        self.call(|r| Command::RetryJob(id, r)).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<bool, BackendError> {
+        self.call(|r| Command::DeleteJob(id, r)).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobPage, BackendError> {
+        let filter = filter.clone();
+        self.read(move |c| read_jobs::list_jobs(c, &filter, after, limit))
+            .await
     }
 }

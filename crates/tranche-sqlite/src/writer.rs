@@ -44,6 +44,8 @@ pub enum Command {
     Release(Vec<LeaseRef>, Reply<u64>),
     Cancel(CancelTarget, String, Reply<u64>),
     RetryRun(RunName, Reply<u64>),
+    RetryJob(JobId, Reply<u64>),
+    DeleteJob(JobId, Reply<bool>),
     ClaimLocks {
         owner: String,
         keys: Vec<String>,
@@ -408,6 +410,16 @@ fn apply(
         Command::RetryRun(run, reply) => answer(
             reply,
             step(conn, now, cache, fx, |op| steer::retry_run(op, &run)),
+        ),
+        Command::RetryJob(id, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::one_job::retry_job(op, id)),
+        ),
+        Command::DeleteJob(id, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                write::one_job::delete_job(op, id)
+            }),
         ),
         Command::ClaimLocks {
             owner,

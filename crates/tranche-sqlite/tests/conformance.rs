@@ -56,7 +56,8 @@ area!(
     worker_faults,
     unique,
     retention,
-    pause
+    pause,
+    jobs
 );
 
 /// A resume wakes a reserve waiting on the queue, not its poll: here idle reserves

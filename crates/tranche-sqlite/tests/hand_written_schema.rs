@@ -14,11 +14,22 @@ use tranche_types::{Completion, JobId, JobState, ReserveRequest, Resolution, Run
 const HAND_WRITTEN_SCHEMA: &str = include_str!("fixtures/schema_v3.sql");
 
 /// The version this binary writes.
-const VERSION: i64 = 5;
+const VERSION: i64 = 6;
 
 /// What the migrations after version 3 add to `sqlite_master`.
 fn added_after_v3(name: &str) -> bool {
-    name.starts_with("unique_windows") || name.starts_with("paused_queues")
+    const JOB_LISTING: &[&str] = &[
+        "jobs_state",
+        "jobs_run_state",
+        "jobs_queue_state",
+        "jobs_kind_state",
+        "jobs_queue",
+        "jobs_kind",
+        "job_id_floor",
+    ];
+    name.starts_with("unique_windows")
+        || name.starts_with("paused_queues")
+        || JOB_LISTING.contains(&name)
 }
 
 fn open(dir: &Path) -> SqliteBackend {

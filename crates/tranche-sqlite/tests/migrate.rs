@@ -140,7 +140,7 @@ async fn a_version_3_database_gets_unique_windows() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,5 +185,5 @@ async fn a_version_3_database_gets_paused_queues_with_its_work_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
 }

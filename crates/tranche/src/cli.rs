@@ -88,8 +88,34 @@ pub enum Command {
         json: bool,
     },
     /// Re-run a run's failed jobs (fresh attempts) and the chain steps they blocked.
-    /// Succeeded and cancelled jobs are left as they are.
-    Retry { run: String },
+    /// Succeeded and cancelled jobs are left as they are. With --job, one failed or
+    /// cancelled job (and the cancelled chain steps after it).
+    Retry {
+        /// The run whose failed jobs to re-run.
+        #[arg(required_unless_present = "job", conflicts_with = "job")]
+        run: Option<String>,
+        /// Re-run this failed or cancelled job instead.
+        #[arg(long)]
+        job: Option<i64>,
+    },
+    /// Delete one ended job (succeeded, failed or cancelled) and its attempts; its
+    /// run's counters no longer count it. A job still queued or running: cancel it
+    /// first.
+    Delete {
+        /// The job to delete.
+        #[arg(long)]
+        job: i64,
+    },
+    /// Show one job: its state, arguments, result, and every failed attempt's error.
+    Job {
+        /// The job's id.
+        id: i64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List jobs by run, state, queue and kind (the filters combine), in id order.
+    Jobs(JobsArgs),
     /// Cancel a whole run, or one job (with the rest of its chain). Cancellation wins:
     /// nothing cancelled is started, running handlers are told to stop.
     Cancel {
@@ -160,6 +186,50 @@ pub enum Command {
     /// Work the contract-note steps of every night submitted to --broker, from the
     /// queues given (a machine role), until stopped (SIGTERM: finish or hand back).
     Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Only this run's jobs.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Only jobs in this state: pending, available, running, succeeded, failed or
+    /// cancelled.
+    #[arg(long, value_parser = crate::commands::parse_state)]
+    pub state: Option<tranche_types::JobState>,
+    /// Only this queue's jobs.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only jobs of this task kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Start after this job id (the `--after` a previous listing printed).
+    #[arg(long)]
+    pub after: Option<i64>,
+    /// How many jobs to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl JobsArgs {
+    /// The filters as arguments, for the hint that prints the next page's command.
+    pub fn filter_args(&self) -> String {
+        let mut out = String::new();
+        for (flag, value) in [
+            ("run", self.run.clone()),
+            ("state", self.state.map(|s| s.to_string())),
+            ("queue", self.queue.clone()),
+            ("kind", self.kind.clone()),
+        ] {
+            if let Some(v) = value {
+                out.push_str(&format!(" --{flag} {v}"));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Args)]

@@ -452,3 +452,90 @@ async fn pause_and_resume_a_queue() {
     assert!(!out.status.success());
     assert!(text(&out).1.contains("no Tranche data"), "{:?}", text(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_job_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    night(&data).await;
+
+    let out = tranche(&data, &["jobs", "--run", "night/1", "--json"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("jobs --json is JSON");
+    let jobs = v["jobs"].as_array().unwrap();
+    let id_in = |state: &str| {
+        jobs.iter()
+            .find(|j| j["state"] == state)
+            .map(|j| j["id"].as_i64().unwrap().to_string())
+            .unwrap_or_else(|| panic!("a {state} job in {v}"))
+    };
+    let (failed, succeeded, queued) = (id_in("failed"), id_in("succeeded"), id_in("available"));
+    assert_eq!(jobs.len(), 3);
+    assert!(v["next"].is_null());
+
+    let out = tranche(&data, &["jobs", "--state", "failed", "--kind", "note"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(stdout.lines().count(), 2, "a header and one job: {stdout}");
+    assert!(stdout.contains("bad PAN in clients.csv line 7"), "{stdout}");
+
+    // Paged: one at a time, with the command for the next page.
+    let out = tranche(&data, &["jobs", "--run", "night/1", "--limit", "1"]);
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains(&format!("jobs --run night/1 --after {failed}")),
+        "{stdout}"
+    );
+
+    let out = tranche(&data, &["job", &failed]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("failed") && stdout.contains("attempt  1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("retry --job {failed}")),
+        "the hint to retry it: {stdout}"
+    );
+
+    let out = tranche(&data, &["retry", "--job", &succeeded]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("failed or cancelled") && stderr.contains("succeeded"),
+        "{stderr}"
+    );
+    let out = tranche(&data, &["retry", "--job", &failed]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(text(&out)
+        .0
+        .starts_with(&format!("re-enqueued job {failed}")));
+
+    let out = tranche(&data, &["delete", "--job", &queued]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("available"), "{stderr}");
+    let out = tranche(&data, &["delete", "--job", &succeeded]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = tranche(&data, &["status", "night/1", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["progress"]["total"].as_u64(),
+            v["progress"]["succeeded"].as_u64()
+        ),
+        (Some(2), Some(0))
+    );
+    let out = tranche(&data, &["job", &succeeded]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("not found"));
+
+    let out = tranche(&data, &["jobs", "--state", "done"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("expected one of pending, available"),
+        "{stderr}"
+    );
+}

@@ -87,6 +87,13 @@ impl Live {
             .expect("GET")
     }
 
+    pub async fn delete(&self, path: &str) -> Response {
+        self.auth(self.client.delete(format!("{}{path}", self.base)))
+            .send()
+            .await
+            .expect("DELETE")
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Response {
         self.auth(self.client.post(format!("{}{path}", self.base)).json(body))
             .send()

@@ -7,6 +7,7 @@ mod engine_worker;
 mod errors;
 mod expiry;
 mod feed;
+mod jobs;
 mod live;
 mod metrics;
 mod openapi;

@@ -39,6 +39,11 @@ impl<'a> Checked<'a> {
         self.answer("get", template, resp, status).await
     }
 
+    async fn delete(&mut self, template: &str, path: &str, status: u16) -> Value {
+        let resp = self.server.delete(path).await;
+        self.answer("delete", template, resp, status).await
+    }
+
     async fn post(&mut self, template: &str, path: &str, body: Value, status: u16) -> Value {
         let op = self.operation("post", template).clone();
         let schema = &op["requestBody"]["content"]["application/json"]["schema"];
@@ -310,6 +315,41 @@ async fn real_requests_and_answers_match_the_document() {
         .await;
     c.get("/metrics", "/metrics", 200).await;
 
+    let kind = jobs[0]["kind"].as_str().unwrap();
+    let page = c
+        .get(
+            "/v1/jobs",
+            &format!("/v1/jobs?run=night%2F1&state=failed&queue=default&kind={kind}&limit=10"),
+            200,
+        )
+        .await;
+    let listed: Vec<i64> = page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(listed, [failed], "the one failed job of night/1");
+    c.get("/v1/jobs", "/v1/jobs?limit=2", 200).await;
+    c.post(
+        "/v1/jobs/{id}/retry",
+        &format!("/v1/jobs/{failed}/retry"),
+        Value::Null,
+        200,
+    )
+    .await;
+    c.post(
+        "/v1/jobs/{id}/retry",
+        &format!("/v1/jobs/{succeeded}/retry"),
+        Value::Null,
+        400,
+    )
+    .await;
+    c.delete("/v1/jobs/{id}", &format!("/v1/jobs/{succeeded}"), 200)
+        .await;
+    c.delete("/v1/jobs/{id}", &format!("/v1/jobs/{succeeded}"), 404)
+        .await;
+    c.get("/v1/jobs", "/v1/jobs?state=done", 400).await;
     c.post(
         "/v1/runs/{run}/retry",
         "/v1/runs/night%2F1/retry",

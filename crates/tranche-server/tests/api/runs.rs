@@ -114,6 +114,7 @@ async fn openapi_documents_every_route_and_each_answers() {
             let resp = match method.as_str() {
                 "get" => s.client.get(&url).send().await.unwrap(),
                 "post" => s.client.post(&url).json(&json!({})).send().await.unwrap(),
+                "delete" => s.client.delete(&url).send().await.unwrap(),
                 other => panic!("unexpected method {other}"),
             };
             let status = resp.status().as_u16();

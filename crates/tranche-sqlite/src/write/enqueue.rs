@@ -1,3 +1,4 @@
+use const_format::formatcp;
 use rusqlite::{params, OptionalExtension};
 use tranche_types::{
     BackendError, EnqueueItem, EnqueueRequest, Enqueued, JobId, JobSpec, JobState,
@@ -79,7 +80,7 @@ impl<'s> Bulk<'s> {
             // largest one are free.
             None => op
                 .conn
-                .prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM jobs")
+                .prepare_cached(NEXT_JOB_ID)
                 .and_then(|mut s| s.query_row([], |r| r.get(0)))
                 .map_err(db("allocate job ids"))?,
         };
@@ -146,6 +147,11 @@ impl<'s> Bulk<'s> {
         Ok(())
     }
 }
+
+/// The first free job id: past every job, and past every deleted one (see
+/// `job_id_floor` in migrations.rs), so an id never names two jobs.
+const NEXT_JOB_ID: &str = "SELECT MAX(COALESCE((SELECT MAX(id) FROM jobs), 0),
+                COALESCE((SELECT id FROM job_id_floor), 0)) + 1";
 
 fn bulk_insert_sql(rows: usize, per_row: usize) -> String {
     let p = rows * per_row;
@@ -265,9 +271,11 @@ fn insert(
     let available_at = spec.not_before.unwrap_or(op.now).max(op.now);
     op.conn
         .prepare_cached(
-            "INSERT INTO jobs (run_id, kind, queue, state, priority, max_attempts, available_at,
-                               created_at, next_id, group_id, unique_key, args)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            formatcp!(
+                "INSERT INTO jobs (id, run_id, kind, queue, state, priority, max_attempts, available_at,
+                                   created_at, next_id, group_id, unique_key, args)
+                 VALUES (({NEXT_JOB_ID}), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+            ),
         )
         .and_then(|mut s| {
             s.execute(params![

@@ -7,6 +7,7 @@ pub mod complete;
 pub mod enqueue;
 pub mod events;
 pub mod keys;
+pub mod one_job;
 pub mod pause;
 pub mod prune;
 pub mod reserve;
@@ -171,6 +172,15 @@ impl<'a> Op<'a> {
             run,
             state: to,
         });
+    }
+
+    /// A job of `run` in `state` was deleted: the run counts it no more. No feed event:
+    /// no job changed state.
+    pub fn forgot(&mut self, run: i64, state: JobState) {
+        let d = self.deltas.entry(run).or_default();
+        d.total -= 1;
+        d.add(state, -1);
+        self.touched.insert(run);
     }
 
     /// Wake waiters of every queue (when which queue is not known without a read).

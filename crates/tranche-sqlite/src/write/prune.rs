@@ -110,6 +110,9 @@ fn remove_jobs(op: &Op<'_>, run: i64, max: usize) -> OpResult<usize> {
         .conn
         .prepare_cached("DELETE FROM unique_windows WHERE job_id = ?1")
         .map_err(db("prune unique windows"))?;
+    if let Some(newest) = removed.iter().map(|&(id, _)| id).max() {
+        super::one_job::keep_deleted_id(op, newest)?;
+    }
     let mut last_group = None;
     for &(id, group) in &removed {
         errors.execute([id]).map_err(db("prune attempt errors"))?;

@@ -102,15 +102,7 @@ pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
         op.moved(*id, run, Some(JobState::Failed), JobState::Available);
         op.wake(queue);
         if let Some(group) = group {
-            // A group whose callback has not been released yet waits for this member
-            // again; one whose callback already ran keeps its single firing.
-            op.conn
-                .prepare_cached(formatcp!(
-                    "UPDATE groups SET remaining = remaining + 1
-                     WHERE id = ?1 AND (SELECT state FROM jobs WHERE id = groups.callback_id) = {PENDING}"
-                ))
-                .and_then(|mut s| s.execute([group]))
-                .map_err(db("reopen group"))?;
+            reopen_group(op, *group)?;
         }
     }
     let revived: Vec<i64> = op
@@ -126,4 +118,17 @@ pub fn retry_run(op: &mut Op<'_>, name: &RunName) -> OpResult<u64> {
     }
     op.touched.insert(run);
     Ok(failed.len() as u64 + revived.len() as u64)
+}
+
+/// A revived member: a group whose callback has not been released yet waits for it
+/// again; one whose callback already ran keeps its single firing.
+pub fn reopen_group(op: &mut Op<'_>, group: i64) -> OpResult<()> {
+    op.conn
+        .prepare_cached(formatcp!(
+            "UPDATE groups SET remaining = remaining + 1
+             WHERE id = ?1 AND (SELECT state FROM jobs WHERE id = groups.callback_id) = {PENDING}"
+        ))
+        .and_then(|mut s| s.execute([group]))
+        .map_err(db("reopen group"))?;
+    Ok(())
 }

@@ -1,4 +1,5 @@
 mod inspect;
+mod jobs;
 mod notes;
 mod notes_run;
 mod prune;
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+pub use jobs::parse_state;
 pub use prune::parse_before;
 
 use crate::bench;
@@ -26,7 +28,16 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             failures,
             json,
         } => inspect::status(at, &run, failures, json).await,
-        Command::Retry { run } => steer::retry(at, &run).await,
+        Command::Retry {
+            run: _,
+            job: Some(id),
+        } => jobs::retry(at, id).await,
+        Command::Retry { run, job: None } => {
+            steer::retry(at, run.as_deref().unwrap_or_default()).await
+        }
+        Command::Delete { job } => jobs::delete(at, job).await,
+        Command::Job { id, json } => jobs::show(at, id, json).await,
+        Command::Jobs(args) => jobs::list(at, args).await,
         Command::Cancel {
             run,
             job,
