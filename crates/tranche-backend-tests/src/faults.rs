@@ -14,7 +14,7 @@ use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
 
 /// The calls a test can script faults for.
@@ -289,5 +289,32 @@ impl Backend for Faulty {
         finish: u32,
     ) -> Result<bool, BackendError> {
         self.inner.claim_finish_hook(run, hook, finish).await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        self.inner.put_schedule(name, timing, spec, through).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        self.inner.delete_schedule(name).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.inner.schedules().await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        self.inner.fire_schedule(name, due, enqueue).await
     }
 }

@@ -23,6 +23,7 @@ pub mod outcomes;
 pub mod queues;
 pub mod reserve;
 pub mod runs;
+pub mod schedules;
 pub mod stats;
 pub mod worker;
 pub mod worker_faults;
@@ -75,6 +76,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     queues::all(make).await;
     stats::all(make).await;
     feed::all(make).await;
+    schedules::all(make).await;
     worker::all(make).await;
     worker_faults::all(make).await;
 }

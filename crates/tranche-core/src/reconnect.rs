@@ -19,6 +19,9 @@
 //!   `maybe_applied`, and decides (the engine bench counts what arrived).
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
+//! - Schedule declarations, removals and reads, always. Firing a schedule's due time
+//!   too: the claim and its enqueue are one transaction, so a repeat of one that
+//!   applied answers "already handled" and the job was enqueued once all the same.
 //!
 //! Once the process has been asked to stop ([`on_terminate`](crate::on_terminate)), a
 //! failed call is no longer tried again, so that a shutdown during an outage takes
@@ -32,7 +35,8 @@ use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
     EnqueueRequest, Enqueued, JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
+    Timestamp,
 };
 
 use tranche_backend::Backend;
@@ -375,6 +379,40 @@ impl Backend for Reconnecting {
     ) -> Result<bool, BackendError> {
         self.call(Repeat::IfNotApplied, || {
             self.inner.claim_finish_hook(run, hook, finish)
+        })
+        .await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.put_schedule(name, timing, spec, through)
+        })
+        .await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.delete_schedule(name))
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.call(Repeat::Always, || self.inner.schedules()).await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.fire_schedule(name, due, enqueue.clone())
         })
         .await
     }

@@ -47,6 +47,12 @@ impl Keys {
     pub fn feed_seq(&self) -> String {
         format!("{}seq:ev", self.prefix)
     }
+    pub fn schedules(&self) -> String {
+        format!("{}schs", self.prefix)
+    }
+    pub fn schedule(&self, name: &str) -> String {
+        format!("{}sch:{name}", self.prefix)
+    }
     pub fn wake_channel(&self) -> String {
         format!("{}wake", self.prefix)
     }

@@ -56,6 +56,16 @@ fn bounds() -> String {
 }
 
 macro_rules! script {
+    // A guard run before another script's body, in one script (`fire_schedule.lua`).
+    ($guard:literal + $file:literal) => {
+        Script::new(&format!(
+            "{}\n{}\n{}\n{}",
+            prelude(),
+            include_str!("scripts/common.lua"),
+            include_str!(concat!("scripts/", $guard)),
+            include_str!(concat!("scripts/", $file))
+        ))
+    };
     ($file:literal) => {
         Script::new(&format!(
             "{}\n{}\n{}",
@@ -79,6 +89,9 @@ pub struct Scripts {
     pub record_effect: Script,
     pub claim_finish_hook: Script,
     pub read_jobs: Script,
+    pub put_schedule: Script,
+    pub delete_schedule: Script,
+    pub fire_schedule: Script,
 }
 
 impl Scripts {
@@ -96,6 +109,9 @@ impl Scripts {
             record_effect: script!("record_effect.lua"),
             claim_finish_hook: script!("claim_finish_hook.lua"),
             read_jobs: script!("read_jobs.lua"),
+            put_schedule: script!("put_schedule.lua"),
+            delete_schedule: script!("delete_schedule.lua"),
+            fire_schedule: script!("fire_schedule.lua" + "enqueue.lua"),
         }
     }
 }

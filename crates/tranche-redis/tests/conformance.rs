@@ -62,7 +62,7 @@ macro_rules! area {
 
 area!(
     make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker, worker_faults
+    feed, worker, worker_faults, schedules
 );
 
 /// The suite again through `tranche_core::Reconnecting`, which the long-running
@@ -81,7 +81,7 @@ mod reconnecting {
 
     area!(
         make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
-        effects, queues, stats, feed, worker, worker_faults
+        effects, queues, stats, feed, worker, worker_faults, schedules
     );
 }
 

@@ -16,6 +16,7 @@
 mod error;
 mod migrations;
 mod read;
+mod schedules;
 mod schema;
 mod states;
 mod write;
@@ -33,7 +34,7 @@ use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobId, JobRecord, LeaseRef, LockClaim, QueueDepth, QueueStats,
-    ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
 
 use error::AtPath;
@@ -391,6 +392,50 @@ impl Backend for SqliteBackend {
             run,
             hook,
             finish,
+            reply,
+        })
+        .await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        let (name, timing, spec) = (name.to_string(), timing.to_string(), spec.to_string());
+        self.call(|reply| Command::PutSchedule {
+            name,
+            timing,
+            spec,
+            through,
+            reply,
+        })
+        .await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        let name = name.to_string();
+        self.call(|reply| Command::DeleteSchedule { name, reply })
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.read(schedules::list).await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        let name = name.to_string();
+        self.call(|reply| Command::FireSchedule {
+            name,
+            due,
+            enqueue,
             reply,
         })
         .await

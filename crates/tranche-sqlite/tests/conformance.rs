@@ -53,7 +53,8 @@ area!(
     stats,
     feed,
     worker,
-    worker_faults
+    worker_faults,
+    schedules
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,6 +36,7 @@ mod ids;
 mod job;
 mod outcome;
 mod run;
+mod schedule;
 mod state;
 mod stats;
 
@@ -49,5 +50,6 @@ pub use job::{
 };
 pub use outcome::Outcome;
 pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
+pub use schedule::StoredSchedule;
 pub use state::JobState;
 pub use stats::{latency_bucket, Histogram, QueueStats, LATENCY_BUCKETS_MS, LATENCY_BUCKETS_US};

@@ -8,6 +8,7 @@ pub mod enqueue;
 pub mod events;
 pub mod keys;
 pub mod reserve;
+pub mod schedules;
 pub mod stats;
 pub mod steer;
 
