@@ -128,3 +128,15 @@ pub fn resolve(zone: &Tz, local: NaiveDateTime) -> Option<Timestamp> {
 fn to_utc(t: Timestamp) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_micros(t.micros())
 }
+
+/// `t` as a wall-clock time in the IANA zone `zone` (`2026-05-04 18:00 IST`), for
+/// listings; `None` for an unknown zone.
+pub fn local_time(zone: &str, t: Timestamp) -> Option<String> {
+    let zone = Tz::from_str(zone).ok()?;
+    Some(
+        to_utc(t)?
+            .with_timezone(&zone)
+            .format("%Y-%m-%d %H:%M %Z")
+            .to_string(),
+    )
+}
