@@ -14,7 +14,8 @@ use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
+    Timestamp,
 };
 
 /// The calls a test can script faults for.
@@ -322,5 +323,32 @@ impl Backend for Faulty {
         limit: usize,
     ) -> Result<JobPage, BackendError> {
         self.inner.list_jobs(filter, after, limit).await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        self.inner.put_schedule(name, timing, spec, through).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        self.inner.delete_schedule(name).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.inner.schedules().await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        self.inner.fire_schedule(name, due, enqueue).await
     }
 }

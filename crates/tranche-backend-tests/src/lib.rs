@@ -26,6 +26,7 @@ pub mod queues;
 pub mod reserve;
 pub mod retention;
 pub mod runs;
+pub mod schedules;
 pub mod stats;
 pub mod unique;
 pub mod worker;
@@ -79,6 +80,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     queues::all(make).await;
     stats::all(make).await;
     feed::all(make).await;
+    schedules::all(make).await;
     worker::all(make).await;
     worker_faults::all(make).await;
     unique::all(make).await;

@@ -7,7 +7,8 @@ use crate::Hints;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
+    Timestamp,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -239,4 +240,39 @@ pub trait Backend: Send + Sync + 'static {
         after: Option<JobId>,
         limit: usize,
     ) -> Result<JobPage, BackendError>;
+
+    /// Declare a schedule, or re-declare one of that name. A new one, or one whose
+    /// `timing` differs from the stored one, is stored with `through` as given and no
+    /// last fire (due times of an old timing never fire late under a new one); a
+    /// re-declaration with the same timing replaces only `spec`, keeping what has been
+    /// fired. Returns true when `through` was set. A repeat changes nothing more.
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError>;
+
+    /// Remove a schedule; false if there was none. Jobs it enqueued stay.
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError>;
+
+    /// Every schedule, sorted by name. O(schedules).
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError>;
+
+    /// Handle due time `due` of schedule `name`, for exactly one caller however many
+    /// processes race: atomically, if `due` is later than the schedule's `through`,
+    /// set `through` to `due` and, with `enqueue`, enqueue it (as [`Backend::enqueue`])
+    /// and set `last_fired` to `due`, all in one transaction. Returns the enqueue's
+    /// result (empty without `enqueue`: a skipped due time), or `None`, with nothing
+    /// changed, when `due` was already handled (or a later one was) or there is no such
+    /// schedule. An invalid `enqueue` fails the whole call and leaves `through` as it
+    /// was. A repeat after the call applied answers `None`: the due time was handled
+    /// once, which is what matters; only the caller's report of it is lost.
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError>;
 }

@@ -7,7 +7,8 @@ use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, Timestamp,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
+    Timestamp,
 };
 
 use crate::reconnect::{Outage, Reconnecting};
@@ -228,6 +229,42 @@ impl Client {
         finish: u32,
     ) -> Result<bool, BackendError> {
         self.backend.claim_finish_hook(run, hook, finish).await
+    }
+
+    /// Declare (or re-declare) a schedule. A new one, or a changed `timing`, starts
+    /// counting due times after `through`; the same timing keeps what was fired and
+    /// replaces only `spec`. True when `through` was set. Applications use
+    /// `tranche_schedule`, which fills these in from a declaration.
+    pub async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        self.backend.put_schedule(name, timing, spec, through).await
+    }
+
+    /// Remove a schedule; false if there was none.
+    pub async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        self.backend.delete_schedule(name).await
+    }
+
+    /// Every schedule as stored, sorted by name.
+    pub async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.backend.schedules().await
+    }
+
+    /// Handle a schedule's due time once across every process: if `due` is later than
+    /// the schedule's `through`, advance it and enqueue `enqueue` (if any) in the same
+    /// transaction. `None` (nothing changed) when it was already handled.
+    pub async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        self.backend.fire_schedule(name, due, enqueue).await
     }
 
     /// Lease up to `req.max` runnable jobs of a queue, waiting up to `req.wait` for one.

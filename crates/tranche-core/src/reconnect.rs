@@ -28,6 +28,9 @@
 //!   job is available by then). A job delete is repeated: a repeat answers false.
 //! - A finish-hook claim likewise: repeating one that did apply would answer "someone
 //!   else claimed it", and nobody would run the hook.
+//! - Schedule declarations, removals and reads, always. Firing a schedule's due time
+//!   too: the claim and its enqueue are one transaction, so a repeat of one that
+//!   applied answers "already handled" and the job was enqueued once all the same.
 //!
 //! Once the process has been asked to stop ([`on_terminate`](crate::on_terminate)), a
 //! failed call is no longer tried again, so that a shutdown during an outage takes
@@ -42,7 +45,7 @@ use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
     EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
     LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
-    Timestamp,
+    StoredSchedule, Timestamp,
 };
 
 use tranche_backend::Backend;
@@ -427,6 +430,40 @@ impl Backend for Reconnecting {
     ) -> Result<JobPage, BackendError> {
         self.call(Repeat::Always, || {
             self.inner.list_jobs(filter, after, limit)
+        })
+        .await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.put_schedule(name, timing, spec, through)
+        })
+        .await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.delete_schedule(name))
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.call(Repeat::Always, || self.inner.schedules()).await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        self.call(Repeat::Always, || {
+            self.inner.fire_schedule(name, due, enqueue.clone())
         })
         .await
     }

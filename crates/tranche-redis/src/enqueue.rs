@@ -59,6 +59,21 @@ pub async fn enqueue(
     b: &RedisBackend,
     req: &EnqueueRequest,
 ) -> Result<Vec<Enqueued>, BackendError> {
+    let mut inv = b.invoke(&b.scripts.enqueue);
+    push_request(&mut inv, req)?;
+    let out: Vec<String> = inv
+        .invoke_async(&mut b.conn())
+        .await
+        .map_err(store("enqueue"))?;
+    enqueued(&out, req.items.len())
+}
+
+/// Check `req`, then add its arguments as `enqueue.lua` reads them (shared with
+/// `fire_schedule.lua`, which enqueues through the same code).
+pub(crate) fn push_request(
+    inv: &mut ScriptInvocation<'_>,
+    req: &EnqueueRequest,
+) -> Result<(), BackendError> {
     req.check_unique_windows()?;
     if let Some(spec) = &req.on_done {
         check(spec)?;
@@ -88,41 +103,41 @@ pub async fn enqueue(
             }
         }
     }
-    let mut inv = b.invoke(&b.scripts.enqueue);
     inv.arg(req.run.as_str());
     match &req.on_done {
         Some(spec) => {
             inv.arg("1");
-            push_spec(&mut inv, spec);
+            push_spec(inv, spec);
         }
         None => {
             inv.arg("0");
-            push_spec(&mut inv, &JobSpec::new("-", "null"));
+            push_spec(inv, &JobSpec::new("-", "null"));
         }
     }
     for item in &req.items {
         match item {
             EnqueueItem::Job(spec) => {
                 inv.arg("c").arg(1);
-                push_spec(&mut inv, spec);
+                push_spec(inv, spec);
             }
             EnqueueItem::Chain(steps) => {
                 inv.arg("c").arg(steps.len());
-                steps.iter().for_each(|s| push_spec(&mut inv, s));
+                steps.iter().for_each(|s| push_spec(inv, s));
             }
             EnqueueItem::Group { members, callback } => {
                 inv.arg("g").arg(members.len());
-                members.iter().for_each(|s| push_spec(&mut inv, s));
-                push_spec(&mut inv, callback);
+                members.iter().for_each(|s| push_spec(inv, s));
+                push_spec(inv, callback);
             }
         }
     }
-    let out: Vec<String> = inv
-        .invoke_async(&mut b.conn())
-        .await
-        .map_err(store("enqueue"))?;
+    Ok(())
+}
+
+/// The enqueue script's reply, for a request of `items` items.
+pub(crate) fn enqueued(out: &[String], items: usize) -> Result<Vec<Enqueued>, BackendError> {
     let mut it = out.iter();
-    let mut result = Vec::with_capacity(req.items.len());
+    let mut result = Vec::with_capacity(items);
     let bad = || BackendError::store("enqueue", "unexpected reply from the enqueue script");
     // Per item: existed, first id, count (its ids are consecutive).
     while let Some(existed) = it.next() {
@@ -133,7 +148,7 @@ pub async fn enqueue(
             existed: existed == "1",
         });
     }
-    if result.len() != req.items.len() {
+    if result.len() != items {
         return Err(bad());
     }
     Ok(result)

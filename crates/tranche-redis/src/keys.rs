@@ -51,6 +51,12 @@ impl Keys {
     pub fn paused(&self) -> String {
         format!("{}paused", self.prefix)
     }
+    pub fn schedules(&self) -> String {
+        format!("{}schs", self.prefix)
+    }
+    pub fn schedule(&self, name: &str) -> String {
+        format!("{}sch:{name}", self.prefix)
+    }
     pub fn wake_channel(&self) -> String {
         format!("{}wake", self.prefix)
     }

@@ -43,6 +43,8 @@
 //! - `P feed` the change feed (stream, one entry per script holding its events,
 //!   entry id = its last event's seq), `P seq:*` counters,
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
+//! - `P sch:<name>` a schedule (hash: timing, spec, through, fired), `P schs` the
+//!   names of schedules (set); both kept until the schedule is deleted.
 //!
 //! Memory stays bounded: ended jobs (a bucket at a time: the retention after the last
 //! of its thousand jobs ended, so one job that never ends keeps its bucket's thousand),
@@ -76,6 +78,7 @@ mod prune;
 mod read;
 mod redact;
 mod reserve;
+mod schedules;
 mod scripts;
 mod stats;
 mod steer;
@@ -90,8 +93,8 @@ use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
-    Timestamp,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
+    SystemClock, Timestamp,
 };
 
 pub(crate) use failure::store;
@@ -416,5 +419,32 @@ impl Backend for RedisBackend {
         limit: usize,
     ) -> Result<JobPage, BackendError> {
         one_job::list_jobs(self, filter, after, limit).await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        schedules::put(self, name, timing, spec, through).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        schedules::delete(self, name).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        schedules::list(self).await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        schedules::fire(self, name, due, enqueue.as_ref()).await
     }
 }

@@ -56,6 +56,16 @@ fn bounds() -> String {
 }
 
 macro_rules! script {
+    // A guard run before another script's body, in one script (`fire_schedule.lua`).
+    ($guard:literal + $file:literal) => {
+        Script::new(&format!(
+            "{}\n{}\n{}\n{}",
+            prelude(),
+            include_str!("scripts/common.lua"),
+            include_str!(concat!("scripts/", $guard)),
+            include_str!(concat!("scripts/", $file))
+        ))
+    };
     ($file:literal) => {
         Script::new(&format!(
             "{}\n{}\n{}",
@@ -85,6 +95,9 @@ pub struct Scripts {
     pub retry_job: Script,
     pub delete_job: Script,
     pub list_jobs: Script,
+    pub put_schedule: Script,
+    pub delete_schedule: Script,
+    pub fire_schedule: Script,
 }
 
 impl Scripts {
@@ -108,6 +121,9 @@ impl Scripts {
             retry_job: script!("retry_job.lua"),
             delete_job: script!("delete_job.lua"),
             list_jobs: script!("list_jobs.lua"),
+            put_schedule: script!("put_schedule.lua"),
+            delete_schedule: script!("delete_schedule.lua"),
+            fire_schedule: script!("fire_schedule.lua" + "enqueue.lua"),
         }
     }
 }

@@ -62,7 +62,7 @@ macro_rules! area {
 
 area!(
     make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker, worker_faults, unique, retention, pause, jobs
+    feed, worker, worker_faults, unique, retention, pause, jobs, schedules
 );
 
 /// A resume wakes a reserve waiting on the queue through the wake channel, not its
@@ -117,7 +117,7 @@ mod reconnecting {
 
     area!(
         make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
-        effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs
+        effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules
     );
 }
 

@@ -18,6 +18,7 @@ mod migrations;
 mod read;
 mod read_jobs;
 mod retention;
+mod schedules;
 mod schema;
 mod states;
 mod write;
@@ -35,8 +36,8 @@ use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
     JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, SystemClock,
-    Timestamp,
+    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
+    SystemClock, Timestamp,
 };
 
 use error::AtPath;
@@ -458,5 +459,49 @@ impl Backend for SqliteBackend {
         let filter = filter.clone();
         self.read(move |c| read_jobs::list_jobs(c, &filter, after, limit))
             .await
+    }
+
+    async fn put_schedule(
+        &self,
+        name: &str,
+        timing: &str,
+        spec: &str,
+        through: Timestamp,
+    ) -> Result<bool, BackendError> {
+        let (name, timing, spec) = (name.to_string(), timing.to_string(), spec.to_string());
+        self.call(|reply| Command::PutSchedule {
+            name,
+            timing,
+            spec,
+            through,
+            reply,
+        })
+        .await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {
+        let name = name.to_string();
+        self.call(|reply| Command::DeleteSchedule { name, reply })
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, BackendError> {
+        self.read(schedules::list).await
+    }
+
+    async fn fire_schedule(
+        &self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        let name = name.to_string();
+        self.call(|reply| Command::FireSchedule {
+            name,
+            due,
+            enqueue,
+            reply,
+        })
+        .await
     }
 }

@@ -77,6 +77,23 @@ pub enum Command {
     },
     PauseQueue(String, Reply<bool>),
     ResumeQueue(String, Reply<bool>),
+    PutSchedule {
+        name: String,
+        timing: String,
+        spec: String,
+        through: Timestamp,
+        reply: Reply<bool>,
+    },
+    DeleteSchedule {
+        name: String,
+        reply: Reply<bool>,
+    },
+    FireSchedule {
+        name: String,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+        reply: Reply<Option<Vec<Enqueued>>>,
+    },
 }
 
 /// Sends a command's answer once the transaction's fate is known; returns leases that
@@ -481,6 +498,35 @@ fn apply(
         Command::ResumeQueue(queue, reply) => answer(
             reply,
             step(conn, now, cache, fx, |op| write::pause::resume(op, &queue)),
+        ),
+        Command::PutSchedule {
+            name,
+            timing,
+            spec,
+            through,
+            reply,
+        } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                write::schedules::put(op, &name, &timing, &spec, through)
+            }),
+        ),
+        Command::DeleteSchedule { name, reply } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                write::schedules::delete(op, &name)
+            }),
+        ),
+        Command::FireSchedule {
+            name,
+            due,
+            enqueue,
+            reply,
+        } => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                write::schedules::fire(op, &name, due, enqueue.as_ref())
+            }),
         ),
     }
 }

@@ -57,7 +57,8 @@ area!(
     unique,
     retention,
     pause,
-    jobs
+    jobs,
+    schedules
 );
 
 /// A resume wakes a reserve waiting on the queue, not its poll: here idle reserves

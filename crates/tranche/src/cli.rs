@@ -186,6 +186,32 @@ pub enum Command {
     /// Work the contract-note steps of every night submitted to --broker, from the
     /// queues given (a machine role), until stopped (SIGTERM: finish or hand back).
     Worker(WorkerArgs),
+    /// Declare or remove schedules (periodic and one-off jobs). Every `tranche worker`
+    /// and `tranche server` fires them, exactly once per due time between them.
+    #[command(subcommand)]
+    Schedule(ScheduleCmd),
+    /// List schedules with their next due times.
+    Schedules {
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCmd {
+    /// Declare the schedules of a TOML file (`[[schedule]]` tables: name, cron or at,
+    /// zone, skip_missed, kind, queue, args, max_attempts, priority, run). A schedule
+    /// declared again with the same timing keeps what it has fired.
+    Apply {
+        /// The schedule file.
+        file: PathBuf,
+    },
+    /// Remove a schedule (jobs it enqueued stay).
+    Delete {
+        /// The schedule's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod one_job;
 pub mod pause;
 pub mod prune;
 pub mod reserve;
+pub mod schedules;
 pub mod stats;
 pub mod steer;
 pub mod unique;

@@ -4,6 +4,7 @@ mod notes;
 mod notes_run;
 mod prune;
 mod queues;
+mod schedule;
 mod server;
 mod steer;
 mod wait;
@@ -17,7 +18,8 @@ pub use jobs::parse_state;
 pub use prune::parse_before;
 
 use crate::bench;
-use crate::cli::{Bench, Cli, Command, Notes};
+use crate::cli::{Bench, Cli, Command, Notes, ScheduleCmd};
+pub use schedule::spawn_scheduler;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let at = &cli.data;
@@ -58,6 +60,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(Bench::Server(args)) => bench::server(at, args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
+        Command::Schedule(ScheduleCmd::Apply { file }) => schedule::apply(at, &file).await,
+        Command::Schedule(ScheduleCmd::Delete { name }) => schedule::delete(at, &name).await,
+        Command::Schedules { json } => schedule::list(at, json).await,
         Command::Notes(Notes::Generate {
             clients,
             date,

@@ -9,7 +9,7 @@ use tranche_server::{QueueLimits, ServerConfig, Tokens};
 
 use crate::cli::DataArgs;
 use crate::cli::ServerArgs;
-use crate::data::open;
+use crate::data::{open, riding_outages};
 
 pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
     let mut tokens = Tokens::default();
@@ -47,6 +47,9 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
     );
     std::io::stdout().flush()?;
     let stop = tranche_core::on_terminate();
-    tranche_server::serve(listener, backend, config, stop).await?;
+    let scheduler = super::spawn_scheduler(riding_outages(backend.clone(), at), &stop);
+    tranche_server::serve(listener, backend, config, stop.clone()).await?;
+    stop.cancel();
+    let _ = scheduler.await;
     Ok(ExitCode::SUCCESS)
 }

@@ -26,6 +26,7 @@ pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     let store = open_store(&options)?;
     let steps = setup(&options, store)?;
     let backend = riding_outages(open(at).await?, at);
+    let schedules = backend.clone();
     let counts = Arc::new(StepCounts::default());
     let worker = options
         .workers
@@ -43,7 +44,10 @@ pub async fn worker(at: &DataArgs, args: WorkerArgs) -> Result<ExitCode> {
     }
     eprintln!("{}", notes.join("; "));
     let stop = tranche_core::on_terminate();
-    worker.run(stop).await?;
+    let scheduler = super::spawn_scheduler(schedules, &stop);
+    worker.run(stop.clone()).await?;
+    stop.cancel();
+    let _ = scheduler.await;
     steps.source.mailer.close().await;
     eprintln!("tranche worker stopped: {}", counts.summary());
     Ok(ExitCode::SUCCESS)
