@@ -18,18 +18,9 @@ const VERSION: i64 = 6;
 
 /// What the migrations after version 3 add to `sqlite_master`.
 fn added_after_v3(name: &str) -> bool {
-    const JOB_LISTING: &[&str] = &[
-        "jobs_state",
-        "jobs_run_state",
-        "jobs_queue_state",
-        "jobs_kind_state",
-        "jobs_queue",
-        "jobs_kind",
-        "job_id_floor",
-    ];
     name.starts_with("unique_windows")
         || name.starts_with("paused_queues")
-        || JOB_LISTING.contains(&name)
+        || name == "job_id_floor"
 }
 
 fn open(dir: &Path) -> SqliteBackend {
