@@ -231,9 +231,9 @@ pub trait Backend: Send + Sync + 'static {
     /// A page of the jobs that `filter` keeps, ids increasing, after `after`, at most
     /// `limit`, and where the next page starts. Keyset pagination: jobs enqueued while
     /// paging get higher ids, so a listing never skips or repeats a job that exists
-    /// throughout. Each call's work is bounded (an index range read, or a bounded
-    /// scan on backends without an index for the filter), so a page may be short while
-    /// `next` still says more may follow.
+    /// throughout. Each call's work is bounded (a window of ids after the cursor, no
+    /// index kept for listing: an index per filter would tax every state change of the
+    /// bulk path), so a page may be short while `next` still says more may follow.
     async fn list_jobs(
         &self,
         filter: &JobFilter,
