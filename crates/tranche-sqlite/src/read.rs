@@ -100,12 +100,9 @@ pub fn job(conn: &Connection, id: JobId) -> OpResult<Option<JobRecord>> {
         .and_then(|mut s| {
             s.query_row([id.0], |r| {
                 let state: i64 = r.get(4)?;
-                let run: String = r.get(1)?;
                 Ok(JobRecord {
                     id: JobId(r.get(0)?),
-                    run: RunName::new(run).map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
-                    })?,
+                    run: run_name(r, 1)?,
                     kind: r.get(2)?,
                     queue: r.get(3)?,
                     state: JobState::from_code(state).unwrap_or(JobState::Failed),
@@ -240,4 +237,13 @@ pub fn queue_depths(conn: &Connection) -> OpResult<Vec<QueueDepth>> {
         }
     }
     Ok(by_queue.into_values().collect())
+}
+
+/// The run name in column `at`: a stored name that no longer passes `RunName`'s rules
+/// is a conversion error of that column, not a panic.
+pub(crate) fn run_name(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<RunName> {
+    let run: String = r.get(at)?;
+    RunName::new(run).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Text, Box::new(e))
+    })
 }

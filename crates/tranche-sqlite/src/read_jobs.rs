@@ -6,7 +6,7 @@
 //! window ran out first; its cursor then says where the next window starts.
 
 use rusqlite::{Connection, OptionalExtension, ToSql};
-use tranche_types::{JobFilter, JobId, JobPage, JobState, JobSummary, RunName, Timestamp};
+use tranche_types::{JobFilter, JobId, JobPage, JobState, JobSummary, Timestamp};
 
 use crate::write::{db, OpResult};
 
@@ -99,13 +99,10 @@ fn page_sql(run: bool, state: bool, queue: bool, kind: bool) -> String {
 }
 
 fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobSummary> {
-    let run: String = r.get(1)?;
     let state: i64 = r.get(4)?;
     Ok(JobSummary {
         id: JobId(r.get(0)?),
-        run: RunName::new(run).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
-        })?,
+        run: crate::read::run_name(r, 1)?,
         kind: r.get(2)?,
         queue: r.get(3)?,
         state: JobState::from_code(state).unwrap_or(JobState::Failed),

@@ -1,7 +1,11 @@
 //! The `tranche` binary as an operator uses it, against a real data directory.
 
+mod support;
+
+use support::{streams as text, tranche_on as tranche};
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use tranche_core::Client;
@@ -9,23 +13,6 @@ use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_types::{
     Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution, RunName,
 };
-
-fn tranche(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .env_remove("TRANCHE_DATA")
-        .output()
-        .expect("run tranche")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 /// A run with one failed, one succeeded and one queued job.
 async fn night(data: &Path) {

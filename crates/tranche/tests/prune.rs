@@ -2,8 +2,11 @@
 //! removes nothing; the real one removes finished runs before the date and never an
 //! unfinished one; a bad or future date is a clear error.
 
+mod support;
+
+use support::{streams as text, tranche_on as tranche};
+
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,23 +16,6 @@ use tranche_types::{
     Completion, EnqueueItem, EnqueueRequest, JobSpec, ManualClock, ReserveRequest, Resolution,
     RunName, Timestamp,
 };
-
-fn tranche(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .env_remove("TRANCHE_DATA")
-        .output()
-        .expect("run tranche")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 /// On 2020-06-01 (UTC): `old/1` worked to the end (two jobs), `open/1` never worked.
 async fn two_runs(data: &Path) {

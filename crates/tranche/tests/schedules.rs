@@ -1,19 +1,12 @@
 //! `tranche schedule apply`, `tranche schedules` and the scheduler that `tranche
 //! server` runs, as an operator uses them against a real data directory.
 
-use std::path::Path;
+mod support;
+
+use support::tranche_on as tranche;
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn tranche(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .env_remove("TRANCHE_DATA")
-        .output()
-        .expect("run tranche")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

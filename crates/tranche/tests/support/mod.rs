@@ -29,6 +29,24 @@ pub fn tranche() -> Command {
     c
 }
 
+/// `tranche --data DATA ARGS…`, run to its end: the steer and inspect commands.
+pub fn tranche_on(data: &Path, args: &[&str]) -> Output {
+    tranche()
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run tranche")
+}
+
+/// A finished command's stdout and stderr, as text.
+pub fn streams(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "status {:?}\n--- stdout\n{}--- stderr\n{}",
