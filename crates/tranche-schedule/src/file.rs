@@ -18,14 +18,13 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, NaiveDateTime};
 use serde::Deserialize;
 use toml::Spanned;
 use tranche_types::{JobSpec, Timestamp};
 
 use crate::error::{FileError, Invalid, ScheduleError};
 use crate::schedule::{Schedule, ScheduledJob, When};
-use crate::timing::{parse_zone, resolve};
+use crate::timing::parse_at;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -184,31 +183,13 @@ fn schedule(e: &Entry) -> Result<Schedule, Invalid> {
     })
 }
 
-/// A one-off time: with an offset (`2026-05-01T09:00:00+05:30`, `…Z`), or a wall-clock
-/// time read in `zone` by the same daylight-saving rule as cron times.
+/// A one-off time, as TOML writes it (a date-time value or a string): see
+/// [`parse_at`].
 fn instant(value: &toml::Value, zone: &str) -> Result<Timestamp, Invalid> {
     let text = match value {
         toml::Value::String(s) => s.clone(),
         toml::Value::Datetime(d) => d.to_string(),
         other => other.to_string(),
     };
-    let bad = || Invalid {
-        field: "at",
-        expected: "a date and time such as 2026-05-01T09:00:00 (in zone) or \
-                   2026-05-01T09:00:00+05:30"
-            .into(),
-        got: format!("{text:?}"),
-    };
-    if let Ok(t) = DateTime::parse_from_rfc3339(&text) {
-        return Ok(Timestamp(t.timestamp_micros()));
-    }
-    let naive = [
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M",
-    ]
-    .iter()
-    .find_map(|f| NaiveDateTime::parse_from_str(&text, f).ok())
-    .ok_or_else(bad)?;
-    resolve(&parse_zone(zone)?, naive).ok_or_else(bad)
+    parse_at(&text, zone)
 }

@@ -106,6 +106,32 @@ pub fn parse_zone(zone: &str) -> Result<Tz, Invalid> {
     })
 }
 
+/// A one-off time (a schedule's `at`): with an offset (`2026-05-01T09:00:00+05:30`,
+/// `…Z`), or a wall-clock time read in the IANA zone `zone` by the same
+/// daylight-saving rule as cron times. Shared by schedule files and the HTTP API so
+/// both accept the same texts.
+pub fn parse_at(text: &str, zone: &str) -> Result<Timestamp, Invalid> {
+    let bad = || Invalid {
+        field: "at",
+        expected: "a date and time such as 2026-05-01T09:00:00 (in zone) or \
+                   2026-05-01T09:00:00+05:30"
+            .into(),
+        got: format!("{text:?}"),
+    };
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(Timestamp(t.timestamp_micros()));
+    }
+    let naive = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())
+    .ok_or_else(bad)?;
+    resolve(&parse_zone(zone)?, naive).ok_or_else(bad)
+}
+
 /// A wall-clock time in `zone` as an instant, by the module's rule: a time in a gap
 /// is the first instant after it, a repeated time its first occurrence.
 pub fn resolve(zone: &Tz, local: NaiveDateTime) -> Option<Timestamp> {

@@ -8,7 +8,7 @@
 //! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; jobs
 //!   by run, state, queue and kind, paged; retry a run or a job; cancel a job, chain
 //!   or run; delete an ended job; prune finished runs past a date; pause and resume a
-//!   queue.
+//!   queue; declare, list and remove schedules.
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
@@ -47,6 +47,7 @@ mod personal_data;
 mod prune;
 mod queue_stats;
 mod runs;
+mod schedules;
 mod state;
 mod submit;
 mod telemetry;
@@ -54,7 +55,7 @@ mod wire;
 mod workers;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -93,6 +94,9 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("GET", "/v1/jobs", get(jobs::list)),
         ("POST", "/v1/jobs/{id}/retry", post(jobs::retry)),
         ("DELETE", "/v1/jobs/{id}", delete(jobs::delete)),
+        ("GET", "/v1/schedules", get(schedules::list)),
+        ("PUT", "/v1/schedules/{name}", put(schedules::put)),
+        ("DELETE", "/v1/schedules/{name}", delete(schedules::delete)),
         ("GET", "/v1/events", get(events::events)),
         ("POST", "/v1/workers/poll", post(workers::poll)),
         ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),

@@ -16,7 +16,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::{auth, dashboard, events, jobs, pause, prune, runs, submit, telemetry, workers};
+use crate::{
+    auth, dashboard, events, jobs, pause, prune, runs, schedules, submit, telemetry, workers,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -61,6 +63,9 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         jobs::list,
         jobs::retry,
         jobs::delete,
+        schedules::list,
+        schedules::put,
+        schedules::delete,
         events::events,
         workers::poll,
         workers::heartbeat,
@@ -73,6 +78,7 @@ A request whose headers or body do not arrive within the server's timeouts is cu
     tags(
         (name = "submit", description = "Submit jobs, chains, groups and batches."),
         (name = "runs", description = "Read and steer runs and jobs."),
+        (name = "schedules", description = "Declare, list and remove schedules (cron or one-off jobs)."),
         (name = "feed", description = "The change feed of job states."),
         (name = "workers", description = "Remote workers: the only endpoints a worker token may use."),
         (name = "service", description = "The dashboard, health, readiness and metrics."),
@@ -135,6 +141,7 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut O
     [
         ("get", item.get.as_mut()),
         ("post", item.post.as_mut()),
+        ("put", item.put.as_mut()),
         ("delete", item.delete.as_mut()),
     ]
     .into_iter()
@@ -163,7 +170,7 @@ fn add_shared_answers(path: &str, method: &str, op: &mut Operation) {
         );
         add(503, "The backend is unavailable: retry later");
         // Writes: a delete grows the file's journal too.
-        if method == "post" || method == "delete" {
+        if method == "post" || method == "put" || method == "delete" {
             add(
                 507,
                 "The backend's disk is full: retry once an operator has freed space",

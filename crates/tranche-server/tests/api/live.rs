@@ -101,6 +101,13 @@ impl Live {
             .expect("POST")
     }
 
+    pub async fn put(&self, path: &str, body: &Value) -> Response {
+        self.auth(self.client.put(format!("{}{path}", self.base)).json(body))
+            .send()
+            .await
+            .expect("PUT")
+    }
+
     pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Response {
         self.auth(
             self.client

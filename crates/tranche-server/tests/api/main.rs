@@ -15,6 +15,7 @@ mod pause;
 mod personal_data;
 mod prune;
 mod runs;
+mod schedules;
 mod slow_clients;
 mod submit;
 mod unique_for;

@@ -56,6 +56,16 @@ impl<'a> Checked<'a> {
         self.answer("post", template, resp, status).await
     }
 
+    async fn put(&mut self, template: &str, path: &str, body: Value, status: u16) -> Value {
+        let op = self.operation("put", template).clone();
+        let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+        if status < 400 {
+            self.validate(schema, &body, &format!("PUT {template} request"));
+        }
+        let resp = self.server.put(path, &body).await;
+        self.answer("put", template, resp, status).await
+    }
+
     fn operation(&self, method: &str, template: &str) -> &Value {
         let op = &self.doc["paths"][template][method];
         assert!(op.is_object(), "{method} {template} is not documented");
@@ -421,6 +431,42 @@ async fn real_requests_and_answers_match_the_document() {
         400,
     )
     .await;
+
+    let cron = json!({
+        "name": "eod-report", "cron": "0 18 * * MON-FRI", "zone": "Asia/Kolkata", "skip_missed": false,
+        "kind": "report", "queue": "reports", "args": {"desk": "equity"},
+        "max_attempts": 3, "priority": -2, "run": "reports/eod",
+    });
+    c.put(
+        "/v1/schedules/{name}",
+        "/v1/schedules/eod-report",
+        cron,
+        200,
+    )
+    .await;
+    let once = json!({"at": "2026-06-01T09:00:00", "zone": "Asia/Kolkata", "kind": "ping"});
+    c.put("/v1/schedules/{name}", "/v1/schedules/once", once, 200)
+        .await;
+    let listed = c.get("/v1/schedules", "/v1/schedules", 200).await;
+    assert_eq!(listed["schedules"].as_array().unwrap().len(), 2);
+    c.put(
+        "/v1/schedules/{name}",
+        "/v1/schedules/bad",
+        json!({"cron": "every day", "kind": "x"}),
+        400,
+    )
+    .await;
+    c.put(
+        "/v1/schedules/{name}",
+        "/v1/schedules/bad",
+        json!({"cron": "* * * * *", "kind": 5}),
+        400,
+    )
+    .await;
+    c.delete("/v1/schedules/{name}", "/v1/schedules/once", 200)
+        .await;
+    c.delete("/v1/schedules/{name}", "/v1/schedules/once", 404)
+        .await;
 
     c.assert_every_success_met();
 }

@@ -115,6 +115,7 @@ async fn openapi_documents_every_route_and_each_answers() {
                 "get" => s.client.get(&url).send().await.unwrap(),
                 "post" => s.client.post(&url).json(&json!({})).send().await.unwrap(),
                 "delete" => s.client.delete(&url).send().await.unwrap(),
+                "put" => s.client.put(&url).json(&json!({})).send().await.unwrap(),
                 other => panic!("unexpected method {other}"),
             };
             let status = resp.status().as_u16();
