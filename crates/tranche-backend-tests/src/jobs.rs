@@ -14,6 +14,7 @@ use crate::*;
 pub async fn all(make: &dyn MakeBackend) {
     filters_combine(make).await;
     pages_never_skip_or_repeat_across_concurrent_enqueues(make).await;
+    a_runs_pages_are_not_held_back_by_older_runs(make).await;
     retry_job_of_a_failed_job_runs_it_again(make).await;
     retry_job_revives_its_chain_and_a_cancelled_job(make).await;
     retry_of_a_job_that_has_not_failed_is_refused(make).await;
@@ -283,6 +284,63 @@ async fn pages_never_skip_or_repeat_across_concurrent_enqueues(make: &dyn MakeBa
         all_ids.len() as u64,
         progress(&*b, "jobs/pages").await.total
     );
+}
+
+/// Listing one run reads that run's jobs, not every id before them: with many older
+/// jobs of another run, the new run's jobs (and its failures) come in the first page.
+async fn a_runs_pages_are_not_held_back_by_older_runs(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let older: Vec<_> = (0..12_000)
+        .map(|_| EnqueueItem::Job(job("old", "null").queue("old")))
+        .collect();
+    enqueue(&*b, "jobs/older", older).await;
+    let newer: Vec<_> = (0..3)
+        .map(|_| EnqueueItem::Job(job("new", "null").queue("new")))
+        .collect();
+    let ids: Vec<JobId> = enqueue(&*b, "jobs/newer", newer)
+        .await
+        .iter()
+        .map(|e| e.ids[0])
+        .collect();
+    let taken = take(&*b, "new", 1).await;
+    resolve(
+        &*b,
+        taken[0].lease(),
+        Resolution::Failed {
+            error: "bad".into(),
+        },
+    )
+    .await;
+    let run = Some(tranche_types::RunName::new("jobs/newer").unwrap());
+    let page = b
+        .list_jobs(
+            &JobFilter {
+                run: run.clone(),
+                ..filter()
+            },
+            None,
+            10,
+        )
+        .await
+        .expect("list a run");
+    let found: Vec<JobId> = page.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(found, ids, "the run's jobs in one page");
+    assert_eq!(page.next, None, "and nothing after them");
+    let failed = b
+        .list_jobs(
+            &JobFilter {
+                run,
+                state: Some(JobState::Failed),
+                ..filter()
+            },
+            None,
+            10,
+        )
+        .await
+        .expect("list a run's failures");
+    let found: Vec<JobId> = failed.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(found, vec![taken[0].id], "the run's failure in one page");
+    assert_eq!(failed.next, None);
 }
 
 async fn retry_job_of_a_failed_job_runs_it_again(make: &dyn MakeBackend) {

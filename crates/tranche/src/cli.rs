@@ -473,6 +473,33 @@ pub enum Bench {
     /// requests) and remote executions (poll + complete by HTTP workers), with p50/p99
     /// latencies.
     Server(BenchServer),
+    /// Fill a fresh store (embedded, or a fresh prefix on --broker) with N jobs over
+    /// many runs, some failed and the newest waiting, then time what an operator does:
+    /// a job by id, a page of the job list per filter, and gathering the first 50
+    /// matches as `tranche jobs` does (p50/p99 per query).
+    Browse(BenchBrowse),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchBrowse {
+    /// Jobs in the store.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub jobs: u64,
+    /// Runs they are spread over; the last is left waiting (available).
+    #[arg(long, default_value_t = 100)]
+    pub runs: u64,
+    /// One job in N fails (its run's failures are what an operator looks for).
+    #[arg(long, default_value_t = 10_000)]
+    pub fail_every: u64,
+    /// Timed calls per query.
+    #[arg(long, default_value_t = 50)]
+    pub samples: usize,
+    /// Keep the bench database (in --data) instead of a fresh temporary one.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 //! What more than one of them uses is in `figures` (percentiles, peak memory) and
 //! `noop` (the no-op task and its worker settings).
 
+mod browse;
 mod engine;
 mod figures;
 mod noop;
@@ -11,6 +12,7 @@ mod notes;
 mod processes;
 mod server;
 
+pub use browse::browse;
 pub use engine::engine;
 pub use notes::notes;
 pub use server::server;

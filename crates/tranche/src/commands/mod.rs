@@ -58,6 +58,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(Bench::Engine(args)) => bench::engine(at, args).await,
         Command::Bench(Bench::Notes(args)) => bench::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench::server(at, args).await,
+        Command::Bench(Bench::Browse(args)) => bench::browse(at, args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
         Command::Schedule(ScheduleCmd::Apply { file }) => schedule::apply(at, &file).await,
