@@ -58,7 +58,7 @@ fn registry(fail_every: u64) -> Registry {
             .queue(QUEUES[i % QUEUES.len()])
             .max_attempts(1);
         registry.register(kind, options, move |_ctx, n: u64| async move {
-            if n % fail_every == 0 {
+            if n.is_multiple_of(fail_every) {
                 Outcome::Discard(format!("job {n} fails on purpose (one in {fail_every})"))
             } else {
                 Outcome::Complete(())
