@@ -354,13 +354,14 @@ impl Client {
     /// A page of the jobs `filter` keeps, ids increasing after `after`, at most
     /// `limit`, and the next page's cursor (`None` after the last). A page may be short
     /// while more follow (each call's work is bounded); jobs enqueued while paging
-    /// never make a page skip or repeat one.
+    /// never make a page skip or repeat one. A state without a run is looked for only
+    /// in the runs that hold jobs in that state, when they are few (see `listing.rs`).
     pub async fn list_jobs(
         &self,
         filter: &JobFilter,
         after: Option<JobId>,
         limit: usize,
     ) -> Result<JobPage, BackendError> {
-        self.backend.list_jobs(filter, after, limit).await
+        crate::listing::list_jobs(&*self.backend, filter, after, limit).await
     }
 }

@@ -21,6 +21,7 @@
 
 mod client;
 mod context;
+mod listing;
 mod reconnect;
 mod runs;
 mod signals;

@@ -40,30 +40,39 @@ else
   for n = after + 1, last do ids[#ids + 1] = S(n) end
   exhausted = last >= top
 end
-load(ids)
 local out = { '' }
 local kept, examined = 0, nil
-for _, id in ipairs(ids) do
-  examined = id
-  local state, attempt, _, created_at, _, finished_at, _, _, _, _, _, run, queue, texts =
-    job(id)
-  if state
-    and (f_state == '' or state == tonumber(f_state))
-    and (f_run == '' or run == f_run)
-    and (f_queue == '' or queue == f_queue) then
-    local spec, _, _, err = unpack_texts(texts)
-    if f_kind == '' or string.match(spec, '^[^\031]*') == f_kind then
-      for _, v in ipairs({ id, S(state), S(attempt), S(created_at), S(finished_at), run,
-        queue, spec, err or '' }) do
-        out[#out + 1] = v
-      end
-      kept = kept + 1
-      if kept >= limit then
-        out[1] = id
-        return out
+-- Records are loaded a slice at a time, growing: a page that fills from its first
+-- records (no filter, or a common one) reads only those, not the whole budget.
+local from, slice = 1, math.max(limit, 64)
+while from <= #ids do
+  local to = math.min(from + slice - 1, #ids)
+  load({ unpack(ids, from, to) })
+  for i = from, to do
+    local id = ids[i]
+    examined = id
+    local state, attempt, _, created_at, _, finished_at, _, _, _, _, _, run, queue, texts =
+      job(id)
+    if state
+      and (f_state == '' or state == tonumber(f_state))
+      and (f_run == '' or run == f_run)
+      and (f_queue == '' or queue == f_queue) then
+      local spec, _, _, err = unpack_texts(texts)
+      if f_kind == '' or string.match(spec, '^[^\031]*') == f_kind then
+        for _, v in ipairs({ id, S(state), S(attempt), S(created_at), S(finished_at), run,
+          queue, spec, err or '' }) do
+          out[#out + 1] = v
+        end
+        kept = kept + 1
+        if kept >= limit then
+          out[1] = id
+          return out
+        end
       end
     end
   end
+  from = to + 1
+  slice = math.min(slice * 2, 1024)
 end
 if not exhausted and examined then out[1] = examined end
 return out
