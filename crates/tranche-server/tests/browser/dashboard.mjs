@@ -196,6 +196,13 @@ try {
   await page.locator("#job button.job-delete").click();
   await until("the job deleted", async () => (await jobNow(ja[0])).status === 404 || await jobNow(ja[0]));
   await waitFor("the page after delete", page.locator("#job-title"), `job ${ja[0]} deleted`);
+  // Opened by id now, it is gone: the page says what the API answered, and offers
+  // no action.
+  await page.locator("#find input").fill(String(ja[0]));
+  await page.locator("#find button").click();
+  await waitFor("a deleted job's page", page.locator("#job-title"), `job ${ja[0]}: job ${ja[0]} not found`);
+  const none = JSON.stringify(await enabled());
+  if (none !== JSON.stringify({ retry: false, cancel: false, delete: false })) throw new Error("a missing job's actions: " + none);
   if ((await jobNow(ja[1])).state !== "available") throw new Error("the other job changed: " + JSON.stringify(await jobNow(ja[1])));
 
   // The schedules panel: each declared schedule's timing and next due time.
