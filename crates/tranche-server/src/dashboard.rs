@@ -1,6 +1,10 @@
 //! The web dashboard: one static page, no build toolchain. It calls the same `/v1` API
 //! as any client (with a bearer token when the server needs one) and follows the
 //! change feed (`after=latest`) to refresh runs' O(1) progress as soon as jobs move.
+//! Runs, queues (pause, resume), a job list (filters and keyset pages of `/v1/jobs`),
+//! a job page (attempts, result, retry, cancel, delete as its state allows) and the
+//! schedules with their next due time. Values from the API go in as text, never as
+//! markup, and personal data is shown as the API masks it for the token.
 
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -23,4 +27,26 @@ pub async fn page() -> impl IntoResponse {
         ],
         PAGE,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PAGE;
+
+    /// The page works offline (it loads nothing from elsewhere) and never parses what
+    /// the API returns as markup: every value goes into the page as text.
+    #[test]
+    fn the_page_loads_nothing_else_and_builds_no_markup_from_data() {
+        for loads in ["<script src", "<link", "@import", "<iframe", "<img"] {
+            assert!(!PAGE.contains(loads), "the page loads something: {loads}");
+        }
+        for markup in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+        ] {
+            assert!(!PAGE.contains(markup), "the page builds markup: {markup}");
+        }
+    }
 }

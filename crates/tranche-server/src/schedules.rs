@@ -14,6 +14,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::body::Json;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::mask;
+use crate::personal_data::PersonalData;
 use crate::state::AppState;
 
 /// A schedule's name in a path.
@@ -131,7 +133,8 @@ pub struct ScheduleList {
     schedules: Vec<ScheduleOut>,
 }
 
-/// Every schedule with its next due time, sorted by name.
+/// Every schedule with its next due time, sorted by name. Personal data in their
+/// arguments is masked as in a job's, unless the token may see it.
 #[utoipa::path(
     get,
     path = "/v1/schedules",
@@ -139,12 +142,15 @@ pub struct ScheduleList {
     tag = "schedules",
     responses((status = 200, description = "OK", body = ScheduleList))
 )]
-pub async fn list(State(app): State<AppState>) -> Result<axum::Json<ScheduleList>, ApiError> {
+pub async fn list(
+    State(app): State<AppState>,
+    personal_data: PersonalData,
+) -> Result<axum::Json<ScheduleList>, ApiError> {
     let listed = tranche_schedule::list(app.backend())
         .await
         .map_err(schedule_error)?;
     Ok(axum::Json(ScheduleList {
-        schedules: listed.into_iter().map(out).collect(),
+        schedules: listed.into_iter().map(|l| out(l, personal_data)).collect(),
     }))
 }
 
@@ -300,9 +306,9 @@ fn schedule_error(e: ScheduleError) -> ApiError {
     }
 }
 
-fn out(l: Listed) -> ScheduleOut {
+fn out(l: Listed, personal_data: PersonalData) -> ScheduleOut {
     let (schedule, problem) = match l.schedule {
-        Ok(s) => (Some(declared(s)), None),
+        Ok(s) => (Some(declared(s, personal_data)), None),
         Err(problem) => (None, Some(problem)),
     };
     ScheduleOut {
@@ -314,7 +320,7 @@ fn out(l: Listed) -> ScheduleOut {
     }
 }
 
-fn declared(s: Schedule) -> ScheduleDeclared {
+fn declared(s: Schedule, personal_data: PersonalData) -> ScheduleDeclared {
     let run = s.run_name();
     let (cron, at, zone) = match s.when {
         When::Cron { expr, zone } => (Some(expr), None, zone),
@@ -326,8 +332,15 @@ fn declared(s: Schedule) -> ScheduleDeclared {
         at,
         zone,
         skip_missed: s.skip_missed,
-        // Checked as JSON when declared; text that no longer parses is shown as is.
-        args: serde_json::from_str(&job.args).unwrap_or(Value::String(job.args)),
+        // The arguments every due time's job gets: masked as that job's would be.
+        // Checked as JSON when declared; text that no longer parses is shown as text.
+        args: match personal_data {
+            PersonalData::Shown => {
+                serde_json::from_str(&job.args).unwrap_or(Value::String(job.args))
+            }
+            PersonalData::Masked => serde_json::from_str(&mask::json(&job.args))
+                .unwrap_or_else(|_| Value::String(mask::text(&job.args).into_owned())),
+        },
         kind: job.kind,
         queue: job.queue,
         max_attempts: job.max_attempts,

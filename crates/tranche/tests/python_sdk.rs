@@ -2,7 +2,8 @@
 //! Python task in a chain between two Rust tasks, and a Python worker killed mid-job
 //! whose job another worker finishes; then its graceful stop, for a task that outlives
 //! its lease and for one that hangs, a result reported while the server is down, and a
-//! lone job on an idle worker started at once.
+//! lone job on an idle worker started at once; and the client's operator methods (jobs,
+//! queues, schedules, pruning) against the server.
 //! Needs `python3` (standard library only).
 
 mod support;
@@ -441,6 +442,30 @@ async fn an_idle_worker_starts_a_lone_job_at_once() {
         job(&client, &base, &id).await["state"] == "succeeded"
     })
     .await;
+}
+
+/// The client's operator methods (jobs listed, read, retried, cancelled and deleted;
+/// queues paused and resumed; schedules declared, listed and removed; runs pruned)
+/// against a real server, by sdk/python/tests/test_client_api.py.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_lists_retries_cancels_and_deletes_jobs_and_steers_queues_and_schedules() {
+    let Some(python) = python() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = start_server(&dir.path().join("data"));
+    let out = tokio::process::Command::new(python)
+        .arg(sdk().join("tests/test_client_api.py"))
+        .arg("-v")
+        .env("PYTHONPATH", sdk().join("src"))
+        .env("TRANCHE_URL", &base)
+        .output()
+        .await
+        .expect("run python3");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("Ran 8 tests"), "{log}");
 }
 
 /// The client's backoff on 429 and 5xx and its refusal to retry a 4xx, against a stub

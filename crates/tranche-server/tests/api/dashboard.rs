@@ -3,15 +3,17 @@
 //! change live during a run, a failed job shows its attempts and timings and a
 //! finished one its artifact link (and its client's PAN and e-mail masked), "retry"
 //! re-queues a failed run, "cancel" ends the rest of a run and "pause"/"resume" hold a
-//! queue back and release it (with a badge while paused). Leaves a screenshot in the
-//! target dir.
+//! queue back and release it (with a badge while paused). The job list filters and
+//! pages jobs, a failed job's page shows its (masked) error and retries it, an
+//! available one's cancels it and then deletes it, and the schedules panel shows
+//! declared schedules with their next due time. Leaves a screenshot in the target dir.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
 
-use crate::live::start;
+use crate::live::{expect, ids, start, Live};
 
 /// node, chromium and playwright-core, or None (skip). Missing ones fail the test
 /// instead when it must run: `TRANCHE_REQUIRE_TOOLS=1` (set by `.ci/run`), `CI` or
@@ -76,6 +78,20 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
     s.post_ok("/v1/workers/fail", &json!({"failures": failures}), 200)
         .await;
 
+    let (failed, available) = jobs_for_the_job_pages(&s).await;
+    for (name, body) in [
+        (
+            "dash-eod",
+            json!({"cron": "0 18 * * MON-FRI", "zone": "Asia/Kolkata", "kind": "report", "queue": "reports"}),
+        ),
+        (
+            "dash-once",
+            json!({"at": "2099-01-01T09:00:00Z", "kind": "ping"}),
+        ),
+    ] {
+        expect(s.put(&format!("/v1/schedules/{name}"), &body).await, 200).await;
+    }
+
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     let out = tokio::process::Command::new("node")
         .arg(dir.join("dashboard.mjs"))
@@ -105,4 +121,37 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
         (p["succeeded"].as_u64(), p["cancelled"].as_u64()),
         (Some(120), Some(80))
     );
+    // What the job pages did, as the API sees it: the failed job revived, the first
+    // available one cancelled then deleted, the other untouched.
+    let job = s.get_ok(&format!("/v1/jobs/{failed}")).await;
+    assert_eq!(job["state"], "available", "{job}");
+    expect(s.get(&format!("/v1/jobs/{}", available[0])).await, 404).await;
+    let job = s.get_ok(&format!("/v1/jobs/{}", available[1])).await;
+    assert_eq!(job["state"], "available", "{job}");
+}
+
+/// A run for the job pages: one job failed for good on the queue `jf` (its error names
+/// a PAN, which the pages must show masked) and two available on `ja`; their ids.
+async fn jobs_for_the_job_pages(s: &Live) -> (i64, [i64; 2]) {
+    let job = |queue: &str| json!({"job": {"kind": "note", "queue": queue, "max_attempts": 1}});
+    let out = s
+        .post_ok(
+            "/v1/batches",
+            &json!({"run": "dash/jobs", "items": [job("jf"), job("ja"), job("ja")]}),
+            201,
+        )
+        .await;
+    let ids: Vec<i64> = out["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| ids(item)[0])
+        .collect();
+    let polled = s.poll("jf", 1, 0).await;
+    assert_eq!(polled[0]["id"], ids[0]);
+    let failure = json!({"job": ids[0], "attempt": polled[0]["attempt"],
+        "error": "no contract note for ABCDE1234F", "discard": true});
+    s.post_ok("/v1/workers/fail", &json!({"failures": [failure]}), 200)
+        .await;
+    (ids[0], [ids[1], ids[2]])
 }

@@ -253,3 +253,30 @@ async fn schedules_need_a_full_token() {
     put(&s, "eod", eod(), 200).await;
     expect(s.delete("/v1/schedules/eod").await, 200).await;
 }
+
+/// A schedule's arguments are those of the jobs it enqueues: listed, they are masked
+/// as those jobs' are (the dashboard shows this listing), and shown to a `pii` token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn personal_data_in_a_schedules_args_is_masked_unless_the_token_may_see_it() {
+    let mut s = start_with(ServerConfig {
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\n").unwrap(),
+        ..ServerConfig::default()
+    })
+    .await;
+    s.token = Some("ops-1".into());
+    let client = json!({"pan": "ABCDE1234F", "email": "r.sharma@example.com", "n": 7});
+    let mut body = eod();
+    body["args"] = json!({"client": client});
+    put(&s, "notes", body, 200).await;
+
+    let args = |listed: Value| listed["schedules"][0]["schedule"]["args"].clone();
+    assert_eq!(
+        args(s.get_ok("/v1/schedules").await),
+        json!({"client": {"pan": "ABXXXXXX4F", "email": "r***@example.com", "n": 7}})
+    );
+    s.token = Some("auditor-2".into());
+    assert_eq!(
+        args(s.get_ok("/v1/schedules").await),
+        json!({"client": client})
+    );
+}

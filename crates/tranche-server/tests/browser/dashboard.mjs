@@ -1,7 +1,10 @@
 // Loads the dashboard during a run, watches progress, queue depth and throughput
 // change as jobs complete, opens a failed job's attempts and a finished job's artifact link, clicks
 // "retry" on a failed run and "cancel" on the other, pauses and resumes a queue, and
-// checks the page followed the change feed; saves a screenshot.
+// checks the page followed the change feed. Then the job list: pages through a queue's
+// jobs, filters by state, opens a failed job's page (its error masked) and retries
+// it, cancels and deletes an available job from its page; and the schedules panel
+// shows declared schedules with their next due time. Saves a screenshot.
 // Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH
 import { chromium } from "playwright-core";
 
@@ -27,6 +30,33 @@ const waitFor = async (what, locator, want) => {
 const waitText = (page, run, cls, want) => waitFor(`${run} ${cls}`, cell(page, run, cls), want);
 const waiting = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.waiting`);
 const doneRate = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.done-rate`);
+// Polls `check` until it answers true; fails with what it last answered.
+const until = async (what, check) => {
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    const got = await check().catch((e) => "error: " + e.message);
+    if (got === true) return;
+    if (Date.now() > deadline) throw new Error(`${what}: timed out, last saw ${JSON.stringify(got)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+// A job as the API has it, or its HTTP status when there is none.
+const jobNow = async (id) => {
+  const r = await fetch(`${base}/v1/jobs/${id}`);
+  return r.ok ? r.json() : { status: r.status };
+};
+// The same time format as the page's: microseconds since the epoch, UTC, to the ms.
+const utc = (v) => new Date(v / 1000).toISOString().replace("T", " ").slice(0, 23);
+const listed = (page) => page.locator("#job-list tr.job").evaluateAll((rows) =>
+  rows.map((r) => ({ id: Number(r.dataset.job), state: r.dataset.state })));
+const filterJobs = async (page, { run = "", state = "", queue = "", kind = "" }) => {
+  const form = page.locator("#job-filter");
+  await form.locator('input[name="run"]').fill(run);
+  await form.locator('select[name="state"]').selectOption(state);
+  await form.locator('input[name="queue"]').fill(queue);
+  await form.locator('input[name="kind"]').fill(kind);
+  await form.locator("button").click();
+};
 const artifact = "https://artifacts.example.invalid/notes/2026-11-20/C1.pdf";
 
 const browser = await chromium.launch({
@@ -106,6 +136,83 @@ try {
   if (!feedReads.some((u) => u.includes("after=latest")) || !feedReads.some((u) => /after=\d+/.test(u))) {
     throw new Error("the page did not follow the change feed: " + JSON.stringify(feedReads));
   }
+
+  // The job list, a page at a time: the queue dq's 200 jobs in pages of at most 50,
+  // "next page" continuing after the last, "previous page" going back.
+  await filterJobs(page, { queue: "dq" });
+  let first = [];
+  await until("the first page of queue dq", async () => {
+    first = await listed(page);
+    return first.length > 0 && (await page.locator("#jobs-next").isVisible()) || first;
+  });
+  if (first.length > 50) throw new Error("a page of more than 50: " + first.length);
+  const firstMax = Math.max(...first.map((j) => j.id));
+  await page.locator("#jobs-next").click();
+  await until("the second page of queue dq", async () => {
+    const second = await listed(page);
+    return second.length > 0 && second.every((j) => j.id > firstMax) || second;
+  });
+  await page.locator("#jobs-prev").click();
+  await until("the first page again", async () => JSON.stringify(await listed(page)) === JSON.stringify(first) || await listed(page));
+
+  // Filtered by state: the failed job of queue jf (every other failure was retried
+  // above), its error masked in the list.
+  const failed = (await api("/v1/jobs?state=failed&queue=jf")).jobs[0];
+  await filterJobs(page, { state: "failed" });
+  const failedRow = page.locator(`#job-list tr.job[data-job="${failed.id}"]`);
+  await failedRow.waitFor();
+  await until("only failed jobs listed", async () => (await listed(page)).every((j) => j.state === "failed") || await listed(page));
+  const rowText = await failedRow.textContent();
+  if (!rowText.includes("ABXXXXXX4F") || rowText.includes("ABCDE1234F")) throw new Error("list error not masked: " + rowText);
+
+  // Its page: its attempt's error (masked), and only the actions a failed job allows.
+  await failedRow.click();
+  await waitFor("the failed job's page", page.locator("#job-title"), (t) => t.startsWith(`job ${failed.id} ·`) && t.endsWith("failed"));
+  const attempt = await page.locator("#attempts td.err").first().textContent();
+  if (attempt !== "no contract note for ABXXXXXX4F") throw new Error("attempt error: " + attempt);
+  const enabled = async () => Object.fromEntries(await Promise.all(["retry", "cancel", "delete"].map(async (a) =>
+    [a, await page.locator(`#job button.job-${a}`).isEnabled()])));
+  const buttons = JSON.stringify(await enabled());
+  if (buttons !== JSON.stringify({ retry: true, cancel: false, delete: true })) throw new Error("a failed job's actions: " + buttons);
+  await page.locator("#job button.job-retry").click();
+  await until("the job revived", async () => (await jobNow(failed.id)).state === "available" || await jobNow(failed.id));
+  await waitFor("the retry's answer", page.locator("#job-msg"), "retried: 1 job revived");
+  await waitFor("the page's state", page.locator("#job-body .state"), "available");
+
+  // An available job: cancelled from its page (after the confirmation), then deleted.
+  const ja = (await api("/v1/jobs?queue=ja")).jobs.map((j) => j.id);
+  await filterJobs(page, { state: "available", queue: "ja" });
+  await page.locator(`#job-list tr.job[data-job="${ja[0]}"]`).click();
+  await waitFor("the available job's page", page.locator("#job-title"), (t) => t.startsWith(`job ${ja[0]} ·`) && t.endsWith("available"));
+  if (!(await page.locator("#job button.job-cancel").isEnabled()) || await page.locator("#job button.job-delete").isEnabled()) {
+    throw new Error("an available job's actions: " + JSON.stringify(await enabled()));
+  }
+  page.once("dialog", (d) => d.accept());
+  await page.locator("#job button.job-cancel").click();
+  await until("the job cancelled", async () => (await jobNow(ja[0])).state === "cancelled" || await jobNow(ja[0]));
+  await waitFor("the cancel's answer", page.locator("#job-msg"), "cancelled 1 job");
+  await until("delete enabled", async () => await page.locator("#job button.job-delete").isEnabled());
+  page.once("dialog", (d) => d.accept());
+  await page.locator("#job button.job-delete").click();
+  await until("the job deleted", async () => (await jobNow(ja[0])).status === 404 || await jobNow(ja[0]));
+  await waitFor("the page after delete", page.locator("#job-title"), `job ${ja[0]} deleted`);
+  // Opened by id now, it is gone: the page says what the API answered, and offers
+  // no action.
+  await page.locator("#find input").fill(String(ja[0]));
+  await page.locator("#find button").click();
+  await waitFor("a deleted job's page", page.locator("#job-title"), `job ${ja[0]}: job ${ja[0]} not found`);
+  const none = JSON.stringify(await enabled());
+  if (none !== JSON.stringify({ retry: false, cancel: false, delete: false })) throw new Error("a missing job's actions: " + none);
+  if ((await jobNow(ja[1])).state !== "available") throw new Error("the other job changed: " + JSON.stringify(await jobNow(ja[1])));
+
+  // The schedules panel: each declared schedule's timing and next due time.
+  const schedules = Object.fromEntries((await api("/v1/schedules")).schedules.map((s) => [s.name, s]));
+  const scheduleCell = (name, cls) => page.locator(`#schedules tr[data-schedule="${name}"] td.${cls}`);
+  await waitFor("dash-eod's timing", scheduleCell("dash-eod", "when"), "cron 0 18 * * MON-FRI (Asia/Kolkata)");
+  await waitFor("dash-eod's next due time", scheduleCell("dash-eod", "next-due"), utc(schedules["dash-eod"].next_due));
+  await waitFor("dash-once's timing", scheduleCell("dash-once", "when"), "once at 2099-01-01 09:00:00.000 UTC");
+  await waitFor("dash-once's next due time", scheduleCell("dash-once", "next-due"), "2099-01-01 09:00:00.000");
+
   await page.screenshot({ path: shot, fullPage: true });
   console.log("dashboard ok");
 } finally {

@@ -9,6 +9,10 @@ HTTP failures with backoff and, on SIGINT/SIGTERM, stops polling and gives runni
 A handler gets a :class:`Job` and returns its result (any JSON value, handed to the
 next step of a chain). Raising :class:`Retry` or any other exception retries the job
 with backoff; :class:`Discard` fails it for good.
+
+:class:`Client` also does what an operator does: list jobs page by page, read, retry,
+cancel and delete one, pause and resume queues, declare and remove schedules, prune
+finished runs.
 """
 
 from .client import ApiError, Client
