@@ -689,7 +689,9 @@ async fn report(shared: Arc<Shared>, batch: Vec<Done>, stop: CancellationToken) 
         let Some(acks) = &acks else { continue };
         let counter = match (acks.get(i), &done.completion.resolution) {
             (Some(CompletionAck::Stale), _) | (None, _) => &shared.stats.stale,
-            (_, Resolution::Succeeded { .. }) => &shared.stats.succeeded,
+            (_, Resolution::Succeeded { .. } | Resolution::SucceededTraced { .. }) => {
+                &shared.stats.succeeded
+            }
             (_, Resolution::Retry { .. }) => &shared.stats.retried,
             (_, Resolution::Snooze { .. }) => &shared.stats.snoozed,
             (_, Resolution::Cancelled { .. }) => &shared.stats.cancelled,
