@@ -3,7 +3,9 @@
 //! before it; a traced success hands the attempt's own context to the next step; a
 //! retry keeps it; a job without one costs and shows nothing.
 
-use tranche_types::{BackendError, EnqueueItem, JobFilter, JobRecord, JobSpec, JobState, Resolution};
+use tranche_types::{
+    BackendError, EnqueueItem, JobFilter, JobRecord, JobSpec, JobState, Resolution,
+};
 
 use crate::*;
 
@@ -37,7 +39,10 @@ async fn a_trace_context_round_trips(make: &dyn MakeBackend) {
     )
     .await;
     let jobs = take(&*b, "t", 10).await;
-    let traces: Vec<_> = jobs.iter().map(|j| (j.kind.as_str(), j.trace.as_deref())).collect();
+    let traces: Vec<_> = jobs
+        .iter()
+        .map(|j| (j.kind.as_str(), j.trace.as_deref()))
+        .collect();
     assert_eq!(
         traces,
         [("traced", Some(A)), ("plain", None), ("unique", Some(B))],
@@ -47,7 +52,10 @@ async fn a_trace_context_round_trips(make: &dyn MakeBackend) {
     assert_eq!(record(&*b, ids[1].ids[0]).await.trace, None);
     assert_eq!(record(&*b, ids[2].ids[0]).await.trace.as_deref(), Some(B));
     for j in &jobs {
-        assert_eq!(resolve(&*b, j.lease(), ok("null")).await, CompletionAck::Applied);
+        assert_eq!(
+            resolve(&*b, j.lease(), ok("null")).await,
+            CompletionAck::Applied
+        );
     }
     assert_eq!(
         record(&*b, ids[0].ids[0]).await.trace.as_deref(),
@@ -94,7 +102,12 @@ async fn chain_steps_inherit_the_context_before_them(make: &dyn MakeBackend) {
         }
         assert_eq!(
             got,
-            [Some(A.into()), Some(A.into()), Some(B.into()), Some(B.into())],
+            [
+                Some(A.into()),
+                Some(A.into()),
+                Some(B.into()),
+                Some(B.into())
+            ],
             "a step without a context continues the step's before it"
         );
     }
@@ -166,9 +179,17 @@ async fn a_traced_success_hands_its_context_to_the_next_step(make: &dyn MakeBack
     let h1_record = record(&*b, added[0].ids[0]).await;
     assert_eq!(h1_record.state, JobState::Succeeded);
     assert_eq!(h1_record.result.as_deref(), Some("\"r1\""));
-    assert_eq!(h1_record.trace.as_deref(), Some(A), "its own context is kept");
+    assert_eq!(
+        h1_record.trace.as_deref(),
+        Some(A),
+        "its own context is kept"
+    );
     let h2 = take(&*b, "h2", 1).await.remove(0);
-    assert_eq!(h2.trace.as_deref(), Some(C), "the next step continues the attempt");
+    assert_eq!(
+        h2.trace.as_deref(),
+        Some(C),
+        "the next step continues the attempt"
+    );
     assert_eq!(h2.input.as_deref(), Some("\"r1\""));
     assert_eq!(record(&*b, added[0].ids[1]).await.trace.as_deref(), Some(C));
     assert_eq!(
@@ -225,11 +246,19 @@ async fn a_retry_keeps_the_context(make: &dyn MakeBackend) {
 
 async fn a_malformed_context_is_refused(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    for bad in ["", "00-has space-01", "\u{1e}x", &"0".repeat(JobSpec::MAX_TRACE_LEN + 1)] {
+    for bad in [
+        "",
+        "00-has space-01",
+        "\u{1e}x",
+        &"0".repeat(JobSpec::MAX_TRACE_LEN + 1),
+    ] {
         let e = b
             .enqueue(tranche_types::EnqueueRequest {
                 run: run("trace/bad"),
-                items: vec![EnqueueItem::Chain(vec![job("ok", "1"), job("x", "2").trace(bad)])],
+                items: vec![EnqueueItem::Chain(vec![
+                    job("ok", "1"),
+                    job("x", "2").trace(bad),
+                ])],
                 on_done: None,
             })
             .await
@@ -240,7 +269,10 @@ async fn a_malformed_context_is_refused(make: &dyn MakeBackend) {
         );
     }
     assert!(
-        b.run_progress(&run("trace/bad")).await.unwrap().is_none_or(|p| p.total == 0),
+        b.run_progress(&run("trace/bad"))
+            .await
+            .unwrap()
+            .is_none_or(|p| p.total == 0),
         "nothing was enqueued"
     );
 }

@@ -25,6 +25,7 @@ mod reconnect;
 mod runs;
 mod signals;
 mod task;
+pub mod trace;
 mod worker;
 
 pub use client::Client;

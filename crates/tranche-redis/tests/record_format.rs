@@ -220,7 +220,11 @@ async fn traced_records_keep_their_packed_layout() {
     // The spec text: presence byte, length (u32 little-endian), then the packed spec.
     let spec_text = |trace: &str, kind: &str| {
         let packed = format!("\u{1e}{trace}\u{1e}{kind}\u{1f}10\u{1f}{{}}");
-        format!("01{}{}", hex(&(packed.len() as u32).to_le_bytes()), hex(packed.as_bytes()))
+        format!(
+            "01{}{}",
+            hex(&(packed.len() as u32).to_le_bytes()),
+            hex(packed.as_bytes())
+        )
     };
     assert!(
         records[0].contains(&spec_text(A, "a")),
