@@ -28,6 +28,7 @@ pub mod retention;
 pub mod runs;
 pub mod schedules;
 pub mod stats;
+pub mod trace;
 pub mod unique;
 pub mod worker;
 pub mod worker_faults;
@@ -87,6 +88,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     retention::all(make).await;
     pause::all(make).await;
     jobs::all(make).await;
+    trace::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

@@ -26,6 +26,7 @@ mod reconnect;
 mod runs;
 mod signals;
 mod task;
+pub mod trace;
 mod worker;
 
 pub use client::Client;

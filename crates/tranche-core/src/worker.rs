@@ -8,6 +8,7 @@ use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 use tranche_types::{
     BackendError, Completion, CompletionAck, LeaseRef, Outcome, ReserveRequest, ReservedJob,
     Resolution, Timestamp,
@@ -536,6 +537,7 @@ async fn execute(
                 None => None,
             };
             let attempt = job.attempt;
+            let span = crate::trace::propagator().map(|p| attempt_span(p, &job));
             let ctx = JobContext::new(
                 job,
                 token,
@@ -543,8 +545,18 @@ async fn execute(
                 shared.config.lease,
                 tokio::runtime::Handle::current(),
             );
-            let outcome = run_handler(&shared, &entry, ctx).await;
-            resolve(&shared, &entry, attempt, outcome)
+            match span {
+                None => {
+                    let outcome = run_handler(&shared, &entry, ctx).await;
+                    resolve(&shared, &entry, attempt, outcome)
+                }
+                Some((p, span)) => {
+                    let outcome = run_handler(&shared, &entry, ctx)
+                        .instrument(span.clone())
+                        .await;
+                    traced(p, &span, resolve(&shared, &entry, attempt, outcome))
+                }
+            }
         }
     };
     let _ = done_tx.send(Done {
@@ -554,6 +566,62 @@ async fn execute(
         started_at,
         _permit: permit,
     });
+}
+
+/// The span of one attempt (docs/traces.md), continuing the job's trace context.
+fn attempt_span(
+    p: &'static dyn crate::trace::Propagator,
+    job: &ReservedJob,
+) -> (&'static dyn crate::trace::Propagator, tracing::Span) {
+    let span = tracing::info_span!(
+        "job",
+        otel.name = %format_args!("job {}", job.kind),
+        otel.kind = "consumer",
+        job.id = job.id.0,
+        job.kind = %job.kind,
+        job.queue = %job.queue,
+        job.run = %job.run,
+        job.attempt = i64::from(job.attempt),
+        job.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+    );
+    if let Some(parent) = &job.trace {
+        p.continue_trace(&span, parent);
+    }
+    (p, span)
+}
+
+/// Record the attempt's outcome on its span; a success hands the span's context to the
+/// next chain step.
+fn traced(
+    p: &dyn crate::trace::Propagator,
+    span: &tracing::Span,
+    resolution: Resolution,
+) -> Resolution {
+    let (outcome, error) = match &resolution {
+        Resolution::Succeeded { .. } | Resolution::SucceededTraced { .. } => ("succeeded", None),
+        Resolution::Retry { error, .. } => ("retry", Some(error)),
+        Resolution::Snooze { .. } => ("snooze", None),
+        Resolution::Cancelled { reason } => ("cancelled", Some(reason)),
+        Resolution::Failed { error } => ("failed", Some(error)),
+    };
+    span.record("job.outcome", outcome);
+    match error {
+        Some(error) => {
+            span.record("otel.status_description", error.as_str());
+        }
+        None => {
+            span.record("otel.status_code", "ok");
+        }
+    }
+    match resolution {
+        Resolution::Succeeded { result } => match p.traceparent(span) {
+            Some(trace) => Resolution::SucceededTraced { result, trace },
+            None => Resolution::Succeeded { result },
+        },
+        other => other,
+    }
 }
 
 async fn run_handler(shared: &Shared, entry: &TaskEntry, ctx: JobContext) -> RawOutcome {
@@ -689,7 +757,9 @@ async fn report(shared: Arc<Shared>, batch: Vec<Done>, stop: CancellationToken) 
         let Some(acks) = &acks else { continue };
         let counter = match (acks.get(i), &done.completion.resolution) {
             (Some(CompletionAck::Stale), _) | (None, _) => &shared.stats.stale,
-            (_, Resolution::Succeeded { .. }) => &shared.stats.succeeded,
+            (_, Resolution::Succeeded { .. } | Resolution::SucceededTraced { .. }) => {
+                &shared.stats.succeeded
+            }
             (_, Resolution::Retry { .. }) => &shared.stats.retried,
             (_, Resolution::Snooze { .. }) => &shared.stats.snoozed,
             (_, Resolution::Cancelled { .. }) => &shared.stats.cancelled,

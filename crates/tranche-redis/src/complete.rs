@@ -15,6 +15,15 @@ pub async fn complete(
     for c in batch {
         let (kind, payload, at) = match &c.resolution {
             Resolution::Succeeded { result } => ("s", result.as_str(), 0),
+            Resolution::SucceededTraced { result, trace } => {
+                // The trace context rides in `at`, unused by a success.
+                inv.arg(c.lease.job.0)
+                    .arg(c.lease.attempt)
+                    .arg("t")
+                    .arg(result.as_str())
+                    .arg(trace.as_str());
+                continue;
+            }
             Resolution::Retry { error, at } => ("r", error.as_str(), at.micros()),
             Resolution::Snooze { at } => ("z", "", at.micros()),
             Resolution::Cancelled { reason } => ("c", reason.as_str(), 0),

@@ -33,12 +33,13 @@ fn check(spec: &JobSpec) -> Result<(), BackendError> {
         return Err(invalid("max_attempts", "at least 1", "0"));
     }
     spec.check_lengths()?;
+    spec.check_trace()?;
     Ok(())
 }
 
 /// The 6 arguments of a spec, as `common.lua`'s `insert` reads them: what the scripts
 /// look at on their own, then the rest packed into one field.
-pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
+pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec, trace: Option<&str>) {
     inv.arg(&spec.queue)
         .arg(spec.priority)
         .arg(match (&spec.unique_key, spec.unique_for) {
@@ -52,7 +53,7 @@ pub(crate) fn push_spec(inv: &mut ScriptInvocation<'_>, spec: &JobSpec) {
                 .map(|t| t.micros().to_string())
                 .unwrap_or_default(),
         )
-        .arg(pack(&spec.kind, spec.max_attempts, &spec.args));
+        .arg(pack(&spec.kind, spec.max_attempts, &spec.args, trace));
 }
 
 pub async fn enqueue(
@@ -107,27 +108,35 @@ pub(crate) fn push_request(
     match &req.on_done {
         Some(spec) => {
             inv.arg("1");
-            push_spec(inv, spec);
+            push_spec(inv, spec, spec.trace.as_deref());
         }
         None => {
             inv.arg("0");
-            push_spec(inv, &JobSpec::new("-", "null"));
+            push_spec(inv, &JobSpec::new("-", "null"), None);
         }
     }
     for item in &req.items {
         match item {
             EnqueueItem::Job(spec) => {
                 inv.arg("c").arg(1);
-                push_spec(inv, spec);
+                push_spec(inv, spec, spec.trace.as_deref());
             }
             EnqueueItem::Chain(steps) => {
                 inv.arg("c").arg(steps.len());
-                steps.iter().for_each(|s| push_spec(inv, s));
+                match JobSpec::chain_traces(steps) {
+                    None => steps.iter().for_each(|s| push_spec(inv, s, None)),
+                    Some(traces) => steps
+                        .iter()
+                        .zip(traces)
+                        .for_each(|(s, trace)| push_spec(inv, s, trace)),
+                }
             }
             EnqueueItem::Group { members, callback } => {
                 inv.arg("g").arg(members.len());
-                members.iter().for_each(|s| push_spec(inv, s));
-                push_spec(inv, callback);
+                members
+                    .iter()
+                    .for_each(|s| push_spec(inv, s, s.trace.as_deref()));
+                push_spec(inv, callback, callback.trace.as_deref());
             }
         }
     }

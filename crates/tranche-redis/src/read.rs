@@ -137,6 +137,7 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         kind,
         max_attempts,
         args,
+        trace,
     } = row.text(Column::Spec).and_then(unpack).unwrap_or_default();
     let run = RunName::new(row.text(Column::Run).unwrap_or_default())
         .map_err(|e| BackendError::store("read job", e))?;
@@ -174,6 +175,7 @@ pub async fn job(b: &RedisBackend, id: JobId) -> Result<Option<JobRecord>, Backe
         available_at: Timestamp(row.num(Column::AvailableAt).unwrap_or(0)),
         started_at: row.num(Column::StartedAt).map(Timestamp),
         finished_at: row.num(Column::FinishedAt).map(Timestamp),
+        trace: trace.map(str::to_string),
     }))
 }
 

@@ -66,6 +66,7 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
             kind,
             max_attempts,
             args,
+            trace,
         } = packed
             .as_deref()
             .and_then(unpack)
@@ -87,6 +88,7 @@ async fn reserve_once(b: &RedisBackend, req: &ReserveRequest) -> Result<Reserved
             max_attempts,
             lease_until,
             available_at: Timestamp(num(avail, "available_at")?),
+            trace: trace.map(str::to_string),
         });
     }
     Ok(Reserved::Jobs(jobs))

@@ -62,7 +62,7 @@ macro_rules! area {
 
 area!(
     make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker, worker_faults, unique, retention, pause, jobs, schedules
+    feed, worker, worker_faults, unique, retention, pause, jobs, schedules, trace
 );
 
 /// A resume wakes a reserve waiting on the queue through the wake channel, not its
@@ -117,7 +117,8 @@ mod reconnecting {
 
     area!(
         make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
-        effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules
+        effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules,
+        trace
     );
 }
 

@@ -160,3 +160,96 @@ const GOLDEN: [&str; 6] = [
     // 6 pending callback
     "0000000000000079609028184300007960902818430000000000000000000000000000000000000000000005666d742f6103000000716362010d00000063621f31301f7b226e223a317d0000000000000000000000000000000000000000",
 ];
+
+/// A traced job's spec text starts with its trace context between two `\x1e`
+/// (packed.rs), and a traced success writes the context it hands on into the next
+/// step's spec; every other byte is laid out as for an untraced job.
+#[tokio::test]
+async fn traced_records_keep_their_packed_layout() {
+    if !server::available() {
+        return;
+    }
+    const A: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const C: &str = "00-0af7651916cd43dd8448eb211c80319c-53995c3f42cd8ad8-01";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let redis = server::Server::start(dir.path(), false);
+    let prefix = server::fresh_prefix();
+    let clock = ManualClock::new(START);
+    let b = RedisBackend::connect(RedisOptions {
+        url: redis.url(),
+        prefix: prefix.clone(),
+        clock: Arc::new(clock.clone()),
+        ..RedisOptions::default()
+    })
+    .await
+    .unwrap();
+    let run = RunName::new("fmt/t").unwrap();
+    b.enqueue(EnqueueRequest {
+        run: run.clone(),
+        items: vec![EnqueueItem::Chain(vec![
+            JobSpec::new("a", "{}").queue("qa").trace(A),
+            JobSpec::new("b", "{}").queue("qb"),
+            JobSpec::new("c", "{}").queue("qc"),
+        ])],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    let a = take(&b, "qa").await;
+    b.complete(vec![Completion {
+        lease: a.lease(),
+        resolution: Resolution::SucceededTraced {
+            result: "1".into(),
+            trace: C.into(),
+        },
+    }])
+    .await
+    .unwrap();
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let records: Vec<Vec<u8>> = redis::cmd("HMGET")
+        .arg(format!("{prefix}b:"))
+        .arg(&["1", "2", "3"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let records: Vec<String> = records.iter().map(|r| hex(r)).collect();
+    // The spec text: presence byte, length (u32 little-endian), then the packed spec.
+    let spec_text = |trace: &str, kind: &str| {
+        let packed = format!("\u{1e}{trace}\u{1e}{kind}\u{1f}10\u{1f}{{}}");
+        format!(
+            "01{}{}",
+            hex(&(packed.len() as u32).to_le_bytes()),
+            hex(packed.as_bytes())
+        )
+    };
+    assert!(
+        records[0].contains(&spec_text(A, "a")),
+        "step 1 keeps its own context: {}",
+        records[0]
+    );
+    assert!(
+        records[1].contains(&spec_text(C, "b")),
+        "step 2 holds the context handed on: {}",
+        records[1]
+    );
+    assert!(
+        records[2].contains(&spec_text(A, "c")),
+        "step 3 inherited step 1's at enqueue: {}",
+        records[2]
+    );
+    assert_eq!(records, TRACED_GOLDEN.map(String::from));
+}
+
+/// Jobs 1 to 3 of the traced chain: succeeded, available with input, pending.
+const TRACED_GOLDEN: [&str; 3] = [
+    // 1 succeeded, handing C on
+    "030100000000007960902818430000796090281843000079609028184300007960902818430000000001320005666d742f7402000000716101400000001e30302d30616637363531393136636434336464383434386562323131633830333139632d623761643662373136393230333333312d30311e611f31301f7b7d000000000001010000003100000000000000000000",
+    // 2 available with input, continuing C
+    "010000000000007960902818430000796090281843000000000000000000000000000000000000000001330005666d742f7402000000716201400000001e30302d30616637363531393136636434336464383434386562323131633830333139632d353339393563336634326364386164382d30311e621f31301f7b7d010100000031000000000000000000000000000000",
+    // 3 pending, continuing A
+    "0000000000000079609028184300007960902818430000000000000000000000000000000000000000000005666d742f7402000000716301400000001e30302d30616637363531393136636434336464383434386562323131633830333139632d623761643662373136393230333333312d30311e631f31301f7b7d0000000000000000000000000000000000000000",
+];

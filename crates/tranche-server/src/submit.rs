@@ -154,16 +154,21 @@ async fn enqueue(
     let counted: Vec<(String, u64)> = incoming.iter().map(|(q, n)| (q.to_string(), *n)).collect();
     app.intake().accepted(&incoming);
     drop(incoming);
+    // The request's trace context (docs/traces.md): the jobs' attempts continue it.
+    let trace = tranche_core::trace::context_of(&tracing::Span::current());
+    let spec = |j: JobIn| {
+        let mut spec = j.into_spec();
+        spec.trace.clone_from(&trace);
+        spec
+    };
     let items: Vec<EnqueueItem> = items
         .into_iter()
         .map(|item| match item {
-            ItemIn::Job(j) => EnqueueItem::Job(j.into_spec()),
-            ItemIn::Chain(steps) => {
-                EnqueueItem::Chain(steps.into_iter().map(JobIn::into_spec).collect())
-            }
+            ItemIn::Job(j) => EnqueueItem::Job(spec(j)),
+            ItemIn::Chain(steps) => EnqueueItem::Chain(steps.into_iter().map(spec).collect()),
             ItemIn::Group { members, callback } => EnqueueItem::Group {
-                members: members.into_iter().map(JobIn::into_spec).collect(),
-                callback: callback.into_spec(),
+                members: members.into_iter().map(spec).collect(),
+                callback: spec(callback),
             },
         })
         .collect();
@@ -172,7 +177,7 @@ async fn enqueue(
         .enqueue(EnqueueRequest {
             run,
             items,
-            on_done: on_done.map(JobIn::into_spec),
+            on_done: on_done.map(spec),
         })
         .await?;
     for (queue, n) in counted {

@@ -114,8 +114,32 @@ pub async fn track_http(req: Request, next: Next) -> Response {
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let start = Instant::now();
     // What is logged while answering (a server error's cause) names the request.
-    let span = tracing::info_span!("http", method = %method, route = %route);
-    let resp = next.run(req).instrument(span).await;
+    let span = match tranche_core::trace::propagator() {
+        None => tracing::info_span!("http", method = %method, route = %route),
+        // Exported as the request's span (docs/traces.md): jobs it enqueues continue it.
+        Some(p) => {
+            let span = tracing::info_span!(
+                "http",
+                method = %method,
+                route = %route,
+                otel.name = %format_args!("{method} {route}"),
+                otel.kind = "server",
+                http.request.method = %method,
+                http.route = %route,
+                http.response.status_code = tracing::field::Empty,
+            );
+            if let Some(parent) = req
+                .headers()
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+            {
+                p.continue_trace(&span, parent);
+            }
+            span
+        }
+    };
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", resp.status().as_u16());
     let status = resp.status().as_u16().to_string();
     metrics::histogram!(HTTP_DURATION, "method" => method.clone(), "route" => route.clone())
         .record(start.elapsed().as_secs_f64());

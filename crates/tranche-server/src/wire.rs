@@ -116,6 +116,7 @@ impl JobIn {
             unique_key: self.unique_key,
             not_before: self.not_before.map(Timestamp),
             unique_for: self.unique_for_ms.map(Duration::from_millis),
+            trace: None,
         }
     }
 }

@@ -349,7 +349,7 @@ async fn report(app: &AppState, batch: Vec<Completion>) -> Result<axum::Json<Ack
     let outcomes: Vec<&'static str> = batch
         .iter()
         .map(|c| match c.resolution {
-            Resolution::Succeeded { .. } => "succeeded",
+            Resolution::Succeeded { .. } | Resolution::SucceededTraced { .. } => "succeeded",
             Resolution::Retry { .. } => "retried",
             Resolution::Failed { .. } => "failed",
             Resolution::Snooze { .. } => "snoozed",

@@ -23,6 +23,7 @@ const HISTORY: &[M<'static>] = &[
     M::up(UNIQUE_WINDOWS).comment("4: unique keys with a window, across runs (unique_windows)"),
     M::up(PAUSED_QUEUES).comment("5: paused queues (paused_queues), none on upgrade"),
     M::up(JOB_LISTING).comment("6: deleted job ids are never given again (job_id_floor)"),
+    M::up(JOB_TRACES).comment("7: trace contexts of traced jobs (job_traces), none on upgrade"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -174,6 +175,18 @@ const JOB_LISTING: &str = r#"
 CREATE TABLE IF NOT EXISTS job_id_floor (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     id  INTEGER NOT NULL
+);
+"#;
+
+/// A job's trace context (see write/trace.rs), a row only for a job that has one: a
+/// table rather than a column of `jobs`, because the bulk of jobs carry none (no
+/// extra bound value per inserted row), and `ALTER TABLE ADD COLUMN` cannot be
+/// written to run twice (two processes may migrate one file one after the other).
+/// Rows go with their job (delete, retention).
+const JOB_TRACES: &str = r#"
+CREATE TABLE IF NOT EXISTS job_traces (
+    job_id INTEGER PRIMARY KEY,
+    trace  TEXT
 );
 "#;
 

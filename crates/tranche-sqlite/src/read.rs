@@ -94,7 +94,8 @@ pub fn job(conn: &Connection, id: JobId) -> OpResult<Option<JobRecord>> {
                     j.result, j.error,
                     COALESCE(j.unique_key, (SELECT key FROM unique_windows WHERE job_id = j.id)),
                     j.next_id, j.created_at, j.available_at,
-                    j.started_at, j.finished_at
+                    j.started_at, j.finished_at,
+                    (SELECT trace FROM job_traces WHERE job_id = j.id)
              FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = ?1",
         )
         .and_then(|mut s| {
@@ -119,6 +120,7 @@ pub fn job(conn: &Connection, id: JobId) -> OpResult<Option<JobRecord>> {
                     available_at: Timestamp(r.get(14)?),
                     started_at: r.get::<_, Option<i64>>(15)?.map(Timestamp),
                     finished_at: r.get::<_, Option<i64>>(16)?.map(Timestamp),
+                    trace: r.get(17)?,
                 })
             })
             .optional()

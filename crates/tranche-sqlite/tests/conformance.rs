@@ -58,7 +58,8 @@ area!(
     retention,
     pause,
     jobs,
-    schedules
+    schedules,
+    trace
 );
 
 /// A resume wakes a reserve waiting on the queue, not its poll: here idle reserves

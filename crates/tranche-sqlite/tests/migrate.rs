@@ -1,6 +1,6 @@
 //! Databases written by earlier schema versions (2: no `queue_stats`; 3: no
-//! `unique_windows` nor `paused_queues`) open, get the tables, and carry on; a newer one
-//! is refused.
+//! `unique_windows` nor `paused_queues`; 6: no `job_traces`) open, get the tables, and
+//! carry on; a newer one is refused.
 
 use std::time::Duration;
 
@@ -140,7 +140,7 @@ async fn a_version_3_database_gets_unique_windows() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,5 +185,66 @@ async fn a_version_3_database_gets_paused_queues_with_its_work_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
+}
+
+/// Version 6 had no trace contexts: its jobs open untraced and run on, and traced jobs
+/// enqueued after the upgrade keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_6_database_gets_job_traces_with_its_work_kept() {
+    const TRACE: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path()).unwrap();
+    let old = b
+        .enqueue(EnqueueRequest {
+            run: RunName::new("v6/1").unwrap(),
+            items: vec![EnqueueItem::Chain(vec![
+                JobSpec::new("k", "null").queue("v6"),
+                JobSpec::new("k", "null").queue("v6"),
+            ])],
+            on_done: None,
+        })
+        .await
+        .unwrap();
+    drop(b);
+    let file = dir.path().join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE job_traces; PRAGMA user_version = 6;")
+        .unwrap();
+    drop(conn);
+
+    let b = open(dir.path()).unwrap();
+    let reserve = || {
+        b.reserve(ReserveRequest {
+            queue: "v6".into(),
+            max: 10,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+    };
+    let first = reserve().await.unwrap();
+    assert_eq!(first.len(), 1, "its work kept");
+    assert_eq!(first[0].trace, None);
+    b.complete(vec![Completion {
+        lease: first[0].lease(),
+        resolution: Resolution::SucceededTraced {
+            result: "1".into(),
+            trace: TRACE.into(),
+        },
+    }])
+    .await
+    .unwrap();
+    let second = reserve().await.unwrap();
+    assert_eq!(second[0].id, old[0].ids[1]);
+    assert_eq!(
+        second[0].trace.as_deref(),
+        Some(TRACE),
+        "traced from now on"
+    );
+    drop(b);
+    let version: i64 = rusqlite::Connection::open(&file)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 7);
 }

@@ -29,6 +29,11 @@ pub struct JobSpec {
     /// enqueue, instead of within its run forever (see [`unique`](crate::unique)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_for: Option<Duration>,
+    /// The trace context of whatever enqueued it (a W3C `traceparent`), so that its
+    /// attempts' spans join that trace. A chain step without one takes the step's before
+    /// it. Kept as given: only tracing reads it (see docs/traces.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl JobSpec {
@@ -43,6 +48,9 @@ impl JobSpec {
     pub const MAX_QUEUE_LEN: usize = 128;
     /// Longest unique key, in bytes: room for a composite of several ids.
     pub const MAX_UNIQUE_KEY_LEN: usize = 512;
+    /// Longest trace context, in bytes: a `traceparent` is 55, future versions may add
+    /// fields.
+    pub const MAX_TRACE_LEN: usize = 256;
 
     /// The first of kind, queue and unique key that is longer than its limit. Backends
     /// check this on enqueue, so every way in (library, CLI, HTTP) is bounded alike.
@@ -55,10 +63,31 @@ impl JobSpec {
                 self.unique_key.as_ref().map_or(0, String::len),
                 Self::MAX_UNIQUE_KEY_LEN,
             ),
+            (
+                "trace",
+                self.trace.as_ref().map_or(0, String::len),
+                Self::MAX_TRACE_LEN,
+            ),
         ];
         match fields.into_iter().find(|(_, got, max)| got > max) {
             Some((field, got, max)) => Err(TooLong { field, max, got }),
             None => Ok(()),
+        }
+    }
+
+    /// Refuses a trace context that is not printable ASCII without spaces (a W3C
+    /// `traceparent` is hex digits and dashes): backends may store it between control
+    /// characters.
+    pub fn check_trace(&self) -> Result<(), crate::BackendError> {
+        match &self.trace {
+            Some(t) if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) => {
+                Err(crate::BackendError::Invalid {
+                    field: "trace",
+                    expected: "a W3C traceparent (printable ASCII, no spaces)".into(),
+                    got: format!("{t:?}"),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -73,6 +102,7 @@ impl JobSpec {
             unique_key: None,
             not_before: None,
             unique_for: None,
+            trace: None,
         }
     }
 
@@ -112,6 +142,31 @@ impl JobSpec {
     /// Not runnable before `at`.
     pub fn not_before(mut self, at: Timestamp) -> Self {
         self.not_before = Some(at);
+        self
+    }
+
+    /// The trace context each step of a chain continues: its own, or else the nearest
+    /// earlier step's. None when no step has one (the untraced case costs a scan of the
+    /// steps, no allocation).
+    pub fn chain_traces(steps: &[JobSpec]) -> Option<Vec<Option<&str>>> {
+        if steps.iter().all(|s| s.trace.is_none()) {
+            return None;
+        }
+        let mut last = None;
+        Some(
+            steps
+                .iter()
+                .map(|s| {
+                    last = s.trace.as_deref().or(last);
+                    last
+                })
+                .collect(),
+        )
+    }
+
+    /// Its attempts' spans join the trace of `traceparent` (W3C trace context).
+    pub fn trace(mut self, traceparent: impl Into<String>) -> Self {
+        self.trace = Some(traceparent.into());
         self
     }
 }
@@ -203,6 +258,10 @@ pub struct ReservedJob {
     pub lease_until: Timestamp,
     /// When the job last became runnable; latency is measured from here.
     pub available_at: Timestamp,
+    /// The trace context its attempt's span continues (a W3C `traceparent`): what
+    /// enqueued it, or the attempt of the chain step before it that handed it on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl ReservedJob {
@@ -223,6 +282,15 @@ pub enum Resolution {
     Succeeded {
         /// The handler's result, handed to the next chain step or group callback.
         result: String,
+    },
+    /// As `Succeeded`, and the next chain step (if any) continues `trace` (the W3C
+    /// `traceparent` of this attempt's span) instead of its own trace context, so its
+    /// attempts are children of this one. Sent only by a worker that traces.
+    SucceededTraced {
+        /// The handler's result, as for `Succeeded`.
+        result: String,
+        /// This attempt's trace context.
+        trace: String,
     },
     /// Run again at `at`; becomes `Failed` when the attempts are exhausted.
     Retry {
@@ -332,6 +400,9 @@ pub struct JobRecord {
     pub started_at: Option<Timestamp>,
     /// When it ended.
     pub finished_at: Option<Timestamp>,
+    /// The trace context its attempts continue (see [`ReservedJob::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 #[cfg(test)]

@@ -10,6 +10,17 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(flatten)]
     pub data: DataArgs,
+    /// Export traces (a span per job attempt and per HTTP request, linked across a
+    /// chain's steps and to the request that enqueued them) over OTLP/HTTP to the
+    /// collector at this base URL, e.g. http://127.0.0.1:4318 (spans go to
+    /// URL/v1/traces). For `worker`, `server` and `notes run`. Off by default.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    pub otlp_endpoint: Option<url::Url>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -7,6 +7,7 @@ mod commands;
 mod data;
 mod night;
 mod notes_setup;
+mod otlp;
 mod output;
 mod progress;
 mod secrets;
@@ -15,6 +16,9 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 /// Typst allocates and frees hundreds of thousands of small objects per note; with the
 /// system allocator that was an eighth of a render's time.
@@ -27,15 +31,41 @@ fn main() -> ExitCode {
     // umask.
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TRANCHE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+    let traces = match cli.otlp_endpoint.as_ref().map(otlp::provider).transpose() {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("error: {}", tranche_types::one_line(e.as_ref()));
+            return ExitCode::FAILURE;
+        }
+    };
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, never into a log file.
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TRANCHE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        );
+    // Spans are exported whatever TRANCHE_LOG keeps: the engine's and the server's.
+    let spans = traces.as_ref().map(|provider| {
+        otlp::layer(provider).with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("tranche_core", tracing::Level::INFO)
+                .with_target("tranche_server", tracing::Level::INFO),
+        )
+    });
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    let code = run(cli);
+    if let Some(provider) = traces {
+        // Sends the spans still batched.
+        if let Err(e) = provider.shutdown() {
+            eprintln!("warning: could not send the last traces: {e}");
+        }
+    }
+    code
+}
+
+fn run(cli: cli::Cli) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -67,7 +67,7 @@ impl Observer for StepCounts {
             return;
         };
         match f.resolution {
-            Resolution::Succeeded { .. } => {
+            Resolution::Succeeded { .. } | Resolution::SucceededTraced { .. } => {
                 self.done[step].fetch_add(1, Ordering::Relaxed);
                 let us = f.finished_at.since(f.started_at).as_micros();
                 self.times[step]

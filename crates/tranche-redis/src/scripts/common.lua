@@ -123,7 +123,9 @@ end
 
 -- The texts, in this order, each a presence byte (0: unset), a length and the bytes:
 --   #   text         meaning
---   1   spec         kind, max attempts and args, packed by the client (packed.rs)
+--   1   spec         kind, max attempts and args, packed by the client (packed.rs),
+--                     after the trace context for a traced job (absent otherwise, so
+--                     records written before traces read the same)
 --   2   input        the previous chain step's result, or a group's outcomes
 --   3   result       what the job returned
 --   4   error        its last attempt's error, or why it was cancelled
@@ -608,7 +610,8 @@ local function insert(run, spec, state, id, next_id, group)
   if state == AVAILABLE then make_available(sid, queue, priority, available_at) end
 end
 
--- A job's max attempts, from its packed spec (kind \031 max attempts \031 args).
+-- A job's max attempts, from its packed spec (kind \031 max attempts \031 args, maybe
+-- after a trace context, which holds no \031).
 local function max_attempts(texts)
   local packed_spec = unpack_texts(texts)
   return tonumber(string.match(packed_spec, '^[^\031]*\031(%d+)\031'))
@@ -622,15 +625,27 @@ local function with_input(texts, input)
     .. string.sub(texts, after_input)
 end
 
--- Make a pending job runnable with `input`; a no-op unless it is pending.
-local function release_pending(id, input)
+-- `texts` with the trace context of its packed spec set to `trace` (packed.rs: a
+-- traced spec starts with '\030' trace '\030'; an untraced one with its kind).
+local function with_trace(texts, trace)
+  local _, spec, after_spec = struct.unpack(ONE_TEXT, texts)
+  if string.byte(spec, 1) == 30 then
+    spec = string.sub(spec, string.find(spec, '\030', 2, true) + 1)
+  end
+  spec = '\030' .. trace .. '\030' .. spec
+  return struct.pack(ONE_TEXT, 1, #spec, spec) .. string.sub(texts, after_spec)
+end
+
+-- Make a pending job runnable with `input` (and `trace` as its trace context, unless
+-- nil); a no-op unless it is pending.
+local function release_pending(id, input, trace)
   local state, _, available_at, _, _, _, priority, _, _, _, _, run, queue, texts = job(id)
   if state ~= PENDING then return end
   available_at = math.max(available_at, NOW)
   local record = records[id]
   put(id, STATE_BYTE[AVAILABLE] .. string.sub(record, AT_ATTEMPT, AT_AVAILABLE - 1)
     .. struct.pack('<d', available_at) .. string.sub(record, AT_CREATED, #record - #texts)
-    .. with_input(texts, input))
+    .. with_input(trace and with_trace(texts, trace) or texts, input))
   moved(id, run, PENDING, AVAILABLE)
   make_available(id, queue, priority, available_at)
 end
@@ -718,7 +733,8 @@ local function job_ended(id, next_id, group, failed)
 end
 
 -- Apply one attempt's result if the attempt still holds the job; false if stale.
--- kind: s(ucceeded) payload=result, r(etry) payload=error at, z (snooze) at,
+-- kind: s(ucceeded) payload=result, t: as s, the next chain step's trace context
+-- becoming `at` (see with_trace), r(etry) payload=error at, z (snooze) at,
 -- c(ancelled) payload=reason, f(ailed) payload=error; e: as r, for a lease that
 -- expired (counted as such, not as a run). `id` is a string.
 local function apply_resolution(id, attempt, kind, payload, at)
@@ -726,7 +742,7 @@ local function apply_resolution(id, attempt, kind, payload, at)
     has_errors, upstream_failed, next_step, group, run, queue, texts = job(id)
   if state ~= RUNNING or job_attempt ~= tonumber(attempt) then return false end
   unlease(id, queue)
-  if kind == 's' then
+  if kind == 's' or kind == 't' then
     local packed_spec, input, _, err, unique_key = unpack_texts(texts)
     if has_errors == 1 then err = nil end
     local record = records[id]
@@ -736,7 +752,7 @@ local function apply_resolution(id, attempt, kind, payload, at)
     moved(id, run, RUNNING, SUCCEEDED)
     ran(queue, 'succeeded', started_at)
     ended(id, has_errors == 1)
-    if next_step ~= '' then release_pending(next_step, payload) end
+    if next_step ~= '' then release_pending(next_step, payload, kind == 't' and at or nil) end
     if group ~= '' then member_ended(group) end
   elseif kind == 'r' or kind == 'e' then
     available_at = math.max(tonumber(at), NOW)

@@ -1,5 +1,5 @@
 -- Apply a batch of attempt results. ARGV from A, COMPLETION_ARGS per completion: job,
--- attempt, kind (s, r, z, c, f), payload, at (see `apply_resolution`). Returns '1'
+-- attempt, kind (s, t, r, z, c, f), payload, at (see `apply_resolution`). Returns '1'
 -- (applied) or '0' (stale) for each.
 local COMPLETION_ARGS = 5
 local ids = {}

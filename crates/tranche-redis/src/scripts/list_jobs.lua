@@ -58,7 +58,10 @@ while from <= #ids do
       and (f_run == '' or run == f_run)
       and (f_queue == '' or queue == f_queue) then
       local spec, _, _, err = unpack_texts(texts)
-      if f_kind == '' or string.match(spec, '^[^\031]*') == f_kind then
+      -- The kind comes first, after the trace context of a traced job (packed.rs).
+      if f_kind == ''
+        or (string.match(spec, '^\030[^\030]*\030([^\031]*)')
+          or string.match(spec, '^[^\031]*')) == f_kind then
         for _, v in ipairs({ id, S(state), S(attempt), S(created_at), S(finished_at), run,
           queue, spec, err or '' }) do
           out[#out + 1] = v

@@ -113,7 +113,7 @@ pub fn apply_resolution_of(
     let (id, attempt) = (lease.job.0, lease.attempt);
     let now = op.now.0;
     match res {
-        Resolution::Succeeded { result } => {
+        Resolution::Succeeded { result } | Resolution::SucceededTraced { result, .. } => {
             // A route of another attempt (the job was reserved again elsewhere since)
             // has the wrong start time: read the row back instead.
             let known = op
@@ -168,6 +168,9 @@ pub fn apply_resolution_of(
             };
             op.moved(id, run, Some(JobState::Running), JobState::Succeeded);
             if let Some(next) = next {
+                if let Resolution::SucceededTraced { trace, .. } = res {
+                    super::trace::store(op, next, trace)?;
+                }
                 release_successor(op, run, next, result)?;
             }
             if let Some(group) = group {

@@ -24,6 +24,7 @@ fn check(spec: &JobSpec) -> OpResult<()> {
         return invalid("max_attempts", "at least 1", "0".into());
     }
     spec.check_lengths()?;
+    spec.check_trace()?;
     Ok(())
 }
 
@@ -102,6 +103,7 @@ impl<'s> Bulk<'s> {
             id += 1;
         }
         self.next_id = Some(id);
+        super::trace::store_chain(op, &ids, steps)?;
         Ok(Enqueued {
             ids,
             existed: false,
@@ -194,7 +196,11 @@ pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<E
         }
     }
     let ids = match item {
-        EnqueueItem::Job(spec) => vec![insert(op, run, spec, JobState::Available, None, None)?],
+        EnqueueItem::Job(spec) => {
+            let id = insert(op, run, spec, JobState::Available, None, None)?;
+            super::trace::store_chain(op, &[id], std::slice::from_ref(spec))?;
+            vec![id]
+        }
         EnqueueItem::Chain(steps) => {
             if steps.is_empty() {
                 return Err(BackendError::Invalid {
@@ -217,6 +223,7 @@ pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<E
                 next = Some(id);
             }
             ids.reverse();
+            super::trace::store_chain(op, &ids, steps)?;
             ids
         }
         EnqueueItem::Group { members, callback } => {
@@ -241,6 +248,10 @@ pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<E
                 super::complete::release_callback(op, group, cb.0)?;
             }
             ids.push(cb);
+            // Members and callback each continue their own (no order among them).
+            for (id, spec) in ids.iter().zip(members.iter().chain([callback])) {
+                super::trace::store_chain(op, &[*id], std::slice::from_ref(spec))?;
+            }
             ids
         }
     };

@@ -14,6 +14,7 @@ pub mod reserve;
 pub mod schedules;
 pub mod stats;
 pub mod steer;
+pub mod trace;
 pub mod unique;
 
 use std::cell::RefCell;
@@ -75,6 +76,8 @@ pub struct RunCache {
     /// The file's `data_version` when the run names were last known current: another
     /// process's commit (perhaps a prune) moves it.
     pub data_version: Option<i64>,
+    /// Whether `job_traces` may have rows (see write/trace.rs); unknown until asked.
+    pub traces: std::cell::Cell<Option<bool>>,
 }
 
 /// A job's run, chain successor, group and queue (fixed when it is enqueued), and the
@@ -97,6 +100,8 @@ impl RunCache {
     pub fn clear(&mut self) {
         self.by_name.clear();
         self.by_id.clear();
+        // Another process may have enqueued traced jobs.
+        self.traces.set(None);
     }
 
     pub fn remember_route(&self, job: i64, route: Route) {

@@ -123,6 +123,7 @@ fn remove_jobs(op: &Op<'_>, run: i64, max: usize) -> OpResult<usize> {
             last_group = group;
         }
     }
+    super::trace::forget_all(op, removed.iter().map(|&(id, _)| id))?;
     Ok(removed.len())
 }
 

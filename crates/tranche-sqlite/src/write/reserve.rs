@@ -132,8 +132,10 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
             max_attempts,
             lease_until,
             available_at: Timestamp(available_at),
+            trace: None,
         });
     }
+    super::trace::fill(op, &mut jobs)?;
     let next_at = if jobs.is_empty() {
         op.conn
             .prepare_cached(formatcp!(
