@@ -3,17 +3,21 @@
 //! it walks ids a window at a time: looking for the few failed jobs, or the waiting
 //! jobs of tonight's run, among ten million would take a thousand calls. But every
 //! run counts its jobs per state, so the runs that hold any job in that state are
-//! known, and listing each of them is cheap (a run's own index). When they are few,
-//! the page is their pages merged in id order.
+//! known, and listing each of them is cheap (a run's own index). When they are few, or
+//! the state is rare (failures), the page is their pages merged in id order.
 
+use futures::{StreamExt, TryStreamExt};
 use tranche_backend::Backend;
 use tranche_types::{BackendError, JobFilter, JobId, JobPage, JobState, RunProgress};
 
 /// Most runs read to find the ones holding the state; with more runs than this the
 /// walk is used (reading them all on every page would cost more than it saves).
 const RUNS_READ: usize = 1_000;
-/// Most runs merged; with more, the walk is used.
+/// Most runs merged when the state is common; with more, the walk is used (it finds a
+/// common state's jobs in a few windows).
 const RUNS_MERGED: usize = 32;
+/// Runs' calls in flight at once while merging (pipelined on Redis).
+const IN_FLIGHT: usize = 8;
 
 pub(crate) async fn list_jobs(
     backend: &dyn Backend,
@@ -30,7 +34,12 @@ pub(crate) async fn list_jobs(
         .filter(|r| in_state(r, state) > 0)
         .filter_map(|r| r.run.clone())
         .collect();
-    if runs.len() >= RUNS_READ || holding.len() > RUNS_MERGED {
+    // A rare state (under 1 % of the jobs: failures) is merged from however many runs
+    // hold it; a walk would read a hundred windows to find a page of it.
+    let matching: u64 = runs.iter().map(|r| in_state(r, state)).sum();
+    let total: u64 = runs.iter().map(|r| r.total).sum();
+    let rare = matching.saturating_mul(100) <= total;
+    if runs.len() >= RUNS_READ || (holding.len() > RUNS_MERGED && !rare) {
         return backend.list_jobs(filter, after, limit).await;
     }
     let limit = limit.max(1);
@@ -38,12 +47,18 @@ pub(crate) async fn list_jobs(
     // The lowest id up to which every run's jobs have been seen: a job past it may be
     // preceded by a job of a run whose page stopped earlier.
     let mut seen_to: Option<JobId> = None;
-    for run in holding {
-        let one_run = JobFilter {
-            run: Some(run),
-            ..filter.clone()
-        };
-        let page = backend.list_jobs(&one_run, after, limit).await?;
+    let pages: Vec<JobPage> = futures::stream::iter(holding)
+        .map(|run| {
+            let one_run = JobFilter {
+                run: Some(run),
+                ..filter.clone()
+            };
+            async move { backend.list_jobs(&one_run, after, limit).await }
+        })
+        .buffered(IN_FLIGHT)
+        .try_collect()
+        .await?;
+    for page in pages {
         let reached = match page.next {
             None => None,
             Some(_) if page.jobs.len() == limit => page.jobs.last().map(|j| j.id),

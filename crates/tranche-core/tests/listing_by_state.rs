@@ -81,14 +81,14 @@ fn expected(all: usize, keep: impl Fn(i64) -> bool) -> Vec<JobId> {
     (1..=all as i64).filter(|&id| keep(id)).map(JobId).collect()
 }
 
-async fn check(runs: usize, jobs: usize) {
+async fn check(runs: usize, jobs: usize, fail_every: i64) {
     let dir = tempfile::tempdir().unwrap();
     let client = Client::new(SqliteBackend::open(dir.path(), SqliteOptions::default()).unwrap());
     let names: Vec<String> = (0..runs).map(|i| format!("list/{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     // Twice, so each run's ids come in two blocks with the other runs' between.
-    store(&client, &names, jobs / 2, 7).await;
-    store(&client, &names, jobs / 2, 7).await;
+    store(&client, &names, jobs / 2, fail_every).await;
+    store(&client, &names, jobs / 2, fail_every).await;
     let all = runs * jobs;
     let state = |s| JobFilter {
         state: Some(s),
@@ -97,12 +97,12 @@ async fn check(runs: usize, jobs: usize) {
     for per_page in [1, 2, 3, 50, 10_000] {
         assert_eq!(
             list_all(&client, &state(JobState::Failed), per_page).await,
-            expected(all, |id| id % 7 == 0),
+            expected(all, |id| id % fail_every == 0),
             "failed, {per_page} a page, {runs} runs"
         );
         assert_eq!(
             list_all(&client, &state(JobState::Running), per_page).await,
-            expected(all, |id| id % 7 != 0 && id % 2 == 0),
+            expected(all, |id| id % fail_every != 0 && id % 2 == 0),
             "running, {per_page} a page, {runs} runs"
         );
         assert_eq!(
@@ -114,13 +114,20 @@ async fn check(runs: usize, jobs: usize) {
 
 #[tokio::test]
 async fn a_state_across_a_few_runs_is_their_pages_merged() {
-    check(3, 40).await;
+    check(3, 40, 7).await;
 }
 
 #[tokio::test]
 async fn a_state_across_many_runs_is_the_same_jobs() {
-    // More runs hold failures than are merged: the walk answers, with the same jobs.
-    check(40, 4).await;
+    // More runs hold failures than are merged when common: the walk answers, with the
+    // same jobs.
+    check(40, 4, 7).await;
+}
+
+#[tokio::test]
+async fn a_rare_state_across_many_runs_is_their_pages_merged() {
+    // Failures in more than 32 runs, but under 1 % of the jobs: merged all the same.
+    check(40, 200, 150).await;
 }
 
 /// A run whose page came back short (its window ran out before the filter kept

@@ -81,14 +81,23 @@ fn run_of(i: u64) -> Result<RunName> {
     run_name(&format!("bench/browse-{i:04}"))
 }
 
-async fn fill(engine: &Engine, args: &BenchBrowse, redis: bool) -> Result<()> {
+/// Enqueues the jobs of runs `runs`; with `worked`, waits for each run to finish
+/// before the next (a worker is running).
+async fn fill(
+    engine: &Engine,
+    args: &BenchBrowse,
+    redis: bool,
+    runs: std::ops::Range<u64>,
+    worked: bool,
+) -> Result<()> {
     let per_run = args.jobs / args.runs;
     let per_call: u64 = if redis { 2_000 } else { 100_000 };
     let in_flight = if redis { 4 } else { 1 };
     let started = Instant::now();
     let mut last = Instant::now();
-    let mut enqueued = 0u64;
-    for r in 0..args.runs {
+    let from = runs.start * per_run;
+    let mut enqueued = from;
+    for r in runs {
         let run = run_of(r)?;
         let first = r * per_run;
         let count = if r + 1 == args.runs {
@@ -111,14 +120,12 @@ async fn fill(engine: &Engine, args: &BenchBrowse, redis: bool) -> Result<()> {
         while let Some(n) = enqueues.try_next().await? {
             enqueued += n;
             if last.elapsed() >= Duration::from_secs(2) {
-                let rate = enqueued as f64 / started.elapsed().as_secs_f64();
+                let rate = (enqueued - from) as f64 / started.elapsed().as_secs_f64();
                 eprintln!("  enqueued {enqueued}/{} ({rate:.0}/s)", args.jobs);
                 last = Instant::now();
             }
         }
-        // Every run but the last is worked before the next is enqueued, so the newest
-        // jobs are the ones still waiting, as in a store during a night.
-        if r + 1 < args.runs {
+        if worked {
             let client = engine.client();
             client
                 .wait_finished(
@@ -228,11 +235,14 @@ pub async fn browse(at: &DataArgs, args: BenchBrowse) -> Result<ExitCode> {
     let s = stop.clone();
     let working = tokio::spawn(async move { worker.run(s).await });
     let fill_started = Instant::now();
-    // The last run is enqueued with the worker stopped, so it stays available.
-    let filled = fill(&engine, &args, redis).await;
+    // Every run but the last is worked before the next is enqueued; the last is
+    // enqueued with the worker stopped, so the newest jobs are the ones waiting, as in
+    // a store during a night.
+    let filled = fill(&engine, &args, redis, 0..args.runs - 1, true).await;
     stop.cancel();
     working.await??;
     filled?;
+    fill(&engine, &args, redis, args.runs - 1..args.runs, false).await?;
     let fill_time = fill_started.elapsed();
     eprintln!("  filled in {:.0} s; timing", fill_time.as_secs_f64());
 
