@@ -177,7 +177,6 @@ impl Limit {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LimitStatus {
     /// The limit as declared.
-    #[serde(flatten)]
     pub limit: Limit,
     /// The scope's jobs running now.
     pub running_now: u64,
