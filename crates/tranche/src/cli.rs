@@ -619,6 +619,13 @@ pub struct BenchEngine {
     /// Keep the bench database (in --data) instead of a fresh temporary one.
     #[arg(long)]
     pub keep: bool,
+    /// Limit the bench's queue to --rate starts per second (a backend limit) and
+    /// report the measured start rate against it. Enqueue a few seconds' worth.
+    #[arg(long, conflicts_with = "processes")]
+    pub rate_limited: bool,
+    /// The start rate of --rate-limited, per second.
+    #[arg(long, default_value_t = 5_000, requires = "rate_limited")]
+    pub rate: u32,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -9,6 +9,7 @@ mod figures;
 mod noop;
 mod notes;
 mod processes;
+mod rate;
 mod server;
 
 pub use engine::engine;
