@@ -1,5 +1,6 @@
 //! Limits held by the backend, not by a process: two worker processes (this test binary
-//! run again as a child, each with a worker of 4 slots) share one backend, a SQLite file
+//! run again as a child, each with a worker of 4 slots, both serving before the jobs
+//! are enqueued) share one backend, a SQLite file
 //! or a Redis server, and a queue limited to 2 running and 4 starts per second. Each
 //! job returns when its handler started and ended; across both processes no more than
 //! 2 handlers ever overlap, and no 5 starts (the backend's reserve times) fall within
@@ -16,12 +17,14 @@ mod support;
 
 const QUEUE: &str = "limited";
 const RUN: &str = "limits/fleet";
-const JOBS: usize = 12;
+const JOBS: usize = 16;
 const RUNNING: u32 = 2;
 const STARTS: u32 = 4;
 const PER: Duration = Duration::from_secs(1);
 const CHILD_TEST: &str = "limits_child";
 const CHILD_ENV: &str = "TRANCHE_LIMITS_CHILD";
+/// Where a child says its worker is serving, so that the jobs come only once both are.
+const READY_ENV: &str = "TRANCHE_LIMITS_READY";
 
 fn micros_now() -> i64 {
     SystemTime::now()
@@ -64,7 +67,21 @@ async fn open(at: &str) -> Client {
     }
 }
 
-fn spawn_worker(at: &str, log: &Path) -> Child {
+/// The worker processes, killed if the test fails before they are done.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if child.try_wait().ok().flatten().is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn spawn_worker(at: &str, log: &Path, ready: &Path) -> Child {
     let exe = std::env::current_exe().expect("current test binary");
     Command::new(exe)
         .args([
@@ -75,6 +92,7 @@ fn spawn_worker(at: &str, log: &Path) -> Child {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, at)
+        .env(READY_ENV, ready)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
@@ -102,7 +120,13 @@ async fn limits_child() {
         let stop = stop.clone();
         async move { worker.run(stop).await }
     });
+    std::fs::write(std::env::var(READY_ENV).unwrap(), b"").unwrap();
     let run = RunName::new(RUN).unwrap();
+    // The jobs come once both workers are ready; the parent kills neither, but bounds
+    // the whole test with its own deadline.
+    while client.run_progress(&run).await.unwrap().is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     client
         .wait_finished(&run, Duration::from_millis(50), None, |_| {})
         .await
@@ -122,6 +146,19 @@ async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
         running: Some(RUNNING),
     };
     client.put_limit(&limit).await.unwrap();
+    let ready = [dir.join("w1.ready"), dir.join("w2.ready")];
+    let mut workers = Workers(vec![
+        spawn_worker(at, &dir.join("w1.log"), &ready[0]),
+        spawn_worker(at, &dir.join("w2.log"), &ready[1]),
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !ready.iter().all(|r| r.exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker processes did not start within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let engine = Engine::new(client.clone(), registry());
     let spec = engine.job("timed", &()).unwrap().queue(QUEUE);
     let run = RunName::new(RUN).unwrap();
@@ -132,10 +169,6 @@ async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
         .into_iter()
         .flat_map(|e| e.ids)
         .collect();
-    let mut workers = [
-        spawn_worker(at, &dir.join("w1.log")),
-        spawn_worker(at, &dir.join("w2.log")),
-    ];
     let done = client
         .wait_finished(
             &run,
@@ -144,7 +177,7 @@ async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
             |_| {},
         )
         .await;
-    for w in &mut workers {
+    for w in &mut workers.0 {
         let status = w.wait().unwrap();
         assert!(status.success(), "a worker process failed: {status}");
     }
