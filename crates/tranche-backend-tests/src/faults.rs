@@ -13,9 +13,9 @@ use tokio::sync::Notify;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
-    Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
+    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
+    RunProgress, StoredSchedule, Timestamp,
 };
 
 /// The calls a test can script faults for.
@@ -350,5 +350,17 @@ impl Backend for Faulty {
         enqueue: Option<EnqueueRequest>,
     ) -> Result<Option<Vec<Enqueued>>, BackendError> {
         self.inner.fire_schedule(name, due, enqueue).await
+    }
+
+    async fn put_limit(&self, limit: &Limit) -> Result<bool, BackendError> {
+        self.inner.put_limit(limit).await
+    }
+
+    async fn delete_limit(&self, scope: &LimitScope) -> Result<bool, BackendError> {
+        self.inner.delete_limit(scope).await
+    }
+
+    async fn limits(&self) -> Result<Vec<LimitStatus>, BackendError> {
+        self.inner.limits().await
     }
 }

@@ -19,6 +19,7 @@ mod faults;
 pub mod feed;
 pub mod groups;
 pub mod jobs;
+pub mod limits;
 pub mod locks;
 pub mod outcomes;
 pub mod pause;
@@ -89,6 +90,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     pause::all(make).await;
     jobs::all(make).await;
     trace::all(make).await;
+    limits::all(make).await;
 }
 
 /// A backend on a manual clock, for tests that move time by hand.

@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use crate::Hints;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
-    Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
+    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
+    RunProgress, StoredSchedule, Timestamp,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -275,4 +275,41 @@ pub trait Backend: Send + Sync + 'static {
         due: Timestamp,
         enqueue: Option<EnqueueRequest>,
     ) -> Result<Option<Vec<Enqueued>>, BackendError>;
+
+    /// Declare a limit on a scope (a queue or a task kind), or replace the one it has.
+    /// Stored in the backend, so it holds for every process sharing it from the moment
+    /// it is applied; `reserve` enforces it atomically with the leases it takes:
+    ///
+    /// - `starts` (N per window): within any half-open interval `[t, t + per)` of the
+    ///   backend's clock at most N of the scope's jobs are reserved (a start is an
+    ///   attempt's reserve: retries count; a release or snooze gives nothing back). A
+    ///   reserve grants as many as the last window leaves free. Replacing a limit keeps
+    ///   the starts already made within the window.
+    /// - `running` (K): at most K of the scope's jobs running (leased) at once. The count
+    ///   follows every way a job leaves running (completion, retry, failure, snooze,
+    ///   release, cancel, an expired lease recovered), so a killed worker holds its
+    ///   slots only until its leases expire. Jobs already running when the limit is
+    ///   declared count.
+    ///
+    /// A job is subject to both its queue's limit and its kind's. A reserve of a queue
+    /// skips jobs whose kind is at its limit, leaving them runnable where they are (no
+    /// attempt used, order kept), and leases the jobs of other kinds behind them. When
+    /// a reserve grants nothing because of a start rate, its "next due" is when the
+    /// window next frees a start, so a long-poll sleeps until then; a running cap is
+    /// freed by a job leaving running, which wakes waiting reserves of its queue.
+    ///
+    /// Cost: queues without any limit (no limit on the queue and none on any kind)
+    /// reserve exactly as before: the backend keeps the configuration where checking
+    /// it costs no extra read (SQLite: cached, refreshed when another process commits;
+    /// Redis: one hash read inside the reserve script). Returns true when the scope
+    /// had no limit before. A repeat changes nothing more.
+    async fn put_limit(&self, limit: &Limit) -> Result<bool, BackendError>;
+
+    /// Remove a scope's limit (its start window with it); false if it had none. Waiting
+    /// reserves of the queue (or, for a kind, of every queue) are woken.
+    async fn delete_limit(&self, scope: &LimitScope) -> Result<bool, BackendError>;
+
+    /// Every limit with its use now (running jobs, starts within the window), sorted
+    /// by scope (queues, then kinds, by name). O(limits + running jobs of the scopes).
+    async fn limits(&self) -> Result<Vec<LimitStatus>, BackendError>;
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
-    Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
+    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
+    RunProgress, StoredSchedule, Timestamp,
 };
 
 use crate::reconnect::{Outage, Reconnecting};
@@ -333,6 +333,26 @@ impl Client {
     /// The paused queues, sorted by name.
     pub async fn paused_queues(&self) -> Result<Vec<String>, BackendError> {
         self.backend.paused_queues().await
+    }
+
+    /// Declare (or replace) a limit on a queue's or a task kind's jobs, for every
+    /// process sharing the backend: at most `starts.count` starts in any window of
+    /// `starts.per_ms` (a strict sliding window; retries count as starts) and at most
+    /// `running` running at once. Jobs of a kind at its limit are skipped by reserves
+    /// of their queue, not failed, and other kinds go ahead. True if the scope had no
+    /// limit before. See `Backend::put_limit` for the whole contract.
+    pub async fn put_limit(&self, limit: &Limit) -> Result<bool, BackendError> {
+        self.backend.put_limit(limit).await
+    }
+
+    /// Remove a scope's limit; false if it had none.
+    pub async fn delete_limit(&self, scope: &LimitScope) -> Result<bool, BackendError> {
+        self.backend.delete_limit(scope).await
+    }
+
+    /// Every limit with its use now (running jobs, starts in the window), queues first.
+    pub async fn limits(&self) -> Result<Vec<LimitStatus>, BackendError> {
+        self.backend.limits().await
     }
 
     /// Revive one failed or cancelled job (fresh attempts, available now) and the

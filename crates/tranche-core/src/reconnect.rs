@@ -31,6 +31,8 @@
 //! - Schedule declarations, removals and reads, always. Firing a schedule's due time
 //!   too: the claim and its enqueue are one transaction, so a repeat of one that
 //!   applied answers "already handled" and the job was enqueued once all the same.
+//! - Limit declarations, removals and reads, always: a repeat stores the same limit
+//!   again (answering "it existed").
 //!
 //! Once the process has been asked to stop ([`on_terminate`](crate::on_terminate)), a
 //! failed call is no longer tried again, so that a shutdown during an outage takes
@@ -44,8 +46,8 @@ use async_trait::async_trait;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
     EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
-    LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress,
-    StoredSchedule, Timestamp,
+    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest,
+    ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
 
 use tranche_backend::Backend;
@@ -466,6 +468,20 @@ impl Backend for Reconnecting {
             self.inner.fire_schedule(name, due, enqueue.clone())
         })
         .await
+    }
+
+    async fn put_limit(&self, limit: &Limit) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.put_limit(limit))
+            .await
+    }
+
+    async fn delete_limit(&self, scope: &LimitScope) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.delete_limit(scope))
+            .await
+    }
+
+    async fn limits(&self) -> Result<Vec<LimitStatus>, BackendError> {
+        self.call(Repeat::Always, || self.inner.limits()).await
     }
 }
 

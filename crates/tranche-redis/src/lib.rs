@@ -45,6 +45,12 @@
 //!   `P lock:<key>`, `P eff:<key>`, and the pub/sub channel `P wake`.
 //! - `P sch:<name>` a schedule (hash: timing, spec, through, fired), `P schs` the
 //!   names of schedules (set); both kept until the schedule is deleted.
+//! - Limits (`scripts/limits.lua`): `P lim` (hash: `q:<queue>`/`k:<kind>` -> the
+//!   limit, `#k` -> how many kinds have one), `P lw:<scope>` (list: a limit's starts in
+//!   its last window, `at|n` per granting reserve), `P lsum` (hash: scope -> starts in
+//!   its list), `P krun` (hash: a limited kind -> its running jobs); kept until the
+//!   limit is deleted, which removes its entries. The pub/sub message `*` wakes every
+//!   waiting reserve (a kind's limit changed).
 //!
 //! Memory stays bounded: ended jobs (a bucket at a time: the retention after the last
 //! of its thousand jobs ended, so one job that never ends keeps its bucket's thousand),
@@ -70,6 +76,7 @@ mod failure;
 mod feed;
 mod job_row;
 mod keys;
+mod limits;
 mod notify;
 mod one_job;
 mod packed;
@@ -92,9 +99,9 @@ use tokio::task::JoinHandle;
 use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
-    SystemClock, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
+    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
+    RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
 
 pub(crate) use failure::store;
@@ -446,5 +453,17 @@ impl Backend for RedisBackend {
         enqueue: Option<EnqueueRequest>,
     ) -> Result<Option<Vec<Enqueued>>, BackendError> {
         schedules::fire(self, name, due, enqueue.as_ref()).await
+    }
+
+    async fn put_limit(&self, limit: &Limit) -> Result<bool, BackendError> {
+        limits::put(self, limit).await
+    }
+
+    async fn delete_limit(&self, scope: &LimitScope) -> Result<bool, BackendError> {
+        limits::delete(self, scope).await
+    }
+
+    async fn limits(&self) -> Result<Vec<LimitStatus>, BackendError> {
+        limits::list(self).await
     }
 }

@@ -34,6 +34,8 @@ pub async fn listen(
                     let payload: Vec<u8> = msg.get_payload_bytes().to_vec();
                     match payload.as_slice() {
                         b"f" => notifier.feed().notify_waiters(),
+                        // A kind's limit changed: its jobs may wait in any queue.
+                        b"*" => notifier.wake_all(),
                         [b'q', b':', queue @ ..] => {
                             notifier.wake([String::from_utf8_lossy(queue).as_ref()]);
                         }

@@ -98,13 +98,16 @@ pub struct Scripts {
     pub put_schedule: Script,
     pub delete_schedule: Script,
     pub fire_schedule: Script,
+    pub put_limit: Script,
+    pub delete_limit: Script,
+    pub read_limits: Script,
 }
 
 impl Scripts {
     pub fn new() -> Self {
         Scripts {
             enqueue: script!("enqueue.lua"),
-            reserve: script!("reserve.lua"),
+            reserve: script!("limits.lua" + "reserve.lua"),
             complete: script!("complete.lua"),
             heartbeat: script!("heartbeat.lua"),
             release: script!("release.lua"),
@@ -124,6 +127,9 @@ impl Scripts {
             put_schedule: script!("put_schedule.lua"),
             delete_schedule: script!("delete_schedule.lua"),
             fire_schedule: script!("fire_schedule.lua" + "enqueue.lua"),
+            put_limit: script!("limits.lua" + "put_limit.lua"),
+            delete_limit: script!("limits.lua" + "delete_limit.lua"),
+            read_limits: script!("limits.lua" + "read_limits.lua"),
         }
     }
 }

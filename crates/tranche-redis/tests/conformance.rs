@@ -62,7 +62,7 @@ macro_rules! area {
 
 area!(
     make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker, worker_faults, unique, retention, pause, jobs, schedules, trace
+    feed, worker, worker_faults, unique, retention, pause, jobs, schedules, trace, limits
 );
 
 /// A resume wakes a reserve waiting on the queue through the wake channel, not its
@@ -101,6 +101,31 @@ async fn pause_holds_across_handles() {
     .await;
 }
 
+/// Two backends on one prefix, as two machines of a fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_across_handles() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let clock: Arc<dyn Clock> = Arc::new(tranche_types::SystemClock);
+    suite::limits::hold_across_handles(
+        open(url, prefix.clone(), clock.clone()).await,
+        open(url, prefix, clock).await,
+    )
+    .await;
+}
+
+/// A new connection on the same prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_survive_a_reopen() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let same = move |clock: Arc<dyn Clock>| {
+        let prefix = prefix.clone();
+        async move { open(url, prefix, clock).await }
+    };
+    suite::limits::survive_a_reopen(&same).await;
+}
+
 /// The suite again through `tranche_core::Reconnecting`, which the long-running
 /// commands wrap this backend in: while the server is up it must change nothing.
 mod reconnecting {
@@ -118,7 +143,7 @@ mod reconnecting {
     area!(
         make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
         effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules,
-        trace
+        trace, limits
     );
 }
 

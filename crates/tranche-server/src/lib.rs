@@ -8,7 +8,8 @@
 //! - **Runs and jobs**: list, progress, paged failures, a job with its attempts; jobs
 //!   by run, state, queue and kind, paged; retry a run or a job; cancel a job, chain
 //!   or run; delete an ended job; prune finished runs past a date; pause and resume a
-//!   queue; declare, list and remove schedules.
+//!   queue; declare, list and remove schedules; declare, list and remove rate limits
+//!   and running caps.
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
@@ -39,6 +40,7 @@ mod error;
 mod events;
 mod intake;
 mod jobs;
+mod limits;
 mod longpoll;
 mod mask;
 mod openapi;
@@ -97,6 +99,13 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("GET", "/v1/schedules", get(schedules::list)),
         ("PUT", "/v1/schedules/{name}", put(schedules::put)),
         ("DELETE", "/v1/schedules/{name}", delete(schedules::delete)),
+        ("GET", "/v1/limits", get(limits::list)),
+        ("PUT", "/v1/limits/{scope}/{name}", put(limits::put)),
+        (
+            "DELETE",
+            "/v1/limits/{scope}/{name}",
+            delete(limits::delete),
+        ),
         ("GET", "/v1/events", get(events::events)),
         ("POST", "/v1/workers/poll", post(workers::poll)),
         ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),

@@ -17,7 +17,8 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::{
-    auth, dashboard, events, jobs, pause, prune, runs, schedules, submit, telemetry, workers,
+    auth, dashboard, events, jobs, limits, pause, prune, runs, schedules, submit, telemetry,
+    workers,
 };
 
 #[derive(OpenApi)]
@@ -66,6 +67,9 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         schedules::list,
         schedules::put,
         schedules::delete,
+        limits::list,
+        limits::put,
+        limits::delete,
         events::events,
         workers::poll,
         workers::heartbeat,
@@ -79,6 +83,7 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         (name = "submit", description = "Submit jobs, chains, groups and batches."),
         (name = "runs", description = "Read and steer runs and jobs."),
         (name = "schedules", description = "Declare, list and remove schedules (cron or one-off jobs)."),
+        (name = "limits", description = "Rate limits and running caps per queue or task kind, for the whole fleet."),
         (name = "feed", description = "The change feed of job states."),
         (name = "workers", description = "Remote workers: the only endpoints a worker token may use."),
         (name = "service", description = "The dashboard, health, readiness and metrics."),

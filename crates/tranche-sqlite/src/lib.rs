@@ -35,9 +35,9 @@ use tokio::sync::oneshot;
 use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
     BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, LockClaim, Pruned,
-    QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule,
-    SystemClock, Timestamp,
+    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
+    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
+    RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
 
 use error::AtPath;
@@ -503,5 +503,22 @@ impl Backend for SqliteBackend {
             reply,
         })
         .await
+    }
+
+    async fn put_limit(&self, limit: &Limit) -> Result<bool, BackendError> {
+        limit.check()?;
+        let limit = limit.clone();
+        self.call(|r| Command::PutLimit(limit, r)).await
+    }
+
+    async fn delete_limit(&self, scope: &LimitScope) -> Result<bool, BackendError> {
+        scope.check()?;
+        let scope = scope.clone();
+        self.call(|r| Command::DeleteLimit(scope, r)).await
+    }
+
+    async fn limits(&self) -> Result<Vec<LimitStatus>, BackendError> {
+        let now = self.options.clock.now();
+        self.read(move |c| write::limits::read(c, now)).await
     }
 }

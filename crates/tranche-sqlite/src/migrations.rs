@@ -24,6 +24,8 @@ const HISTORY: &[M<'static>] = &[
     M::up(PAUSED_QUEUES).comment("5: paused queues (paused_queues), none on upgrade"),
     M::up(JOB_LISTING).comment("6: deleted job ids are never given again (job_id_floor)"),
     M::up(JOB_TRACES).comment("7: trace contexts of traced jobs (job_traces), none on upgrade"),
+    M::up(LIMITS)
+        .comment("8: rate limits and running caps (limits, limit_starts), none on upgrade"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -188,6 +190,28 @@ CREATE TABLE IF NOT EXISTS job_traces (
     job_id INTEGER PRIMARY KEY,
     trace  TEXT
 );
+"#;
+
+/// See write/limits.rs. One row per declared limit (`scope` is 'queue' or 'kind'),
+/// and per limit with a start rate the starts of its last window, one row per granting
+/// reserve (`n` starts at `at`). Every writer must enforce them in reserve (an older
+/// binary would not), hence a version of its own.
+const LIMITS: &str = r#"
+CREATE TABLE IF NOT EXISTS limits (
+    scope       TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    starts      INTEGER,
+    per_us      INTEGER,
+    running     INTEGER,
+    PRIMARY KEY (scope, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS limit_starts (
+    scope TEXT NOT NULL,
+    name  TEXT NOT NULL,
+    at    INTEGER NOT NULL,
+    n     INTEGER NOT NULL,
+    PRIMARY KEY (scope, name, at)
+) WITHOUT ROWID;
 "#;
 
 #[cfg(test)]

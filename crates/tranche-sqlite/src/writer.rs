@@ -76,6 +76,8 @@ pub enum Command {
         reply: Reply<Batch>,
     },
     PauseQueue(String, Reply<bool>),
+    PutLimit(tranche_types::Limit, Reply<bool>),
+    DeleteLimit(tranche_types::LimitScope, Reply<bool>),
     ResumeQueue(String, Reply<bool>),
     PutSchedule {
         name: String,
@@ -251,7 +253,9 @@ fn transact(
     if err.is_some() {
         cache.clear();
     } else {
-        if fx.wake_all {
+        // A job leaving running may free a limit's running slot, for a reserve of any
+        // queue (a kind's limit spans queues).
+        if fx.wake_all || (fx.left_running && cache.has_limits()) {
             notifier.wake_all();
         } else {
             notifier.wake(fx.woken.iter().map(String::as_str));
@@ -490,6 +494,14 @@ fn apply(
             step(conn, now, cache, fx, |op| {
                 keys::claim_finish_hook(op, &run, &hook, finish)
             }),
+        ),
+        Command::PutLimit(limit, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::limits::put(op, &limit)),
+        ),
+        Command::DeleteLimit(scope, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| write::limits::delete(op, &scope)),
         ),
         Command::PauseQueue(queue, reply) => answer(
             reply,

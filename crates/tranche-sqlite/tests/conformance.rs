@@ -59,7 +59,8 @@ area!(
     pause,
     jobs,
     schedules,
-    trace
+    trace,
+    limits
 );
 
 /// A resume wakes a reserve waiting on the queue, not its poll: here idle reserves
@@ -83,6 +84,25 @@ async fn pause_holds_across_handles() {
     let dir = fresh_dir();
     let clock: Arc<dyn Clock> = Arc::new(tranche_types::SystemClock);
     suite::pause::holds_across_handles(open(&dir, clock.clone()), open(&dir, clock)).await;
+}
+
+/// Two backends on one file, as two processes sharing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_across_handles() {
+    let dir = fresh_dir();
+    let clock: Arc<dyn Clock> = Arc::new(tranche_types::SystemClock);
+    suite::limits::hold_across_handles(open(&dir, clock.clone()), open(&dir, clock)).await;
+}
+
+/// The same file opened again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_survive_a_reopen() {
+    let dir = fresh_dir();
+    let same = move |clock: Arc<dyn Clock>| {
+        let dir = dir.clone();
+        async move { open(&dir, clock) }
+    };
+    suite::limits::survive_a_reopen(&same).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

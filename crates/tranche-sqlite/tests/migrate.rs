@@ -1,5 +1,5 @@
 //! Databases written by earlier schema versions (2: no `queue_stats`; 3: no
-//! `unique_windows` nor `paused_queues`; 6: no `job_traces`) open, get the tables, and
+//! `unique_windows` nor `paused_queues`; 6: no `job_traces`; 7: no `limits`) open, get the tables, and
 //! carry on; a newer one is refused.
 
 use std::time::Duration;
@@ -140,7 +140,7 @@ async fn a_version_3_database_gets_unique_windows() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +185,7 @@ async fn a_version_3_database_gets_paused_queues_with_its_work_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
 }
 
 /// Version 6 had no trace contexts: its jobs open untraced and run on, and traced jobs
@@ -246,5 +246,54 @@ async fn a_version_6_database_gets_job_traces_with_its_work_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_7_database_gets_limits_with_its_work_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path()).unwrap();
+    b.enqueue(EnqueueRequest {
+        run: RunName::new("v7/1").unwrap(),
+        items: vec![
+            EnqueueItem::Job(JobSpec::new("k", "null").queue("old")),
+            EnqueueItem::Job(JobSpec::new("k", "null").queue("old")),
+        ],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    drop(b);
+    // Make it what version 7 wrote: no limits.
+    let file = dir.path().join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE limits; DROP TABLE limit_starts; PRAGMA user_version = 7;")
+        .unwrap();
+    drop(conn);
+
+    let b = open(dir.path()).unwrap();
+    assert!(b.limits().await.unwrap().is_empty(), "none on upgrade");
+    assert_eq!(b.queue_depth("old", 10).await.unwrap(), 2, "its work kept");
+    let cap = tranche_types::Limit {
+        scope: tranche_types::LimitScope::Queue("old".into()),
+        starts: None,
+        running: Some(1),
+    };
+    assert!(b.put_limit(&cap).await.unwrap());
+    let reserve = || {
+        b.reserve(ReserveRequest {
+            queue: "old".into(),
+            max: 10,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+    };
+    assert_eq!(reserve().await.unwrap().len(), 1, "the cap holds");
+    assert!(reserve().await.unwrap().is_empty());
+    drop(b);
+    let version: i64 = rusqlite::Connection::open(&file)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 8);
 }

@@ -34,6 +34,7 @@ mod error;
 mod event;
 mod ids;
 mod job;
+mod limit;
 mod listing;
 mod outcome;
 mod pause;
@@ -52,6 +53,7 @@ pub use job::{
     AttemptError, CancelTarget, Completion, CompletionAck, EnqueueItem, EnqueueRequest, Enqueued,
     JobRecord, JobSpec, LeaseRef, ReserveRequest, ReservedJob, Resolution,
 };
+pub use limit::{Limit, LimitScope, LimitStatus, StartRate};
 pub use listing::{JobFilter, JobPage, JobSummary};
 pub use outcome::Outcome;
 pub use pause::check_queue_name;

@@ -207,6 +207,57 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Set or remove a rate limit or running cap on a queue's or a task kind's jobs,
+    /// enforced for every worker sharing --data (or --broker).
+    #[command(subcommand)]
+    Limit(LimitCmd),
+    /// List limits with their use now (jobs running, starts in the current window).
+    Limits {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which jobs a limit applies to.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct LimitTarget {
+    /// The jobs of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// The jobs of this task kind, in every queue.
+    #[arg(long)]
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LimitCmd {
+    /// Limit a queue's or a kind's jobs: at most N starts in any window of --per (a
+    /// strict sliding window: `--starts 1 --per 15s` never lets two start 14.9 s
+    /// apart; retries count as starts), at most K running at once, or both. Replaces
+    /// the scope's limit. Jobs of a kind at its limit wait in their queue (no attempt
+    /// used) while other kinds go ahead.
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["starts", "running"])))]
+    Set {
+        #[command(flatten)]
+        target: LimitTarget,
+        /// Starts allowed per window.
+        #[arg(long, value_name = "N")]
+        starts: Option<u32>,
+        /// The window of --starts: 500ms, 15s, 1m, 1h.
+        #[arg(long, value_name = "DURATION", requires = "starts", default_value = "1s",
+              value_parser = crate::commands::parse_per)]
+        per: std::time::Duration,
+        /// Jobs running at once, across every worker process.
+        #[arg(long, value_name = "K")]
+        running: Option<u32>,
+    },
+    /// Remove a queue's or a kind's limit: its jobs start as fast as workers take them.
+    Delete {
+        #[command(flatten)]
+        target: LimitTarget,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -606,6 +657,13 @@ pub struct BenchEngine {
     /// Keep the bench database (in --data) instead of a fresh temporary one.
     #[arg(long)]
     pub keep: bool,
+    /// Limit the bench's queue to --rate starts per second (a backend limit) and
+    /// report the measured start rate against it. Enqueue a few seconds' worth.
+    #[arg(long, conflicts_with = "processes")]
+    pub rate_limited: bool,
+    /// The start rate of --rate-limited, per second.
+    #[arg(long, default_value_t = 5_000, requires = "rate_limited")]
+    pub rate: u32,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

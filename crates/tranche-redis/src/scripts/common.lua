@@ -513,9 +513,58 @@ local function take_lease(id, queue, until_at)
   running[queue] = (running[queue] or 0) + 1
 end
 
+-- Limits (see limits.lua): `P lim` holds them, field `#k` counting the kinds with one.
+-- A queue's running jobs are `P qrun`; a limited kind's are `P krun` (hash kind ->
+-- count), kept only while the kind has a limit, so nothing here costs a job of the bulk
+-- path more than one HGET per script, and only on the way out of running.
+local lim_any = nil      -- whether any limit is declared, read once per script
+local lim_kinds = nil    -- whether some kind has a limit
+local lim_kind = {}      -- kind -> its limit (packed), or false
+local lim_queue = {}     -- queue -> its limit (packed), or false
+local function kinds_limited()
+  if lim_kinds == nil then
+    lim_kinds = tonumber(redis.call('HGET', P .. 'lim', '#k') or '0') > 0
+  end
+  return lim_kinds
+end
+local function queue_limit(queue)
+  local l = lim_queue[queue]
+  if l == nil then
+    l = redis.call('HGET', P .. 'lim', 'q:' .. queue) or false
+    lim_queue[queue] = l
+  end
+  return l
+end
+local function kind_limit(kind)
+  local l = lim_kind[kind]
+  if l == nil then
+    l = redis.call('HGET', P .. 'lim', 'k:' .. kind) or false
+    lim_kind[kind] = l
+  end
+  return l
+end
+-- A job's kind, from its packed spec (kind \031 max attempts \031 args).
+local function spec_kind(packed_spec)
+  return string.match(packed_spec, '^([^\031]*)\031')
+end
+
 local function unlease(id, queue)
   lease(id, false)
   running[queue] = (running[queue] or 0) - 1
+  if lim_any == nil then lim_any = redis.call('EXISTS', P .. 'lim') == 1 end
+  if not lim_any then return end
+  -- A running slot of the queue is free: its waiting reserves look again.
+  if queue_limit(queue) then wake(queue) end
+  if kinds_limited() then
+    local texts = select(14, job(id))
+    local kind = spec_kind(unpack_texts(texts))
+    if kind_limit(kind) then
+      redis.call('HINCRBY', P .. 'krun', kind, -1)
+      -- A slot of the kind is free: its queue's waiting reserves look again (other
+      -- queues' within their poll interval).
+      wake(queue)
+    end
+  end
 end
 
 -- An ended job's data expires after the retention (with its bucket, once every job

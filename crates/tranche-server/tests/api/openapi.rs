@@ -468,6 +468,53 @@ async fn real_requests_and_answers_match_the_document() {
     c.delete("/v1/schedules/{name}", "/v1/schedules/once", 404)
         .await;
 
+    let bank = json!({"starts": {"count": 1, "per_ms": 15000}});
+    let put = c
+        .put(
+            "/v1/limits/{scope}/{name}",
+            "/v1/limits/queue/bank",
+            bank,
+            200,
+        )
+        .await;
+    assert_eq!(put["created"], true);
+    let smtp = json!({"starts": {"count": 200, "per_ms": 1000}, "running": 20});
+    c.put(
+        "/v1/limits/{scope}/{name}",
+        "/v1/limits/kind/smtp",
+        smtp,
+        200,
+    )
+    .await;
+    let listed = c.get("/v1/limits", "/v1/limits", 200).await;
+    assert_eq!(listed["limits"].as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(
+        listed["limits"][0]["limit"]["scope"],
+        json!({"queue": "bank"})
+    );
+    let invalid = c
+        .put(
+            "/v1/limits/{scope}/{name}",
+            "/v1/limits/queue/bank",
+            json!({"running": 0}),
+            400,
+        )
+        .await;
+    assert_eq!(invalid["error"]["field"], "running");
+    c.put(
+        "/v1/limits/{scope}/{name}",
+        "/v1/limits/shelf/bank",
+        json!({"running": 1}),
+        400,
+    )
+    .await;
+    c.delete("/v1/limits/{scope}/{name}", "/v1/limits/queue/bank", 200)
+        .await;
+    c.delete("/v1/limits/{scope}/{name}", "/v1/limits/queue/bank", 404)
+        .await;
+    c.delete("/v1/limits/{scope}/{name}", "/v1/limits/shelf/x", 400)
+        .await;
+
     c.assert_every_success_met();
 }
 

@@ -1,6 +1,7 @@
 // Loads the dashboard during a run, watches progress, queue depth and throughput
 // change as jobs complete, opens a failed job's attempts and a finished job's artifact link, clicks
-// "retry" on a failed run and "cancel" on the other, pauses and resumes a queue, and
+// "retry" on a failed run and "cancel" on the other, pauses and resumes a queue, shows a queue's limit
+// and its use, and
 // checks the page followed the change feed. Then the job list: pages through a queue's
 // jobs, filters by state, opens a failed job's page (its error masked) and retries
 // it, cancels and deletes an available job from its page; and the schedules panel
@@ -125,6 +126,23 @@ try {
   await badge.waitFor({ state: "detached" });
   const queues = (await api("/v1/queues")).queues;
   if (queues.some((q) => q.paused)) throw new Error("still paused: " + JSON.stringify(queues));
+
+  // A limit on the queue shows with its use: the cap holds for a remote worker too.
+  const limitUrl = base + "/v1/limits/queue/dq";
+  const put = await fetch(limitUrl, {
+    method: "PUT", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ starts: { count: 100, per_ms: 1000 }, running: 5 }),
+  });
+  if (!put.ok) throw new Error("PUT limit: HTTP " + put.status);
+  const limitRow = (cls) => page.locator(`#limits tr[data-scope="queue dq"] td.${cls}`);
+  await waitFor("limit of dq", limitRow("limit"), "100 per 1 s, 5 running");
+  const capped = (await api("/v1/workers/poll", { queue: "dq", max: 20 })).jobs;
+  if (capped.length !== 5) throw new Error("the running cap of 5 handed out " + capped.length);
+  await waitFor("dq running", limitRow("running"), "5 / 5");
+  await waitFor("dq started", limitRow("started"), "5 / 100");
+  const del = await fetch(limitUrl, { method: "DELETE" });
+  if (!del.ok) throw new Error("DELETE limit: HTTP " + del.status);
+  await page.locator("#no-limits").waitFor();
 
   // Cancel the unfinished rest of a run from the page (after its confirmation).
   page.once("dialog", (d) => d.accept());

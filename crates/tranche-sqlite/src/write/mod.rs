@@ -7,6 +7,7 @@ pub mod complete;
 pub mod enqueue;
 pub mod events;
 pub mod keys;
+pub mod limits;
 pub mod one_job;
 pub mod pause;
 pub mod prune;
@@ -78,6 +79,9 @@ pub struct RunCache {
     pub data_version: Option<i64>,
     /// Whether `job_traces` may have rows (see write/trace.rs); unknown until asked.
     pub traces: std::cell::Cell<Option<bool>>,
+    /// The declared limits, `None` until read (again): cleared with the run names, so
+    /// another process's commit (perhaps a new limit) makes the next reserve read them.
+    pub limits: RefCell<Option<Arc<limits::LimitSet>>>,
 }
 
 /// A job's run, chain successor, group and queue (fixed when it is enqueued), and the
@@ -102,6 +106,13 @@ impl RunCache {
         self.by_id.clear();
         // Another process may have enqueued traced jobs.
         self.traces.set(None);
+        *self.limits.get_mut() = None;
+    }
+
+    /// Whether limits are declared, as far as this writer knows: a job leaving running
+    /// then wakes waiting reserves (it may free a running slot).
+    pub fn has_limits(&self) -> bool {
+        self.limits.borrow().as_ref().is_some_and(|l| !l.is_empty())
     }
 
     pub fn remember_route(&self, job: i64, route: Route) {
@@ -145,6 +156,8 @@ pub struct Op<'a> {
     /// For the change feed, in the order the changes happened.
     pub events: Vec<Change>,
     pub stats: QueueDeltas,
+    /// A job left running (it may have freed a limit's running slot).
+    left_running: bool,
 }
 
 impl<'a> Op<'a> {
@@ -160,6 +173,7 @@ impl<'a> Op<'a> {
             touched: HashSet::new(),
             events: Vec::new(),
             stats: QueueDeltas::default(),
+            left_running: false,
         }
     }
 
@@ -167,6 +181,7 @@ impl<'a> Op<'a> {
     /// the run's counters and records the change for the feed.
     pub fn moved(&mut self, job: i64, run: i64, from: Option<JobState>, to: JobState) {
         let d = self.deltas.entry(run).or_default();
+        self.left_running |= from == Some(JobState::Running);
         match from {
             Some(f) => d.add(f, -1),
             None => d.total += 1,
@@ -269,6 +284,7 @@ impl<'a> Op<'a> {
             new_runs: self.new_runs,
             events: self.events,
             stats: self.stats,
+            left_running: self.left_running,
         }
     }
 }
@@ -281,6 +297,7 @@ pub struct OpParts {
     new_runs: Vec<(i64, RunName)>,
     events: Vec<Change>,
     stats: QueueDeltas,
+    left_running: bool,
 }
 
 impl OpParts {
@@ -295,6 +312,7 @@ impl OpParts {
         }
         txn.woken.extend(self.woken);
         txn.wake_all |= self.wake_all;
+        txn.left_running |= self.left_running;
         txn.touched.extend(self.touched);
         if txn.events.is_empty() {
             txn.events = self.events;
@@ -322,4 +340,6 @@ pub struct TxnEffects {
     pub events: Vec<Change>,
     /// Per-queue statistics, written once just before the commit.
     pub stats: QueueDeltas,
+    /// Some job left running in this transaction.
+    pub left_running: bool,
 }

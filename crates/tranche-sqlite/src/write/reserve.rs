@@ -17,10 +17,10 @@ pub struct Reserved {
 }
 
 /// A runnable job as `reserve` reads it, before leasing it.
-struct ReadyRow {
-    id: i64,
+pub struct ReadyRow {
+    pub id: i64,
     run: i64,
-    kind: String,
+    pub kind: String,
     args: String,
     input: Option<String>,
     /// Attempts made so far.
@@ -29,6 +29,25 @@ struct ReadyRow {
     available_at: i64,
     next: Option<i64>,
     group: Option<i64>,
+}
+
+impl ReadyRow {
+    /// From a row of `SELECT id, run_id, kind, args, input, attempt, max_attempts,
+    /// available_at, next_id, group_id`.
+    pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(ReadyRow {
+            id: r.get(0)?,
+            run: r.get(1)?,
+            kind: r.get(2)?,
+            args: r.get(3)?,
+            input: r.get(4)?,
+            attempt: r.get(5)?,
+            max_attempts: r.get(6)?,
+            available_at: r.get(7)?,
+            next: r.get(8)?,
+            group: r.get(9)?,
+        })
+    }
 }
 
 pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpResult<Reserved> {
@@ -40,6 +59,10 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
             next_at: None,
         });
     }
+    // Cached: no read unless a limit applies (see limits.rs).
+    if let Some(limits) = super::limits::for_queue(op, queue)? {
+        return super::limits::reserve(op, &limits, queue, max, lease);
+    }
     let lease_until = op.now.plus(lease);
     let rows: Vec<ReadyRow> = op
         .conn
@@ -49,21 +72,8 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
              ORDER BY priority, available_at, id LIMIT ?3"
         ))
         .and_then(|mut s| {
-            s.query_map(params![queue, op.now.0, max as i64], |r| {
-                Ok(ReadyRow {
-                    id: r.get(0)?,
-                    run: r.get(1)?,
-                    kind: r.get(2)?,
-                    args: r.get(3)?,
-                    input: r.get(4)?,
-                    attempt: r.get(5)?,
-                    max_attempts: r.get(6)?,
-                    available_at: r.get(7)?,
-                    next: r.get(8)?,
-                    group: r.get(9)?,
-                })
-            })?
-            .collect()
+            s.query_map(params![queue, op.now.0, max as i64], ReadyRow::from_row)?
+                .collect()
         })
         .map_err(db("find ready jobs"))?;
     if !rows.is_empty() {
@@ -88,6 +98,41 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
             ));
         }
     }
+    let jobs = lease_rows(op, queue, rows, lease_until)?;
+    let next_at = if jobs.is_empty() {
+        op.conn
+            .prepare_cached(formatcp!(
+                "SELECT MIN(available_at) FROM jobs WHERE state = {AVAILABLE} AND queue = ?1"
+            ))
+            .and_then(|mut s| s.query_row([queue], |r| r.get::<_, Option<i64>>(0)))
+            .map_err(db("find next scheduled job"))?
+            .map(Timestamp)
+    } else {
+        None
+    };
+    Ok(Reserved { jobs, next_at })
+}
+
+/// When the queue's next job scheduled for later becomes runnable. Ready jobs left
+/// where they are (a kind at its limit) are not that: waiting for them would spin.
+pub fn next_scheduled(op: &Op<'_>, queue: &str) -> OpResult<Option<Timestamp>> {
+    op.conn
+        .prepare_cached(formatcp!(
+            "SELECT MIN(available_at) FROM jobs WHERE state = {AVAILABLE} AND queue = ?1 AND available_at > ?2"
+        ))
+        .and_then(|mut s| s.query_row(params![queue, op.now.0], |r| r.get::<_, Option<i64>>(0)))
+        .map_err(db("find next scheduled job"))
+        .map(|at| at.map(Timestamp))
+}
+
+/// The reserve's answer for rows just leased (state, attempt, lease and start already
+/// written): routes, counters, feed events and statistics follow.
+pub fn lease_rows(
+    op: &mut Op<'_>,
+    queue: &str,
+    rows: Vec<ReadyRow>,
+    lease_until: Timestamp,
+) -> OpResult<Vec<ReservedJob>> {
     let mut jobs = Vec::with_capacity(rows.len());
     let shared = op.cache().queue(queue);
     if !rows.is_empty() {
@@ -136,18 +181,7 @@ pub fn reserve(op: &mut Op<'_>, queue: &str, max: usize, lease: Duration) -> OpR
         });
     }
     super::trace::fill(op, &mut jobs)?;
-    let next_at = if jobs.is_empty() {
-        op.conn
-            .prepare_cached(formatcp!(
-                "SELECT MIN(available_at) FROM jobs WHERE state = {AVAILABLE} AND queue = ?1"
-            ))
-            .and_then(|mut s| s.query_row([queue], |r| r.get::<_, Option<i64>>(0)))
-            .map_err(db("find next scheduled job"))?
-            .map(Timestamp)
-    } else {
-        None
-    };
-    Ok(Reserved { jobs, next_at })
+    Ok(jobs)
 }
 
 /// Make jobs whose lease expired runnable again (or failed, when that was their last

@@ -13,6 +13,7 @@ use tranche_types::{BackendError, EnqueueItem, JobSpec, RunName, RunProgress};
 use super::figures::{ms, peak_rss_mb, Latencies, LatencySummary};
 use super::noop::{registry, worker_config};
 use super::processes;
+use super::rate;
 use crate::cli::{BenchEngine, DataArgs};
 use crate::data::{open_redis, open_with, riding_outages, run_name};
 use crate::output::duration;
@@ -222,6 +223,9 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     }
     let enqueue_time = started.elapsed();
 
+    if args.rate_limited {
+        rate::limit(engine.client(), "default", args.rate).await?;
+    }
     let stop = tranche_core::on_terminate();
     let process_started = Instant::now();
     let mut progress = |p: &RunProgress| {
@@ -294,8 +298,20 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
         p.failed,
         p.cancelled
     );
+    let rate = if args.rate_limited {
+        let starts = rate::starts(engine.client(), &run).await?;
+        Some(rate::report(starts, args.rate)?)
+    } else {
+        None
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        match &rate {
+            Some(rate) => println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({"engine": report, "rate": rate}))?
+            ),
+            None => println!("{}", serde_json::to_string_pretty(&report)?),
+        }
     } else {
         println!(
             "jobs                 {} ({} chains of {})",
@@ -326,6 +342,12 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
             report.run_time_p50_ms, report.run_time_p99_ms
         );
         println!("peak RSS             {:.0} MB", report.peak_rss_mb);
+        if let Some(r) = &rate {
+            println!(
+                "start rate           {:.0}/s measured over {} s, limit {}/s ({:+.2} %); busiest 1 s window {} starts",
+                r.measured_per_sec, r.windows_measured, r.limit_per_sec, r.deviation_pct, r.busiest_window
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

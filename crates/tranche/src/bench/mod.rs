@@ -10,6 +10,7 @@ mod figures;
 mod noop;
 mod notes;
 mod processes;
+mod rate;
 mod server;
 
 pub use browse::browse;

@@ -1,5 +1,6 @@
 mod inspect;
 mod jobs;
+mod limits;
 mod notes;
 mod notes_run;
 mod prune;
@@ -15,10 +16,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 pub use jobs::parse_state;
+pub use limits::parse_per;
 pub use prune::parse_before;
 
 use crate::bench;
-use crate::cli::{Bench, Cli, Command, Notes, ScheduleCmd};
+use crate::cli::{Bench, Cli, Command, LimitCmd, Notes, ScheduleCmd};
 pub use schedule::spawn_scheduler;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -64,6 +66,14 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Schedule(ScheduleCmd::Apply { file }) => schedule::apply(at, &file).await,
         Command::Schedule(ScheduleCmd::Delete { name }) => schedule::delete(at, &name).await,
         Command::Schedules { json } => schedule::list(at, json).await,
+        Command::Limit(LimitCmd::Set {
+            target,
+            starts,
+            per,
+            running,
+        }) => limits::set(at, &target, starts, Some(per), running).await,
+        Command::Limit(LimitCmd::Delete { target }) => limits::delete(at, &target).await,
+        Command::Limits { json } => limits::list(at, json).await,
         Command::Notes(Notes::Generate {
             clients,
             date,
