@@ -515,8 +515,8 @@ end
 
 -- Limits (see limits.lua): `P lim` holds them, field `#k` counting the kinds with one.
 -- A queue's running jobs are `P qrun`; a limited kind's are `P krun` (hash kind ->
--- count), kept only while the kind has a limit, so nothing here costs a job of the bulk
--- path more than one HGET per script, and only on the way out of running.
+-- count), kept only while the kind has a limit. Without any limit, a script taking jobs
+-- out of running pays one EXISTS, once per call, nothing per job.
 local lim_any = nil      -- whether any limit is declared, read once per script
 local lim_kinds = nil    -- whether some kind has a limit
 local lim_kind = {}      -- kind -> its limit (packed), or false

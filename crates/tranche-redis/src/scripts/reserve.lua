@@ -5,7 +5,6 @@
 -- when the next scheduled job of the queue is due, or when a start rate next lets one
 -- start ('' when there is none, or when the queue is paused).
 local queue, max, lease_until = ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 2]
-
 -- Bounded per call so one reserve never blocks the server for long; the rest are
 -- recovered by the next reserves.
 local BOUND = 1000
