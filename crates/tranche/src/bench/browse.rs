@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use futures::{StreamExt, TryStreamExt};
 use rand::{RngExt as _, SeedableRng};
 use serde::Serialize;
@@ -20,6 +20,7 @@ use tranche_core::{Client, Engine, Registry, TaskOptions, WorkerConfig};
 use tranche_types::{EnqueueItem, JobFilter, JobId, JobSpec, JobState, Outcome, RunName};
 
 use super::figures::ms;
+use super::state_dir::{stamp, StateDir};
 use crate::cli::{BenchBrowse, DataArgs};
 use crate::data::{open_redis, open_with, run_name};
 
@@ -198,24 +199,12 @@ pub async fn browse(at: &DataArgs, args: BenchBrowse) -> Result<ExitCode> {
         "--runs must be at least 2 (the last is left waiting)"
     );
     anyhow::ensure!(args.jobs >= args.runs, "--jobs must be at least --runs");
-    let temp;
-    let dir = if args.keep {
-        at.data.clone()
-    } else {
-        temp = tempfile::Builder::new()
-            .prefix("tranche-bench-")
-            .tempdir()
-            .context("could not create a temporary directory")?;
-        temp.path().to_path_buf()
-    };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let dir = StateDir::new(args.keep.then_some(&*at.data), "browse")?;
+    let stamp = stamp();
     let redis = at.broker.is_some();
     let client = match &at.broker {
         Some(url) => open_redis(url, &format!("{{bench-browse-{stamp}}}:")).await?,
-        None => open_with(&dir, Default::default())?,
+        None => open_with(dir.path(), Default::default())?,
     };
     let engine = Engine::new(client.clone(), registry(args.fail_every.max(1)));
     eprintln!(

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use tranche_core::Engine;
@@ -14,6 +14,7 @@ use super::figures::{ms, peak_rss_mb, Latencies, LatencySummary};
 use super::noop::{registry, worker_config};
 use super::processes;
 use super::rate;
+use super::state_dir::{stamp, StateDir};
 use crate::cli::{BenchEngine, DataArgs};
 use crate::data::{open_redis, open_with, riding_outages, run_name};
 use crate::output::duration;
@@ -128,24 +129,12 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
     );
     let chain_length = args.chain_length.max(1);
     let total_jobs = args.jobs * u64::from(chain_length);
-    let temp;
-    let dir = if args.keep {
-        at.data.clone()
-    } else {
-        temp = tempfile::Builder::new()
-            .prefix("tranche-bench-")
-            .tempdir()
-            .context("could not create a temporary directory")?;
-        temp.path().to_path_buf()
-    };
+    let dir = StateDir::new(args.keep.then_some(&*at.data), "engine")?;
     let options = tranche_sqlite::SqliteOptions {
         full_sync: args.full_sync,
         ..Default::default()
     };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let stamp = stamp();
     let (backend, location) = match &at.broker {
         // A fresh prefix per bench: nothing of an earlier run is in the way.
         Some(url) => {
@@ -159,7 +148,10 @@ pub async fn engine(at: &DataArgs, args: BenchEngine) -> Result<ExitCode> {
                 location,
             )
         }
-        None => (open_with(&dir, options)?, dir.display().to_string()),
+        None => (
+            open_with(dir.path(), options)?,
+            dir.path().display().to_string(),
+        ),
     };
     let run = run_name(&format!("bench/engine-{stamp}"))?;
     let engine = Engine::new(backend.clone(), registry());

@@ -12,6 +12,7 @@ mod notes;
 mod processes;
 mod rate;
 mod server;
+mod state_dir;
 
 pub use browse::browse;
 pub use engine::engine;

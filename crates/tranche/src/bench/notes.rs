@@ -16,6 +16,7 @@ use tranche_notes::render::typst_sources;
 use tranche_sign::Cipher;
 
 use super::figures::{ms, peak_rss_mb, percentile_of};
+use super::state_dir::StateDir;
 use crate::cli::BenchNotes;
 use crate::data::open_with;
 use crate::night::work_night;
@@ -52,17 +53,8 @@ struct Report {
 }
 
 pub async fn notes(args: BenchNotes) -> Result<ExitCode> {
-    let temp;
-    let dir: PathBuf = match &args.keep {
-        Some(d) => d.clone(),
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("tranche-bench-notes-")
-                .tempdir()
-                .context("could not create a temporary directory")?;
-            temp.path().to_path_buf()
-        }
-    };
+    let state = StateDir::new(args.keep.as_deref(), "notes")?;
+    let dir: PathBuf = state.path().to_path_buf();
     let input = dir.join("input");
     let date = args.date;
     let (g, day) = generated_day(

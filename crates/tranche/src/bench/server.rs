@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tranche_server::ServerConfig;
 
 use super::figures::{ms, percentile_of};
+use super::state_dir::{stamp, StateDir};
 use crate::cli::{BenchServer, DataArgs};
 use crate::data::{open_redis, open_with, run_name};
 
@@ -47,11 +48,8 @@ struct Report {
 }
 
 pub async fn server(at: &DataArgs, args: BenchServer) -> Result<ExitCode> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    let temp;
+    let stamp = stamp();
+    let dir;
     let (backend, location, kind) = match &at.broker {
         // A fresh prefix: nothing of an earlier run is in the way.
         Some(url) => {
@@ -63,17 +61,9 @@ pub async fn server(at: &DataArgs, args: BenchServer) -> Result<ExitCode> {
             (open_redis(url, &prefix).await?, location, "redis")
         }
         None => {
-            let dir = if args.keep {
-                at.data.clone()
-            } else {
-                temp = tempfile::Builder::new()
-                    .prefix("tranche-bench-server-")
-                    .tempdir()
-                    .context("could not create a temporary directory")?;
-                temp.path().to_path_buf()
-            };
-            let backend = open_with(&dir, tranche_sqlite::SqliteOptions::default())?;
-            (backend, dir.display().to_string(), "sqlite")
+            dir = StateDir::new(args.keep.then_some(&*at.data), "server")?;
+            let backend = open_with(dir.path(), tranche_sqlite::SqliteOptions::default())?;
+            (backend, dir.path().display().to_string(), "sqlite")
         }
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
