@@ -1,10 +1,15 @@
 //! Fixtures the workspace's tests share, as a dev-dependency only.
 //!
-//! Tests start real tools (redis-server, s3s-fs, an SMTP server, Chromium, a tmpfs);
+//! Tests start real tools (redis-server, s3s-fs, an SMTP server, Chromium, a tmpfs,
+//! PostgreSQL);
 //! whether a missing one fails or skips a test is decided in one place,
 //! [`tools_required`].
 
 #![deny(missing_docs)]
+
+mod postgres;
+
+pub use postgres::Postgres;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,6 +20,12 @@ use std::process::Command;
 pub fn tools_required() -> bool {
     std::env::var("TRANCHE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
         || std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// Say a tool is missing: a failure when [`tools_required`], else a skip message.
+pub fn missing_tool(what: &str) {
+    assert!(!tools_required(), "missing: {what}");
+    eprintln!("SKIPPED: missing {what}");
 }
 
 /// A tmpfs of a fixed size, a real filesystem that fills up; unmounted when dropped.
