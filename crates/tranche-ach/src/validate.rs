@@ -197,6 +197,9 @@ struct Sums {
     hash: u64,
     debits: u64,
     credits: u64,
+    /// An entry's transaction code was unknown: its amount is on neither side, and
+    /// the totals cannot be recomputed (the code is the finding).
+    unknown_side: bool,
 }
 
 struct Batch {
@@ -621,8 +624,10 @@ impl Validator {
             self.bad(line, f::ADDENDA_INDICATOR, "0 or 1", text(&[indicator]));
         }
         let trace = self.number(line, rec, f::TRACE);
+        let mut duplicate = false;
         if let Some(t) = trace {
             if !self.traces.insert(t) {
+                duplicate = true;
                 self.bad(
                     line,
                     f::TRACE,
@@ -663,7 +668,8 @@ impl Validator {
                     ));
                 }
                 if let Some(last) = b.last_trace {
-                    if t <= last {
+                    // A duplicate is said once, not also as out of order.
+                    if t <= last && !duplicate {
                         findings.push((
                             f::TRACE,
                             format!("above the previous entry's {last:015} (ascending in a batch)"),
@@ -687,7 +693,7 @@ impl Validator {
             match (direction, amount) {
                 (Some(Direction::Debit), Some(a)) => b.sums.debits += a,
                 (Some(Direction::Credit), Some(a)) => b.sums.credits += a,
-                _ => {}
+                _ => b.sums.unknown_side = true,
             }
         }
         for (f, want, got) in findings {
@@ -704,7 +710,7 @@ impl Validator {
                 self.file.credits += a;
                 self.report.credit_cents += a;
             }
-            _ => {}
+            _ => self.file.unknown_side = true,
         }
         self.entry = Some(PendingEntry {
             line,
@@ -803,8 +809,10 @@ impl Validator {
             s.hash % 10_000_000_000,
             "the sum of the batch's RDFI identifications",
         );
-        self.equals(line, rec, f::DEBITS, s.debits, "the batch's debits");
-        self.equals(line, rec, f::CREDITS, s.credits, "the batch's credits");
+        if !s.unknown_side {
+            self.equals(line, rec, f::DEBITS, s.debits, "the batch's debits");
+            self.equals(line, rec, f::CREDITS, s.credits, "the batch's credits");
+        }
         same(self, f::COMPANY_ID, &b.company_id, "");
         if f::RESERVED.of(rec).iter().any(|&c| c != b' ') {
             self.bad(line, f::RESERVED, "blanks", text(f::RESERVED.of(rec)));
@@ -866,8 +874,10 @@ impl Validator {
             s.hash % 10_000_000_000,
             "the sum of the file's RDFI identifications",
         );
-        self.equals(line, rec, f::DEBITS, s.debits, "the file's debits");
-        self.equals(line, rec, f::CREDITS, s.credits, "the file's credits");
+        if !s.unknown_side {
+            self.equals(line, rec, f::DEBITS, s.debits, "the file's debits");
+            self.equals(line, rec, f::CREDITS, s.credits, "the file's credits");
+        }
         if f::RESERVED.of(rec).iter().any(|&c| c != b' ') {
             self.bad(line, f::RESERVED, "blanks", text(f::RESERVED.of(rec)));
         }
