@@ -122,10 +122,24 @@ fn split_lines<'a>(bytes: &'a [u8], v: &mut Validator) -> Vec<&'a [u8]> {
     if bytes.is_empty() {
         return Vec::new();
     }
-    if !bytes.contains(&b'\n') && bytes.len().is_multiple_of(RECORD_LEN) {
-        return bytes.chunks(RECORD_LEN).collect();
+    // Empty lines after the last record are line endings, not records: ignored.
+    let mut end = bytes.len();
+    while end > 0 && matches!(bytes[end - 1], b'\n' | b'\r') {
+        end -= 1;
     }
-    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let trimmed = &bytes[..end];
+    if !trimmed.contains(&b'\n') && !trimmed.is_empty() && trimmed.len().is_multiple_of(RECORD_LEN)
+    {
+        return trimmed.chunks(RECORD_LEN).collect();
+    }
+    let tail = &bytes[end..];
+    let ending = if tail.starts_with(b"\r\n") {
+        2
+    } else {
+        usize::from(tail.starts_with(b"\n"))
+    };
+    let body = &bytes[..end + ending];
+    let body = body.strip_suffix(b"\n").unwrap_or(body);
     let mut out = Vec::with_capacity(body.len() / (RECORD_LEN + 1) + 1);
     let mut first_crlf = None;
     let parts: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
@@ -134,7 +148,7 @@ fn split_lines<'a>(bytes: &'a [u8], v: &mut Validator) -> Vec<&'a [u8]> {
         let crlf = line.last() == Some(&b'\r');
         let line = if crlf { &line[..line.len() - 1] } else { line };
         // The last line has no ending when the file does not end in one.
-        let has_ending = i + 1 < count || bytes.ends_with(b"\n");
+        let has_ending = i + 1 < count || ending > 0;
         if has_ending || crlf {
             match first_crlf {
                 None => first_crlf = Some(crlf),
@@ -330,7 +344,9 @@ impl Validator {
                 let shown = if f.name == entry_detail::ACCOUNT.name && fields == entry_detail::ALL {
                     format!(
                         "a byte 0x{b:02X} in {}",
-                        text(mask_account(&String::from_utf8_lossy(f.of(rec))).as_bytes())
+                        text(
+                            mask_account(String::from_utf8_lossy(f.of(rec)).trim_end()).as_bytes()
+                        )
                     )
                 } else {
                     format!("byte 0x{b:02X} at position {}", i + 1)
@@ -496,7 +512,14 @@ impl Validator {
             );
         }
         self.not_blank(line, rec, f::DESCRIPTION);
-        let effective = self.date(line, rec, f::EFFECTIVE_DATE);
+        // Notifications of change (COR) come from RDFIs with no effective date.
+        let cor_without_date =
+            sec == b"COR" && matches!(f::EFFECTIVE_DATE.of(rec), b"000000" | b"      ");
+        let effective = if cor_without_date {
+            None
+        } else {
+            self.date(line, rec, f::EFFECTIVE_DATE)
+        };
         let settlement = f::SETTLEMENT_DATE.of(rec);
         if settlement != b"   " && !digits(settlement).is_some_and(|d| (1..=366).contains(&d)) {
             self.bad(
@@ -783,8 +806,10 @@ impl Validator {
         let Some(b) = self.batch.take() else { return };
         let header = b.header_line;
         let same = |v: &mut Self, fld: Field, want: &[u8], what: &str| {
+            // Compared without the blanks around them: a batch control's company
+            // identification is often justified otherwise than its header's.
             let got = fld.of(rec);
-            if got != want {
+            if got.trim_ascii() != want.trim_ascii() {
                 v.bad(
                     line,
                     fld,
@@ -932,5 +957,104 @@ impl Validator {
             }
         }
         self.report.findings.sort_by_key(|f| f.line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::tests::good;
+    use crate::writer::{write_file, BankProfile, FileOptions, Grouping};
+
+    fn file() -> Vec<u8> {
+        let profile = BankProfile {
+            bank: "first".into(),
+            odfi: "021000021".parse().unwrap(),
+            immediate_destination: "021000021".parse().unwrap(),
+            immediate_destination_name: "BANK".into(),
+            immediate_origin: "123456789".into(),
+            immediate_origin_name: "US".into(),
+            reference_code: String::new(),
+        };
+        let options = FileOptions::new(good().submission_date.and_hms_opt(8, 0, 0).unwrap(), '0');
+        let mut second = good();
+        second.entry_id = "E-2".into();
+        write_file(
+            Vec::new(),
+            &profile,
+            &options,
+            &[good(), second],
+            Grouping::Separate,
+        )
+        .unwrap()
+        .out
+    }
+
+    fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
+        bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    #[test]
+    fn line_endings_lf_crlf_or_none_are_read() {
+        let lf = file();
+        assert!(validate(&lf).is_valid());
+        let lines = lines_of(&lf);
+        let crlf: Vec<u8> = lines
+            .iter()
+            .flat_map(|l| [l.as_slice(), b"\r\n"].concat())
+            .collect();
+        assert!(validate(&crlf).is_valid(), "{:?}", validate(&crlf).findings);
+        let fixed: Vec<u8> = lines.concat();
+        let r = validate(&fixed);
+        assert!(r.is_valid(), "{:?}", r.findings);
+        assert_eq!(r.lines, 10);
+        let mut trailing = lf.clone();
+        trailing.extend_from_slice(b"\n\n");
+        assert!(validate(&trailing).is_valid());
+        let mut no_last = lf.clone();
+        no_last.pop();
+        assert!(validate(&no_last).is_valid());
+    }
+
+    #[test]
+    fn mixed_line_endings_are_found_at_their_line() {
+        let mut lines = lines_of(&file());
+        lines[3].push(b'\r');
+        let mut bytes = lines.join(&b'\n');
+        bytes.push(b'\n');
+        let r = validate(&bytes);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        assert_eq!(
+            r.findings[0].to_string(),
+            "line 4: line ending: expected \\n like line 1, found \\r\\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_file_is_invalid() {
+        let r = validate(b"");
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].field, "file");
+    }
+
+    #[test]
+    fn account_numbers_in_findings_are_masked() {
+        let mut lines = lines_of(&file());
+        // The first entry's account (positions 13-29) with a byte outside the set.
+        lines[2][14] = 0x01;
+        let mut bytes = lines.join(&b'\n');
+        bytes.push(b'\n');
+        let r = validate(&bytes);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let shown = r.findings[0].to_string();
+        assert!(
+            shown.starts_with("line 3: DFI account number (positions 13-29)"),
+            "{shown}"
+        );
+        assert!(!shown.contains("3456"), "{shown}");
     }
 }
