@@ -19,6 +19,13 @@
 //! against: its `achcli -reformat=ach` must accept every file we write). Field
 //! positions are in [`layout`].
 //!
+//! What moov-io's `achcli` v1.63.3 (`-reformat=ach`) passes and [`validate`] reports
+//! (each case is in `tests/mutations.rs`, which checks both verdicts): a record of 93
+//! characters; an effective entry date that is no date (`260231`); a padding record
+//! that is not all nines; a file whose line count is not a multiple of ten (a missing
+//! block of padding); a wrong block count; an addenda indicator of 1 with no addenda;
+//! a same-day entry over $1,000,000.
+//!
 //! Same Day ACH: an entry is same-day when its effective date is its submission date
 //! (the batch header's effective entry date; the settlement date stays blank for the
 //! ACH operator) and at most [`SAME_DAY_LIMIT_CENTS`]; the company descriptive date

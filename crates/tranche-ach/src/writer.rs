@@ -511,7 +511,7 @@ impl<W: Write> NachaWriter<W> {
         self.next_sequence += 1;
         let trace = TraceNumber::new(&self.odfi, sequence);
         let hash = entry.rdfi_routing.dfi_value();
-        let mut add = Totals {
+        let add = Totals {
             entries: 1,
             addenda: records - 1,
             hash_sum: hash,
@@ -521,7 +521,6 @@ impl<W: Write> NachaWriter<W> {
         if let Some(b) = &mut self.batch {
             b.totals.add(&add);
         }
-        add.entries = 1;
         self.totals.add(&add);
 
         use entry_detail as f;
@@ -700,6 +699,11 @@ pub struct Written<W> {
 
 /// Write `entries` as one file for `profile`'s bank: one batch per batch key, batches
 /// in the order their first entry comes, entries in the order given.
+///
+/// Entries given in batch order (as a ledger sorted by batch key gives them) are
+/// grouped without allocating per entry; an entry that starts or returns to another
+/// batch costs one [`BatchKey`] (a few strings). The writing itself never allocates
+/// per entry.
 pub fn write_file<W: Write>(
     out: W,
     profile: &BankProfile,

@@ -143,3 +143,47 @@ fn sample() {
     .unwrap();
     std::fs::write(std::env::var("ACH_SAMPLE").unwrap(), w.out).unwrap();
 }
+
+#[test]
+#[ignore = "a rough timing, not a benchmark: cargo test -p tranche-ach --test files speed -- --ignored --nocapture"]
+fn speed() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut entries: Vec<_> = (0..200_000).map(|i| random_entry(&mut rng, i)).collect();
+    // Totals must fit the file control's 12 digits.
+    for e in &mut entries {
+        if e.amount_cents > 1_000_000 {
+            e.amount_cents = 1_000_000;
+        }
+    }
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let w = write_file(
+            Vec::with_capacity(64 << 20),
+            &profile(),
+            &options(),
+            &entries,
+            Grouping::Separate,
+        )
+        .unwrap();
+        best = best.min(t.elapsed().as_secs_f64());
+        std::hint::black_box(w.out);
+    }
+    eprintln!(
+        "wrote {} entries in {best:.3} s: {:.0} entries/s",
+        entries.len(),
+        entries.len() as f64 / best
+    );
+    let bytes = write_file(
+        Vec::new(),
+        &profile(),
+        &options(),
+        &entries,
+        Grouping::Separate,
+    )
+    .unwrap()
+    .out;
+    let t = std::time::Instant::now();
+    assert!(validate(&bytes).is_valid());
+    eprintln!("validated in {:.3} s", t.elapsed().as_secs_f64());
+}
