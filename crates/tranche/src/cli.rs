@@ -191,6 +191,9 @@ pub enum Command {
     /// Contract notes: a broker's night of per-client notes.
     #[command(subcommand)]
     Notes(Notes),
+    /// Payment files: ACH entries and NACHA files.
+    #[command(subcommand)]
+    Ach(Ach),
     /// Serve the HTTP API (submit, runs, remote workers, change feed, /metrics) over
     /// the state in --data (or --broker).
     Server(ServerArgs),
@@ -370,6 +373,23 @@ pub struct ServerArgs {
     /// job text instead of masking it. With tokens, give `TOKEN pii` instead.
     #[arg(long)]
     pub show_personal_data: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Ach {
+    /// Check NACHA files as a bank's front end would: record lengths, record order,
+    /// blocking and padding, counts, totals and entry hashes, batch and trace
+    /// numbers, dates, routing check digits, codes, the character set, addenda
+    /// indicators, the Same Day ACH limit. Prints every problem by file, line and
+    /// field; exits 1 when any file is invalid, 2 when one cannot be read.
+    Validate {
+        /// The files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// One JSON document: each file's findings and counts.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,3 +1,4 @@
+mod ach;
 mod inspect;
 mod jobs;
 mod limits;
@@ -20,7 +21,7 @@ pub use limits::parse_per;
 pub use prune::parse_before;
 
 use crate::bench;
-use crate::cli::{Bench, Cli, Command, LimitCmd, Notes, ScheduleCmd};
+use crate::cli::{Ach, Bench, Cli, Command, LimitCmd, Notes, ScheduleCmd};
 pub use schedule::spawn_scheduler;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -81,6 +82,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             heavy_trades,
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
+        Command::Ach(Ach::Validate { files, json }) => ach::validate(&files, json),
         Command::Notes(Notes::Run(args)) => notes_run::run(at, *args).await,
         Command::Notes(Notes::Demo(args)) => notes_run::demo(at, args).await,
         Command::Notes(Notes::RenderHelper { template }) => {
