@@ -1,0 +1,683 @@
+//! The store: readers' [`Store`] handle and the single [`Writer`].
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+
+use crate::cursor::Cursor;
+use crate::disk::{self, Entry, Segment, SnapshotHead};
+use crate::error::{ApplyError, StoreError};
+use crate::model::{Event, Filter, Order, OrderId};
+use crate::state::{FastMap, ReadError, State};
+use crate::validate::{next_version, BatchError};
+use crate::wake::Signals;
+
+/// The most orders one read returns (a larger `limit` is cut to it), which bounds how
+/// long a reader holds the lock the writer needs.
+pub const MAX_READ_LIMIT: usize = 10_000;
+
+/// Orders applied per hold of the write lock: a big write is made visible in slices so
+/// that readers wait for one slice, never for the whole write.
+const APPLY_SLICE: usize = 256;
+
+/// When an applied write is flushed to the disk (`fdatasync`), which is when
+/// [`Writer::apply`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Every write is synced before it is acknowledged: an acknowledged batch survives
+    /// a power cut. Group writes with [`Writer::apply_group`] to share one sync.
+    EveryWrite,
+    /// Writes are acknowledged once the operating system has them (they survive the
+    /// process being killed) and synced when this long has passed since the last sync,
+    /// checked at each write and by [`Writer::sync_if_due`] (call it from a timer so an
+    /// idle writer still syncs). A power cut loses at most about this much.
+    Interval(Duration),
+    /// Never synced except by [`Writer::sync`], snapshots and a clean close: for tests
+    /// and emulators.
+    Never,
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct FeedOptions {
+    /// When writes are synced (default: every write).
+    pub durability: Durability,
+    /// Take a snapshot (and start a new log segment) when the current segment grows
+    /// past this many bytes, so a restart replays at most this much log. `None`: only
+    /// when [`Writer::snapshot`] is called. Default 256 MiB.
+    pub snapshot_after_bytes: Option<u64>,
+}
+
+impl Default for FeedOptions {
+    fn default() -> Self {
+        FeedOptions {
+            durability: Durability::EveryWrite,
+            snapshot_after_bytes: Some(256 << 20),
+        }
+    }
+}
+
+/// One page of a read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// The orders after the cursor, in `(seq, rec)` order, each at its latest version.
+    pub orders: Vec<Order>,
+    /// Where to read on from: the last order's position, or the cursor given when the
+    /// page is empty.
+    pub next: Cursor,
+}
+
+/// How [`Store::wait_for`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitOutcome {
+    /// Orders ready for the filter after the cursor (counted no further than
+    /// `min_batch`).
+    pub ready: usize,
+    /// How many times the writer woke this waiter.
+    pub wakeups: u32,
+    /// Whether the deadline passed before `min_batch` orders were ready.
+    pub timed_out: bool,
+}
+
+/// What opening found on disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The snapshot loaded, if any.
+    pub snapshot: Option<PathBuf>,
+    /// Log segments replayed.
+    pub segments: usize,
+    /// Bytes of a torn tail cut off the last segment (an unacknowledged write).
+    pub torn_bytes: u64,
+}
+
+/// A snapshot written by [`Writer::snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Its file.
+    pub path: PathBuf,
+    /// Orders in it.
+    pub orders: u64,
+    /// The newest sequence number it covers.
+    pub seq: u64,
+}
+
+struct Shared {
+    state: RwLock<State>,
+    signals: Signals,
+    dir: PathBuf,
+}
+
+/// A handle for readers: cheap to clone, shareable across threads and tasks.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.shared.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The only writer of a store (a lock file keeps a second one out, in this process or
+/// another). Not `Clone`: ingest funnels every batch through it, which is what lets it
+/// group writes and validate without locks held against readers.
+pub struct Writer {
+    shared: Arc<Shared>,
+    options: FeedOptions,
+    segment: Segment,
+    _lock: fs::File,
+    recovery: Recovery,
+    broken: bool,
+    unsynced: bool,
+    last_sync: Instant,
+    writes: u64,
+    // Reused across writes so the apply path does not allocate once warmed up.
+    buf: Vec<u8>,
+    pending: Vec<Order>,
+    overlay: FastMap<OrderId, usize>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("dir", &self.shared.dir)
+            .field("segment", &self.segment.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn evict(state: &mut State, floor: Cursor) -> usize {
+    state.floor = floor;
+    let ids = state.terminal_through(floor);
+    for id in &ids {
+        state.remove(*id);
+    }
+    ids.len()
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`: loads the newest snapshot, replays the
+    /// log after it, cuts a torn tail off the last log segment, and returns the
+    /// readers' handle and the writer.
+    pub fn open(dir: &Path, options: FeedOptions) -> Result<(Store, Writer), StoreError> {
+        fs::create_dir_all(dir).map_err(disk::io_error("create", dir))?;
+        let lock_path = dir.join("LOCK");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(disk::io_error("open", &lock_path))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |_| StoreError::Locked {
+                path: lock_path.clone(),
+            },
+        )?;
+
+        let mut snapshots = Vec::new();
+        let mut segments = Vec::new();
+        for entry in fs::read_dir(dir).map_err(disk::io_error("list", dir))? {
+            let entry = entry.map_err(disk::io_error("list", dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".tmp") {
+                disk::remove(&entry.path())?;
+            } else if let Some((is_log, n)) = disk::parse_name(&name) {
+                if is_log {
+                    segments.push(n);
+                } else {
+                    snapshots.push(n);
+                }
+            }
+        }
+        snapshots.sort_unstable();
+        segments.sort_unstable();
+
+        let mut state = State::default();
+        let mut recovery = Recovery::default();
+        let mut covered = 0;
+        if let Some(&seq) = snapshots.last() {
+            let path = dir.join(disk::snapshot_name(seq));
+            let head = disk::read_snapshot(&path, |order| state.upsert(order))?;
+            state.marks = head.marks;
+            state.floor = head.floor;
+            covered = head.marks.seq;
+            recovery.snapshot = Some(path);
+        }
+        let mut segment = None;
+        for (i, &start) in segments.iter().enumerate() {
+            let path = dir.join(disk::segment_name(start));
+            let last = i + 1 == segments.len();
+            let replayed = disk::replay_segment(&path, last, |offset, entry| {
+                match entry {
+                    Entry::Orders(bytes) => {
+                        for order in disk::orders_of(bytes) {
+                            let order = order.ok_or_else(|| StoreError::Corrupt {
+                                path: path.clone(),
+                                offset,
+                                problem: "expected an order, got an unknown side or status code"
+                                    .into(),
+                            })?;
+                            if order.seq > covered {
+                                state.upsert(order);
+                            }
+                        }
+                    }
+                    Entry::Floor(floor) => {
+                        if floor > state.floor {
+                            evict(&mut state, floor);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+            recovery.segments += 1;
+            if last {
+                recovery.torn_bytes = replayed.torn;
+                segment = Some(Segment::reopen(path, start, replayed.valid_len)?);
+            }
+        }
+        let segment = match segment {
+            Some(segment) => segment,
+            None => Segment::create(dir, state.marks.seq + 1)?,
+        };
+        // Leftovers of a crash during a snapshot: older snapshots, and segments whose
+        // successor starts within what the snapshot covers.
+        if let Some((_, older)) = snapshots.split_last() {
+            for &seq in older {
+                disk::remove(&dir.join(disk::snapshot_name(seq)))?;
+            }
+        }
+        for pair in segments.windows(2) {
+            if pair[1] <= covered + 1 {
+                disk::remove(&dir.join(disk::segment_name(pair[0])))?;
+            }
+        }
+
+        let shared = Arc::new(Shared {
+            state: RwLock::new(state),
+            signals: Signals::default(),
+            dir: dir.to_path_buf(),
+        });
+        let writer = Writer {
+            shared: Arc::clone(&shared),
+            options,
+            segment,
+            _lock: lock,
+            recovery,
+            broken: false,
+            unsynced: false,
+            last_sync: Instant::now(),
+            writes: 0,
+            buf: Vec::new(),
+            pending: Vec::new(),
+            overlay: FastMap::default(),
+        };
+        Ok((Store { shared }, writer))
+    }
+
+    /// Up to `limit` (at most [`MAX_READ_LIMIT`]) orders passing `filter` whose
+    /// position is after `cursor`, in `(seq, rec)` order, each at its latest version,
+    /// and the cursor to read on from.
+    pub fn read(&self, cursor: Cursor, filter: Filter, limit: usize) -> Result<Page, ReadError> {
+        let mut orders = Vec::with_capacity(limit.min(MAX_READ_LIMIT));
+        let next = self.read_into(cursor, filter, limit, &mut orders)?;
+        Ok(Page { orders, next })
+    }
+
+    /// [`Store::read`] into a buffer of the caller's (appended to, not cleared); returns
+    /// the cursor to read on from.
+    pub fn read_into(
+        &self,
+        cursor: Cursor,
+        filter: Filter,
+        limit: usize,
+        out: &mut Vec<Order>,
+    ) -> Result<Cursor, ReadError> {
+        let before = out.len();
+        let state = self.shared.state.read();
+        state.check(cursor)?;
+        state.read(cursor, filter, limit.min(MAX_READ_LIMIT), out);
+        drop(state);
+        Ok(out[before..].last().map_or(cursor, Order::position))
+    }
+
+    /// How many orders pass `filter` after `cursor`, counting no further than `cap`.
+    pub fn count_after(
+        &self,
+        cursor: Cursor,
+        filter: Filter,
+        cap: usize,
+    ) -> Result<usize, ReadError> {
+        let state = self.shared.state.read();
+        state.check(cursor)?;
+        Ok(state.count_after(cursor, filter, cap))
+    }
+
+    /// Waits until at least `min_batch` orders passing `filter` are ready after
+    /// `cursor`, or `deadline` passes; then read them with [`Store::read`].
+    ///
+    /// The waiter sleeps on its filter key's own wake-up (one per firm, broker account,
+    /// instrument, and one for [`Filter::All`]), which the writer signals once per
+    /// applied write that touched the key, after the write is visible. A write that
+    /// touches only other keys does not wake it.
+    pub async fn wait_for(
+        &self,
+        filter: Filter,
+        cursor: Cursor,
+        min_batch: usize,
+        deadline: tokio::time::Instant,
+    ) -> Result<WaitOutcome, ReadError> {
+        let registration = self.shared.signals.register(filter);
+        let sleep = tokio::time::sleep_until(deadline);
+        tokio::pin!(sleep);
+        let mut wakeups = 0;
+        loop {
+            let notified = registration.signal.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the count: a write after the count wakes us.
+            notified.as_mut().enable();
+            let ready = self.count_after(cursor, filter, min_batch)?;
+            if ready >= min_batch {
+                return Ok(WaitOutcome {
+                    ready,
+                    wakeups,
+                    timed_out: false,
+                });
+            }
+            tokio::select! {
+                biased;
+                () = &mut notified => wakeups += 1,
+                () = &mut sleep => {
+                    let ready = self.count_after(cursor, filter, min_batch)?;
+                    return Ok(WaitOutcome { ready, wakeups, timed_out: ready < min_batch });
+                }
+            }
+        }
+    }
+
+    /// Waiters in [`Store::wait_for`] on `filter` now.
+    pub fn waiting(&self, filter: Filter) -> usize {
+        self.shared.signals.waiting(filter)
+    }
+
+    /// How many times `filter`'s wake-up was signalled since its current waiters
+    /// registered (0 when nobody waits on it: an unused wake-up is dropped).
+    pub fn signals_sent(&self, filter: Filter) -> u64 {
+        self.shared.signals.sent(filter)
+    }
+
+    /// The latest version of one order.
+    pub fn get(&self, id: OrderId) -> Option<Order> {
+        self.shared.state.read().get(id).copied()
+    }
+
+    /// How many orders the store holds.
+    pub fn len(&self) -> usize {
+        self.shared.state.read().len()
+    }
+
+    /// Whether the store holds no order.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The position of the newest order version ([`Cursor::START`] when empty).
+    pub fn newest(&self) -> Cursor {
+        self.shared.state.read().newest()
+    }
+
+    /// The oldest cursor the store serves besides [`Cursor::START`]: the eviction
+    /// floor ([`Cursor::START`] if nothing was ever evicted).
+    pub fn oldest(&self) -> Cursor {
+        self.shared.state.read().floor
+    }
+
+    /// The highest sequence and record numbers applied: a core resuming after a
+    /// restart continues after them.
+    pub fn marks(&self) -> (u64, u64) {
+        let marks = self.shared.state.read().marks;
+        (marks.seq, marks.rec)
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+}
+
+impl Writer {
+    /// A readers' handle on the same store.
+    pub fn store(&self) -> Store {
+        Store {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// What opening found on disk.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Applies one batch all-or-nothing: every event is checked first (an error names
+    /// the event's index and field, and nothing is applied), then the batch is logged,
+    /// synced per the [`Durability`], made visible to readers and their wake-ups
+    /// signalled. Returns the position of the batch's last event (the newest position
+    /// for an empty batch).
+    pub fn apply(&mut self, events: &[Event]) -> Result<Cursor, ApplyError> {
+        let mut results = self.apply_group(&[events])?;
+        Ok(results.pop().expect("one result per batch")?)
+    }
+
+    /// Applies several batches with one log write and one sync (group commit): each
+    /// batch is all-or-nothing on its own, checked against the store and the batches
+    /// before it in the group; a refused batch does not affect the others. Returns one
+    /// result per batch, or an error of the files (then nothing was applied).
+    pub fn apply_group(
+        &mut self,
+        batches: &[&[Event]],
+    ) -> Result<Vec<Result<Cursor, BatchError>>, StoreError> {
+        self.check_usable()?;
+        self.pending.clear();
+        self.overlay.clear();
+        self.buf.clear();
+        let mut results = Vec::with_capacity(batches.len());
+        {
+            let state = self.shared.state.read();
+            let mut marks = state.marks;
+            let mut newest = state.newest();
+            for batch in batches {
+                let start = self.pending.len();
+                let saved = marks;
+                let mut refused = None;
+                for (index, event) in batch.iter().enumerate() {
+                    let id = event.order_id();
+                    let current = match self.overlay.get(&id) {
+                        Some(&at) => Some(&self.pending[at]),
+                        None => state.get(id),
+                    };
+                    match next_version(index, event, current, &marks) {
+                        Ok(order) => {
+                            marks.seq = order.seq;
+                            marks.rec = marks.rec.max(order.rec);
+                            self.overlay.insert(id, self.pending.len());
+                            self.pending.push(order);
+                        }
+                        Err(error) => {
+                            refused = Some(error);
+                            break;
+                        }
+                    }
+                }
+                if let Some(error) = refused {
+                    self.pending.truncate(start);
+                    marks = saved;
+                    self.overlay.clear();
+                    for (at, order) in self.pending.iter().enumerate() {
+                        self.overlay.insert(order.id, at);
+                    }
+                    results.push(Err(error));
+                } else {
+                    if let Some(last) = self.pending[start..].last() {
+                        newest = last.position();
+                        disk::encode_orders_record(&self.pending[start..], &mut self.buf);
+                    }
+                    results.push(Ok(newest));
+                }
+            }
+        }
+        if self.buf.is_empty() {
+            return Ok(results);
+        }
+        self.write_buf()?;
+        for slice in self.pending.chunks(APPLY_SLICE) {
+            let mut state = self.shared.state.write();
+            for order in slice {
+                state.upsert(*order);
+            }
+        }
+        self.writes += 1;
+        self.shared.signals.wake(self.writes, &self.pending);
+        if let Some(limit) = self.options.snapshot_after_bytes {
+            if self.segment.len > limit {
+                self.snapshot()?;
+            }
+        }
+        Ok(results)
+    }
+
+    fn check_usable(&self) -> Result<(), StoreError> {
+        if self.broken {
+            return Err(StoreError::Poisoned {
+                path: self.segment.path.clone(),
+                source: std::io::Error::other("an earlier write or sync failed"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends `self.buf` and syncs per the policy; a failure that leaves the log in
+    /// doubt breaks the writer.
+    fn write_buf(&mut self) -> Result<(), StoreError> {
+        match self.segment.append(&self.buf) {
+            Ok(()) => {}
+            Err(error @ StoreError::Poisoned { .. }) => {
+                self.broken = true;
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        }
+        self.unsynced = true;
+        let due = match self.options.durability {
+            Durability::EveryWrite => true,
+            Durability::Interval(every) => self.last_sync.elapsed() >= every,
+            Durability::Never => false,
+        };
+        if due {
+            // After a failed fsync the kernel may have dropped the dirty pages: what is
+            // on disk is unknown, so the writer stops rather than acknowledge.
+            self.sync().inspect_err(|_| self.broken = true)?;
+        }
+        Ok(())
+    }
+
+    /// Syncs the log now if anything is unsynced.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        if self.unsynced {
+            self.segment.sync()?;
+            self.unsynced = false;
+        }
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Under [`Durability::Interval`], syncs if the interval has passed since the last
+    /// sync and something is unsynced; returns whether it synced.
+    pub fn sync_if_due(&mut self) -> Result<bool, StoreError> {
+        if let Durability::Interval(every) = self.options.durability {
+            if self.unsynced && self.last_sync.elapsed() >= every {
+                self.sync()?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Bytes in the current log segment.
+    pub fn log_bytes(&self) -> u64 {
+        self.segment.len
+    }
+
+    /// Writes every order to a new snapshot, starts a new log segment after it and
+    /// deletes the older segments and snapshots. Readers keep reading meanwhile; writes
+    /// wait (the writer is busy), which keeps the state still while it is copied.
+    pub fn snapshot(&mut self) -> Result<SnapshotInfo, StoreError> {
+        self.check_usable()?;
+        self.sync()?;
+        let head = {
+            let state = self.shared.state.read();
+            SnapshotHead {
+                marks: state.marks,
+                floor: state.floor,
+                count: state.len() as u64,
+            }
+        };
+        let seq = head.marks.seq;
+        let dir = self.shared.dir.clone();
+        let path = dir.join(disk::snapshot_name(seq));
+        let tmp = path.with_extension("tmp");
+        let mut after = Cursor::START;
+        let shared = &self.shared;
+        disk::write_snapshot(&tmp, head, |chunk| {
+            shared.state.read().read(after, Filter::All, 4096, chunk);
+            if let Some(last) = chunk.last() {
+                after = last.position();
+            }
+        })?;
+        fs::rename(&tmp, &path).map_err(disk::io_error("rename", &tmp))?;
+        disk::sync_dir(&dir)?;
+        if self.segment.start != seq + 1 {
+            self.segment = Segment::create(&dir, seq + 1)?;
+        }
+        for entry in fs::read_dir(&dir).map_err(disk::io_error("list", &dir))? {
+            let entry = entry.map_err(disk::io_error("list", &dir))?;
+            match disk::parse_name(&entry.file_name().to_string_lossy()) {
+                Some((true, start)) if start < self.segment.start => disk::remove(&entry.path())?,
+                Some((false, older)) if older != seq => disk::remove(&entry.path())?,
+                _ => {}
+            }
+        }
+        disk::sync_dir(&dir)?;
+        Ok(SnapshotInfo {
+            path,
+            orders: head.count,
+            seq,
+        })
+    }
+
+    /// Retention: evicts the terminal orders (filled, cancelled, rejected, expired) at
+    /// or before `floor`, durably, and makes `floor` the oldest cursor served: a
+    /// cursor before it (other than [`Cursor::START`]) gets [`ReadError::TooOld`].
+    /// Open orders are kept whatever their age. Returns how many were evicted.
+    pub fn evict_terminal_through(&mut self, floor: Cursor) -> Result<usize, StoreError> {
+        self.check_usable()?;
+        let (current, marks) = {
+            let state = self.shared.state.read();
+            (state.floor, state.marks)
+        };
+        let newest = Cursor::new(marks.seq, u64::MAX);
+        if floor < current || floor > newest {
+            return Err(StoreError::Floor {
+                requested: floor,
+                current,
+                newest,
+            });
+        }
+        if floor == current {
+            return Ok(0);
+        }
+        self.buf.clear();
+        disk::encode_floor_record(floor, &mut self.buf);
+        self.write_buf()?;
+        let ids = {
+            let mut state = self.shared.state.write();
+            state.floor = floor;
+            state.terminal_through(floor)
+        };
+        for slice in ids.chunks(APPLY_SLICE) {
+            let mut state = self.shared.state.write();
+            for id in slice {
+                state.remove(*id);
+            }
+        }
+        Ok(ids.len())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.broken {
+            let _ = self.sync();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evict;
+    use crate::state::State;
+    use crate::Cursor;
+
+    #[test]
+    fn evicting_nothing_moves_the_floor() {
+        let mut state = State::default();
+        assert_eq!(evict(&mut state, Cursor::new(5, 1)), 0);
+        assert_eq!(state.floor, Cursor::new(5, 1));
+    }
+}
