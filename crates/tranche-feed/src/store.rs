@@ -45,8 +45,9 @@ pub enum Durability {
 pub struct FeedOptions {
     /// When writes are synced (default: every write).
     pub durability: Durability,
-    /// Take a snapshot (and start a new log segment) when the current segment grows
-    /// past this many bytes, so a restart replays at most this much log. `None`: only
+    /// Take a snapshot (and start a new log segment) at the next write once the current
+    /// segment has grown past this many bytes, so a restart replays about this much log
+    /// at most. `None`: only
     /// when [`Writer::snapshot`] is called. Default 256 MiB.
     pub snapshot_after_bytes: Option<u64>,
 }
@@ -444,6 +445,13 @@ impl Writer {
         batches: &[&[Event]],
     ) -> Result<Vec<Result<Cursor, BatchError>>, StoreError> {
         self.check_usable()?;
+        // Before anything of this group is applied, so that a failed snapshot fails a
+        // write that applied nothing.
+        if let Some(limit) = self.options.snapshot_after_bytes {
+            if self.segment.len > limit {
+                self.snapshot()?;
+            }
+        }
         self.pending.clear();
         self.overlay.clear();
         self.buf.clear();
@@ -504,11 +512,6 @@ impl Writer {
         }
         self.writes += 1;
         self.shared.signals.wake(self.writes, &self.pending);
-        if let Some(limit) = self.options.snapshot_after_bytes {
-            if self.segment.len > limit {
-                self.snapshot()?;
-            }
-        }
         Ok(results)
     }
 
