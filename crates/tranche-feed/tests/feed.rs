@@ -502,3 +502,68 @@ fn a_second_writer_is_refused() {
         other => panic!("expected the store to be locked, got {other:?}"),
     }
 }
+
+#[test]
+fn a_damaged_snapshot_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut book = Book::new(11);
+    let info = {
+        let (_, mut writer) = Store::open(dir.path(), options()).unwrap();
+        writer.apply(&book.batch(30)).unwrap();
+        writer.snapshot().unwrap()
+    };
+    assert_eq!(info.orders, book.orders.len() as u64);
+    let mut file = OpenOptions::new().write(true).open(&info.path).unwrap();
+    file.seek(SeekFrom::Start(100)).unwrap();
+    file.write_all(&[0xFF, 0xFF]).unwrap();
+    drop(file);
+    match Store::open(dir.path(), options()) {
+        Err(StoreError::Corrupt { path, problem, .. }) => {
+            assert_eq!(path, info.path);
+            assert!(problem.contains("checksum"), "{problem}");
+        }
+        other => panic!("expected a corruption error, got {other:?}"),
+    }
+}
+
+#[test]
+fn interval_durability_syncs_when_due_and_never_loses_a_clean_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut book = Book::new(12);
+    {
+        let (_, mut writer) = Store::open(
+            dir.path(),
+            FeedOptions {
+                durability: Durability::Interval(std::time::Duration::from_secs(3600)),
+                snapshot_after_bytes: None,
+            },
+        )
+        .unwrap();
+        writer.apply(&book.batch(10)).unwrap();
+        // Not due for an hour.
+        assert!(!writer.sync_if_due().unwrap());
+        writer.apply(&book.batch(10)).unwrap();
+    }
+    {
+        let (store, mut writer) = Store::open(
+            dir.path(),
+            FeedOptions {
+                durability: Durability::Interval(std::time::Duration::ZERO),
+                snapshot_after_bytes: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            read_all(&store, Cursor::START, Filter::All, 100),
+            book.expected(Filter::All)
+        );
+        // A zero interval syncs at the write itself: nothing is left to sync.
+        writer.apply(&book.batch(10)).unwrap();
+        assert!(!writer.sync_if_due().unwrap());
+    }
+    let (store, _w) = Store::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        read_all(&store, Cursor::START, Filter::All, 100),
+        book.expected(Filter::All)
+    );
+}
