@@ -186,9 +186,7 @@ impl State {
         if cursor.seq > self.marks.seq {
             return Err(ReadError::Ahead {
                 cursor,
-                newest: self
-                    .newest()
-                    .max(Cursor::new(self.marks.seq, self.marks.rec)),
+                newest: self.newest(),
             });
         }
         Ok(())

@@ -439,7 +439,12 @@ impl Writer {
     /// Applies several batches with one log write and one sync (group commit): each
     /// batch is all-or-nothing on its own, checked against the store and the batches
     /// before it in the group; a refused batch does not affect the others. Returns one
-    /// result per batch, or an error of the files (then nothing was applied).
+    /// result per batch, or an error of the files: then nothing was made visible or
+    /// acknowledged (after a failed sync the writer refuses further writes, and whether
+    /// the group survives a reopen is unknown, as for any unacknowledged write).
+    ///
+    /// Ingest groups by draining whatever batches its connections have queued into
+    /// one call, so one sync covers them all however many producers there are.
     pub fn apply_group(
         &mut self,
         batches: &[&[Event]],
