@@ -51,8 +51,9 @@
 //! work without the write lock: it validates a batch under a *read* lock (readers go
 //! on), encodes and appends it to the log and syncs it with no lock at all, and only
 //! then takes the write lock to make it visible — in slices of 256 orders, so a reader
-//! never waits for more than one slice. Readers copy out at most
-//! [`MAX_READ_LIMIT`] orders per lock hold. A write becomes visible only once it is
+//! never waits for more than one slice. Readers likewise copy out 512 orders
+//! per lock hold (a page of up to [`MAX_READ_LIMIT`] is read in slices, resuming from
+//! its own last position). A write becomes visible only once it is
 //! durable per the policy, so no reader ever sees, and holds a cursor past, a batch
 //! a crash could lose.
 //!

@@ -15,9 +15,13 @@ use crate::state::{FastMap, ReadError, State};
 use crate::validate::{next_version, BatchError};
 use crate::wake::Signals;
 
-/// The most orders one read returns (a larger `limit` is cut to it), which bounds how
-/// long a reader holds the lock the writer needs.
+/// The most orders one read returns (a larger `limit` is cut to it). A read holds the
+/// lock the writer needs for 512 orders at a time, whatever its limit.
 pub const MAX_READ_LIMIT: usize = 10_000;
+
+/// Orders a reader copies per hold of the read lock: a long page is read in slices so
+/// that the writer never waits for more than one.
+const READ_SLICE: usize = 512;
 
 /// Orders applied per hold of the write lock: a big write is made visible in slices so
 /// that readers wait for one slice, never for the whole write.
@@ -301,12 +305,30 @@ impl Store {
         limit: usize,
         out: &mut Vec<Order>,
     ) -> Result<Cursor, ReadError> {
-        let before = out.len();
-        let state = self.shared.state.read();
-        state.check(cursor)?;
-        state.read(cursor, filter, limit.min(MAX_READ_LIMIT), out);
-        drop(state);
-        Ok(out[before..].last().map_or(cursor, Order::position))
+        let mut left = limit.min(MAX_READ_LIMIT);
+        let mut next = cursor;
+        self.shared.state.read().check(cursor)?;
+        while left > 0 {
+            let state = self.shared.state.read();
+            // The floor may have moved since the last slice: stop before a gap (the
+            // next read from `next` reports it).
+            if state.check(next).is_err() {
+                break;
+            }
+            let before = out.len();
+            state.read(next, filter, left.min(READ_SLICE), out);
+            drop(state);
+            let got = out.len() - before;
+            match out.last() {
+                Some(last) if got > 0 => next = last.position(),
+                _ => break,
+            }
+            if got < left.min(READ_SLICE) {
+                break;
+            }
+            left -= got;
+        }
+        Ok(next)
     }
 
     /// How many orders pass `filter` after `cursor`, counting no further than `cap`.

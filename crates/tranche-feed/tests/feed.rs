@@ -567,3 +567,26 @@ fn interval_durability_syncs_when_due_and_never_loses_a_clean_close() {
         book.expected(Filter::All)
     );
 }
+
+#[test]
+fn a_long_page_read_in_slices_equals_short_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut writer) = Store::open(dir.path(), options()).unwrap();
+    let mut book = Book::new(13);
+    for _ in 0..30 {
+        let batch: Vec<Event> = (0..100).map(|_| book.insert()).collect();
+        writer.apply(&batch).unwrap();
+    }
+    writer.apply(&book.batch(500)).unwrap();
+    for filter in [Filter::All, Filter::Firm(FirmId(1))] {
+        let expected = book.expected(filter);
+        let whole = store.read(Cursor::START, filter, MAX_READ_LIMIT).unwrap();
+        assert_eq!(whole.orders, expected);
+        let part = store.read(Cursor::START, filter, 600).unwrap();
+        assert_eq!(part.orders, expected[..600]);
+        assert_eq!(part.next, expected[599].position());
+        assert_eq!(read_all(&store, part.next, filter, 1024), expected[600..]);
+    }
+    let capped = store.read(Cursor::START, Filter::All, usize::MAX).unwrap();
+    assert_eq!(capped.orders.len(), book.orders.len().min(MAX_READ_LIMIT));
+}
