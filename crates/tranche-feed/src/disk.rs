@@ -417,68 +417,69 @@ impl Segment {
 /// What a snapshot holds besides the orders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SnapshotHead {
+    /// The marks when it began: the log from `marks.seq + 1` on completes it.
     pub marks: Marks,
+    /// The eviction floor when it began.
     pub floor: Cursor,
-    pub count: u64,
 }
 
+/// Bytes before the first order of a snapshot: the file header and four `u64`s.
+const SNAP_HEAD: usize = FILE_HEADER + 32;
+/// Bytes after the last order: the order count (`u64`) and a CRC-32 of everything
+/// before it.
+const SNAP_TRAILER: usize = 12;
+
 /// Writes a snapshot to `path` (a temporary name; the caller renames it): the header,
-/// then the orders `next_chunk` hands out until it returns an empty chunk, then a
-/// CRC-32 of everything before it. The file is synced.
+/// then the orders `next_chunk` hands out until it returns an empty chunk, then their
+/// count and a CRC-32 of everything before it. The file is synced. Returns the count.
 pub(crate) fn write_snapshot(
     path: &Path,
     head: SnapshotHead,
     mut next_chunk: impl FnMut(&mut Vec<Order>),
-) -> Result<(), StoreError> {
+) -> Result<u64, StoreError> {
     let file = File::create(path).map_err(io_error("create", path))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut hasher = crc32fast::Hasher::new();
-    let mut bytes = Vec::with_capacity(64 + 4096 * ORDER_BYTES);
+    let mut bytes = Vec::with_capacity(SNAP_HEAD + 4096 * ORDER_BYTES);
     bytes.extend_from_slice(&file_header(SNAP_MAGIC));
     for n in [
         head.marks.seq,
         head.marks.rec,
         head.floor.seq,
         head.floor.rec,
-        head.count,
     ] {
         bytes.extend_from_slice(&n.to_le_bytes());
     }
     let mut chunk = Vec::with_capacity(4096);
-    let mut written = 0u64;
-    let write_error = io_error("write", path);
-    let mut put = |bytes: &mut Vec<u8>| {
-        hasher.update(bytes);
-        let result = out.write_all(bytes);
-        bytes.clear();
-        result
-    };
+    let mut count = 0u64;
     loop {
-        put(&mut bytes).map_err(io_error("write", path))?;
+        hasher.update(&bytes);
+        out.write_all(&bytes).map_err(io_error("write", path))?;
+        bytes.clear();
         chunk.clear();
         next_chunk(&mut chunk);
         if chunk.is_empty() {
             break;
         }
-        written += chunk.len() as u64;
+        count += chunk.len() as u64;
         for order in &chunk {
             encode_order(order, &mut bytes);
         }
     }
-    assert_eq!(
-        written, head.count,
-        "the state changed while it was snapshotted"
-    );
-    let crc = hasher.finalize();
-    out.write_all(&crc.to_le_bytes()).map_err(write_error)?;
+    bytes.extend_from_slice(&count.to_le_bytes());
+    hasher.update(&bytes);
+    bytes.extend_from_slice(&hasher.finalize().to_le_bytes());
+    out.write_all(&bytes).map_err(io_error("write", path))?;
     let file = out
         .into_inner()
         .map_err(|e| e.into_error())
         .map_err(io_error("write", path))?;
-    file.sync_all().map_err(io_error("sync", path))
+    file.sync_all().map_err(io_error("sync", path))?;
+    Ok(count)
 }
 
-/// Reads the snapshot at `path`, handing each order to `apply`; checks the checksum.
+/// Reads the snapshot at `path`, handing each order to `apply`; checks the length,
+/// count and checksum.
 pub(crate) fn read_snapshot(
     path: &Path,
     mut apply: impl FnMut(Order),
@@ -487,14 +488,20 @@ pub(crate) fn read_snapshot(
     let file_len = file.metadata().map_err(io_error("stat", path))?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut hasher = crc32fast::Hasher::new();
-    let mut head = [0u8; FILE_HEADER + 40];
-    if read_full(&mut reader, &mut head).map_err(io_error("read", path))? < head.len() {
+    let mut head = [0u8; SNAP_HEAD];
+    let body = file_len.checked_sub((SNAP_HEAD + SNAP_TRAILER) as u64);
+    let Some(body) = body.filter(|b| b % ORDER_BYTES as u64 == 0) else {
         return Err(corrupt(
             path,
             0,
-            "expected a snapshot header, got the end of the file",
+            format!(
+                "expected {SNAP_HEAD} + {ORDER_BYTES} × orders + {SNAP_TRAILER} bytes, got {file_len}"
+            ),
         ));
-    }
+    };
+    reader
+        .read_exact(&mut head)
+        .map_err(io_error("read", path))?;
     if head[..FILE_HEADER] != file_header(SNAP_MAGIC) {
         return Err(corrupt(
             path,
@@ -510,22 +517,11 @@ pub(crate) fn read_snapshot(
             rec: u64_at(b, 8),
         },
         floor: Cursor::new(u64_at(b, 16), u64_at(b, 24)),
-        count: u64_at(b, 32),
     };
-    let expected = head.len() as u64 + snapshot.count * ORDER_BYTES as u64 + 4;
-    if file_len != expected {
-        return Err(corrupt(
-            path,
-            0,
-            format!(
-                "expected {expected} bytes for {} orders, got {file_len}",
-                snapshot.count
-            ),
-        ));
-    }
-    let mut offset = head.len() as u64;
+    let count = body / ORDER_BYTES as u64;
+    let mut offset = SNAP_HEAD as u64;
     let mut order = [0u8; ORDER_BYTES];
-    for _ in 0..snapshot.count {
+    for _ in 0..count {
         reader
             .read_exact(&mut order)
             .map_err(io_error("read", path))?;
@@ -540,12 +536,23 @@ pub(crate) fn read_snapshot(
         apply(decoded);
         offset += ORDER_BYTES as u64;
     }
-    let mut crc = [0u8; 4];
+    let mut trailer = [0u8; SNAP_TRAILER];
     reader
-        .read_exact(&mut crc)
+        .read_exact(&mut trailer)
         .map_err(io_error("read", path))?;
-    if u32::from_le_bytes(crc) != hasher.finalize() {
+    hasher.update(&trailer[..8]);
+    if u32_at(&trailer, 8) != hasher.finalize() {
         return Err(corrupt(path, offset, "snapshot checksum mismatch"));
+    }
+    if u64_at(&trailer, 0) != count {
+        return Err(corrupt(
+            path,
+            offset,
+            format!(
+                "expected a count of {count} orders, got {}",
+                u64_at(&trailer, 0)
+            ),
+        ));
     }
     Ok(snapshot)
 }

@@ -83,10 +83,14 @@
 //! [`Durability`] says when writes are synced. On open, a record cut short or failing
 //! its checksum at the end of the last segment is a torn write — an unacknowledged
 //! batch — and is cut off; damage anywhere else is [`StoreError::Corrupt`] naming the
-//! file and offset. [`Writer::snapshot`] writes every order to `snapshot-<seq>.snap`
-//! (a checksum over the whole file, written under a temporary name, synced, renamed),
-//! starts a new segment and deletes the old ones; a restart loads the newest snapshot
-//! and replays the log after it. Cursors are positions, not file offsets, so every
+//! file and offset. A snapshot ([`Writer::begin_snapshot`], or automatically as the
+//! log grows) starts a new segment at the next sequence number `S + 1` and copies the
+//! orders to `snapshot-<S>.snap` on a thread of its own, slice by slice, while writes
+//! and reads go on (a checksum over the whole file; written under a temporary name,
+//! synced, renamed); then the segments before `S + 1` are deleted. The copy is fuzzy
+//! (writes continue under it) and the log from `S + 1` makes it exact: a restart
+//! loads the newest snapshot and replays the log after it as upserts that keep the
+//! newer version of each order. Cursors are positions, not file offsets, so every
 //! cursor stays valid across restarts and snapshots.
 //!
 //! **Retention.** The store holds current state. [`Writer::evict_terminal_through`]

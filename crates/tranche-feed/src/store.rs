@@ -49,10 +49,11 @@ pub enum Durability {
 pub struct FeedOptions {
     /// When writes are synced (default: every write).
     pub durability: Durability,
-    /// Take a snapshot (and start a new log segment) at the next write once the current
-    /// segment has grown past this many bytes, so a restart replays about this much log
-    /// at most. `None`: only
-    /// when [`Writer::snapshot`] is called. Default 256 MiB.
+    /// Start a snapshot in the background (and a new log segment) at the next write
+    /// once the current segment has grown past this many bytes, or past twice the last
+    /// snapshot's size if that is more (so snapshots never write more than half what
+    /// the log does), bounding what a restart replays. `None`: only when
+    /// [`Writer::snapshot`] or [`Writer::begin_snapshot`] is called. Default 256 MiB.
     pub snapshot_after_bytes: Option<u64>,
 }
 
@@ -142,6 +143,8 @@ pub struct Writer {
     unsynced: bool,
     last_sync: Instant,
     writes: u64,
+    snapshotting: Option<SnapshotThread>,
+    last_snapshot_bytes: u64,
     // Reused across writes so the apply path does not allocate once warmed up.
     buf: Vec<u8>,
     pending: Vec<Order>,
@@ -155,6 +158,50 @@ impl std::fmt::Debug for Writer {
             .field("segment", &self.segment.path)
             .finish_non_exhaustive()
     }
+}
+
+type SnapshotThread = std::thread::JoinHandle<Result<SnapshotInfo, StoreError>>;
+
+fn join_snapshot(running: SnapshotThread) -> Result<SnapshotInfo, StoreError> {
+    match running.join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// The snapshot thread's work: see [`Writer::begin_snapshot`].
+fn write_snapshot(
+    shared: &Shared,
+    dir: &Path,
+    head: SnapshotHead,
+    until: Cursor,
+) -> Result<SnapshotInfo, StoreError> {
+    let seq = head.marks.seq;
+    let path = dir.join(disk::snapshot_name(seq));
+    let tmp = path.with_extension("tmp");
+    let mut after = Cursor::START;
+    let orders = disk::write_snapshot(&tmp, head, |chunk| {
+        if after >= until {
+            return;
+        }
+        shared.state.read().read(after, Filter::All, 4096, chunk);
+        chunk.retain(|order| order.position() <= until);
+        if let Some(last) = chunk.last() {
+            after = last.position();
+        }
+    })?;
+    fs::rename(&tmp, &path).map_err(disk::io_error("rename", &tmp))?;
+    disk::sync_dir(dir)?;
+    for entry in fs::read_dir(dir).map_err(disk::io_error("list", dir))? {
+        let entry = entry.map_err(disk::io_error("list", dir))?;
+        match disk::parse_name(&entry.file_name().to_string_lossy()) {
+            Some((true, start)) if start <= seq => disk::remove(&entry.path())?,
+            Some((false, older)) if older != seq => disk::remove(&entry.path())?,
+            _ => {}
+        }
+    }
+    disk::sync_dir(dir)?;
+    Ok(SnapshotInfo { path, orders, seq })
 }
 
 fn evict(state: &mut State, floor: Cursor) -> usize {
@@ -207,10 +254,16 @@ impl Store {
         let mut state = State::default();
         let mut recovery = Recovery::default();
         let mut covered = 0;
+        let mut last_snapshot_bytes = 0;
         if let Some(&seq) = snapshots.last() {
             let path = dir.join(disk::snapshot_name(seq));
-            let head = disk::read_snapshot(&path, |order| state.upsert(order))?;
-            state.marks = head.marks;
+            let head = disk::read_snapshot(&path, |order| {
+                state.upsert(order);
+                last_snapshot_bytes += disk::ORDER_BYTES as u64;
+            })?;
+            // A snapshot may hold versions newer than where it began: keep the higher.
+            state.marks.seq = state.marks.seq.max(head.marks.seq);
+            state.marks.rec = state.marks.rec.max(head.marks.rec);
             state.floor = head.floor;
             covered = head.marks.seq;
             recovery.snapshot = Some(path);
@@ -280,6 +333,8 @@ impl Store {
             unsynced: false,
             last_sync: Instant::now(),
             writes: 0,
+            snapshotting: None,
+            last_snapshot_bytes,
             buf: Vec::new(),
             pending: Vec::new(),
             overlay: FastMap::default(),
@@ -474,11 +529,7 @@ impl Writer {
         self.check_usable()?;
         // Before anything of this group is applied, so that a failed snapshot fails a
         // write that applied nothing.
-        if let Some(limit) = self.options.snapshot_after_bytes {
-            if self.segment.len > limit {
-                self.snapshot()?;
-            }
-        }
+        self.tend_snapshots()?;
         self.pending.clear();
         self.overlay.clear();
         self.buf.clear();
@@ -604,51 +655,92 @@ impl Writer {
         self.segment.len
     }
 
-    /// Writes every order to a new snapshot, starts a new log segment after it and
-    /// deletes the older segments and snapshots. Readers keep reading meanwhile; writes
-    /// wait (the writer is busy), which keeps the state still while it is copied.
+    /// Takes a snapshot and waits for it (after any snapshot already under way): see
+    /// [`Writer::begin_snapshot`].
     pub fn snapshot(&mut self) -> Result<SnapshotInfo, StoreError> {
+        if let Some(running) = self.snapshotting.take() {
+            join_snapshot(running)?;
+        }
+        self.begin_snapshot()?;
+        let running = self.snapshotting.take().expect("a snapshot was begun");
+        join_snapshot(running)
+    }
+
+    /// Starts a snapshot on a thread of its own, unless one is under way (then
+    /// returns `false`). Neither writes nor reads wait for it.
+    ///
+    /// The writer syncs the log and starts a new segment at the next sequence number
+    /// `S + 1`; the thread then copies, slice by slice under the read lock, every
+    /// order whose position is at or before the newest position `P` at that moment
+    /// into `snapshot-S.snap` (written under a temporary name, synced, renamed), and
+    /// deletes the segments before `S + 1` and the older snapshots. Writes go on
+    /// meanwhile, so the copy is fuzzy: an order may be copied at a version newer
+    /// than `S`, and one that moved past `P` before the copy reached it is left out.
+    /// Both are made exact by the log from `S + 1`, which a restart replays over the
+    /// snapshot as upserts that keep the newer version. A snapshot's error is returned
+    /// by the next write or snapshot.
+    pub fn begin_snapshot(&mut self) -> Result<bool, StoreError> {
         self.check_usable()?;
+        if self.snapshotting.is_some() {
+            return Ok(false);
+        }
+        let (head, until) = self.prepare_snapshot()?;
+        let dir = self.shared.dir.clone();
+        let shared = Arc::clone(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name("tranche-feed-snapshot".into())
+            .spawn(move || write_snapshot(&shared, &dir, head, until));
+        match spawned {
+            Ok(handle) => {
+                self.snapshotting = Some(handle);
+                Ok(true)
+            }
+            Err(source) => Err(StoreError::Io {
+                action: "start a snapshot thread for",
+                path: self.shared.dir.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// The writer's part of a snapshot: sync the log, note where the snapshot begins
+    /// and ends, start the segment after it.
+    fn prepare_snapshot(&mut self) -> Result<(SnapshotHead, Cursor), StoreError> {
         self.sync()?;
-        let head = {
+        let (head, until) = {
             let state = self.shared.state.read();
-            SnapshotHead {
+            let head = SnapshotHead {
                 marks: state.marks,
                 floor: state.floor,
-                count: state.len() as u64,
-            }
+            };
+            (head, state.newest())
         };
         let seq = head.marks.seq;
-        let dir = self.shared.dir.clone();
-        let path = dir.join(disk::snapshot_name(seq));
-        let tmp = path.with_extension("tmp");
-        let mut after = Cursor::START;
-        let shared = &self.shared;
-        disk::write_snapshot(&tmp, head, |chunk| {
-            shared.state.read().read(after, Filter::All, 4096, chunk);
-            if let Some(last) = chunk.last() {
-                after = last.position();
-            }
-        })?;
-        fs::rename(&tmp, &path).map_err(disk::io_error("rename", &tmp))?;
-        disk::sync_dir(&dir)?;
         if self.segment.start != seq + 1 {
-            self.segment = Segment::create(&dir, seq + 1)?;
+            self.segment = Segment::create(&self.shared.dir, seq + 1)?;
         }
-        for entry in fs::read_dir(&dir).map_err(disk::io_error("list", &dir))? {
-            let entry = entry.map_err(disk::io_error("list", &dir))?;
-            match disk::parse_name(&entry.file_name().to_string_lossy()) {
-                Some((true, start)) if start < self.segment.start => disk::remove(&entry.path())?,
-                Some((false, older)) if older != seq => disk::remove(&entry.path())?,
-                _ => {}
+        Ok((head, until))
+    }
+
+    /// Returns a finished snapshot's error, if any, and starts one if the log is due.
+    fn tend_snapshots(&mut self) -> Result<(), StoreError> {
+        if self
+            .snapshotting
+            .as_ref()
+            .is_some_and(|running| running.is_finished())
+        {
+            let running = self.snapshotting.take().expect("checked");
+            let info = join_snapshot(running)?;
+            self.last_snapshot_bytes = info.orders * disk::ORDER_BYTES as u64;
+        }
+        if let Some(limit) = self.options.snapshot_after_bytes {
+            // Twice the last snapshot's size at least, so that snapshots never write
+            // more than half as much as the log does, however many orders are held.
+            if self.segment.len > limit.max(2 * self.last_snapshot_bytes) {
+                self.begin_snapshot()?;
             }
         }
-        disk::sync_dir(&dir)?;
-        Ok(SnapshotInfo {
-            path,
-            orders: head.count,
-            seq,
-        })
+        Ok(())
     }
 
     /// Retention: evicts the terminal orders (filled, cancelled, rejected, expired) at
@@ -695,19 +787,94 @@ impl Drop for Writer {
         if !self.broken {
             let _ = self.sync();
         }
+        if let Some(running) = self.snapshotting.take() {
+            // Its outcome has no one left to tell; a restart copes with either.
+            let _ = running.join();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::evict;
-    use crate::state::State;
-    use crate::Cursor;
+    use super::*;
+    use crate::model::*;
+
+    fn insert(seq: u64, id: u64, firm: u32) -> Event {
+        Event::Insert(NewOrder {
+            seq,
+            rec: seq,
+            id: OrderId(id),
+            firm: FirmId(firm),
+            broker: BrokerId(firm * 10),
+            instrument: InstrumentId(1),
+            side: Side::Buy,
+            price: 100,
+            quantity: 10,
+            created_at: seq,
+        })
+    }
+
+    fn change(seq: u64, id: u64, status: Status) -> Event {
+        Event::Change(OrderChange {
+            seq,
+            id: OrderId(id),
+            price: 101,
+            quantity: 10,
+            filled: if status == Status::Filled { 10 } else { 0 },
+            status,
+            updated_at: seq,
+        })
+    }
 
     #[test]
     fn evicting_nothing_moves_the_floor() {
         let mut state = State::default();
         assert_eq!(evict(&mut state, Cursor::new(5, 1)), 0);
         assert_eq!(state.floor, Cursor::new(5, 1));
+    }
+
+    /// The fuzziest a snapshot can be: every later write (moves past its end, new
+    /// orders, an eviction) lands before the copy starts. The snapshot plus the log
+    /// after it still restore exactly.
+    #[test]
+    fn a_snapshot_copied_after_later_writes_restores_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = FeedOptions {
+            durability: Durability::Never,
+            snapshot_after_bytes: None,
+        };
+        let (store, mut writer) = Store::open(dir.path(), options.clone()).unwrap();
+        let first: Vec<Event> = (1..=100).map(|i| insert(i, i, (i % 3) as u32)).collect();
+        writer.apply(&first).unwrap();
+        let (head, until) = writer.prepare_snapshot().unwrap();
+        assert_eq!(head.marks.seq, 100);
+        let mut later = Vec::new();
+        for (seq, id) in (101..).zip((1..=100).step_by(4)) {
+            later.push(change(seq, id, Status::Filled));
+        }
+        later.push(insert(200, 500, 1));
+        later.push(change(201, 2, Status::Amended));
+        writer.apply(&later).unwrap();
+        writer
+            .evict_terminal_through(Cursor::new(110, u64::MAX))
+            .unwrap();
+        write_snapshot(&writer.shared, dir.path(), head, until).unwrap();
+        let expected = store
+            .read(Cursor::START, Filter::All, MAX_READ_LIMIT)
+            .unwrap();
+        let floor = store.oldest();
+        drop(writer);
+        drop(store);
+
+        let (store, writer) = Store::open(dir.path(), options).unwrap();
+        assert!(writer.recovery().snapshot.is_some());
+        assert_eq!(
+            store
+                .read(Cursor::START, Filter::All, MAX_READ_LIMIT)
+                .unwrap(),
+            expected
+        );
+        assert_eq!(store.oldest(), floor);
+        assert_eq!(store.marks(), (201, 200));
     }
 }

@@ -426,14 +426,26 @@ fn an_automatic_snapshot_keeps_the_log_short() {
         durability: Durability::Never,
         snapshot_after_bytes: Some(4096),
     };
+    let mut written = 0;
     {
         let (_, mut writer) = Store::open(dir.path(), small.clone()).unwrap();
         for _ in 0..50 {
+            let before = writer.log_bytes();
             writer.apply(&book.batch(10)).unwrap();
-            assert!(writer.log_bytes() <= 4096 + 2 * (10 * 78 + 64));
+            written += writer.log_bytes().saturating_sub(before);
         }
+        // Dropping the writer waits for a snapshot under way.
     }
-    let (store, _) = Store::open(dir.path(), small).unwrap();
+    let logs: Vec<u64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    assert_eq!(logs.len(), 1, "the older segments are deleted");
+    assert!(logs[0] < written, "{} of {written} bytes kept", logs[0]);
+    let (store, writer) = Store::open(dir.path(), small).unwrap();
+    assert!(writer.recovery().snapshot.is_some());
     assert_eq!(
         read_all(&store, Cursor::START, Filter::All, 100),
         book.expected(Filter::All)
@@ -589,4 +601,44 @@ fn a_long_page_read_in_slices_equals_short_pages() {
     }
     let capped = store.read(Cursor::START, Filter::All, usize::MAX).unwrap();
     assert_eq!(capped.orders.len(), book.orders.len().min(MAX_READ_LIMIT));
+}
+
+#[test]
+fn a_snapshot_taken_while_writes_go_on_plus_the_log_is_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut book = Book::new(14);
+    let no_auto = FeedOptions {
+        durability: Durability::Never,
+        snapshot_after_bytes: None,
+    };
+    {
+        let (_, mut writer) = Store::open(dir.path(), no_auto.clone()).unwrap();
+        for _ in 0..200 {
+            writer.apply(&book.batch(100)).unwrap();
+        }
+        assert!(writer.begin_snapshot().unwrap());
+        assert!(!writer.begin_snapshot().unwrap(), "one at a time");
+        // Changes (moving orders past the snapshot's end) while it copies.
+        for _ in 0..100 {
+            writer.apply(&book.batch(50)).unwrap();
+        }
+        // Dropping the writer waits for the snapshot.
+    }
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with(".snap")), "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| n.ends_with(".log")).count(),
+        1,
+        "{names:?}"
+    );
+    let (store, writer) = Store::open(dir.path(), no_auto).unwrap();
+    assert!(writer.recovery().snapshot.is_some());
+    assert_eq!(
+        read_all(&store, Cursor::START, Filter::All, 1000),
+        book.expected(Filter::All)
+    );
+    assert_eq!(store.marks(), (book.seq, book.rec));
 }
