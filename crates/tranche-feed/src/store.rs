@@ -226,11 +226,19 @@ impl Store {
             .write(true)
             .open(&lock_path)
             .map_err(disk::io_error("open", &lock_path))?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-            |_| StoreError::Locked {
-                path: lock_path.clone(),
-            },
-        )?;
+        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(StoreError::Locked { path: lock_path });
+            }
+            Err(errno) => {
+                return Err(StoreError::Io {
+                    action: "lock",
+                    path: lock_path,
+                    source: errno.into(),
+                });
+            }
+        }
 
         let mut snapshots = Vec::new();
         let mut segments = Vec::new();
