@@ -121,7 +121,7 @@ pub use model::{
 };
 pub use state::ReadError;
 pub use store::{
-    Durability, FeedOptions, Page, Recovery, SnapshotInfo, Store, WaitOutcome, Writer,
+    Durability, FeedOptions, Page, Recovery, SnapshotInfo, Store, WaitOutcome, Writer, MAX_BATCH,
     MAX_READ_LIMIT,
 };
 pub use validate::{BatchError, MAX_PRICE, MAX_QUANTITY};

@@ -19,6 +19,10 @@ use crate::wake::Signals;
 /// lock the writer needs for 512 orders at a time, whatever its limit.
 pub const MAX_READ_LIMIT: usize = 10_000;
 
+/// The most events one batch may hold (its log record stays well under the largest
+/// record a reader of the log accepts).
+pub const MAX_BATCH: usize = 1_000_000;
+
 /// Orders a reader copies per hold of the read lock: a long page is read in slices so
 /// that the writer never waits for more than one.
 const READ_SLICE: usize = 512;
@@ -550,7 +554,21 @@ impl Writer {
                 let start = self.pending.len();
                 let saved = marks;
                 let mut refused = None;
+                if batch.len() > MAX_BATCH {
+                    refused = Some(BatchError {
+                        index: MAX_BATCH,
+                        order: batch[MAX_BATCH].order_id(),
+                        field: "batch",
+                        problem: format!(
+                            "expected at most {MAX_BATCH} events in a batch, got {}",
+                            batch.len()
+                        ),
+                    });
+                }
                 for (index, event) in batch.iter().enumerate() {
+                    if refused.is_some() {
+                        break;
+                    }
                     let id = event.order_id();
                     let current = match self.overlay.get(&id) {
                         Some(&at) => Some(&self.pending[at]),

@@ -180,6 +180,14 @@ fn a_batch_with_a_bad_event_applies_nothing_and_names_the_event_and_field() {
     };
     assert_eq!((error.index, error.field), (1, "filled"));
 
+    // A batch too big for one log record.
+    let huge = vec![good; MAX_BATCH + 1];
+    let error = match writer.apply(&huge) {
+        Err(ApplyError::Batch(error)) => error,
+        other => panic!("expected a batch error, got {other:?}"),
+    };
+    assert_eq!((error.index, error.field), (MAX_BATCH, "batch"));
+
     // Nothing of any refused batch is visible or logged.
     assert_eq!(read_all(&store, Cursor::START, Filter::All, 100), before);
     assert_eq!(writer.log_bytes(), log_before);
