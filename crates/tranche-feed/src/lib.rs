@@ -93,7 +93,7 @@
 //! newer version of each order. Cursors are positions, not file offsets, so every
 //! cursor stays valid across restarts and snapshots.
 //!
-//! **Retention.** The store holds current state. [`Writer::evict_terminal_through`]
+//! **Eviction.** The store holds current state. [`Writer::evict_terminal_through`]
 //! drops finished orders at or before a floor (open orders stay whatever their age)
 //! and makes the floor the oldest cursor served: an older cursor gets
 //! [`ReadError::TooOld`] carrying it (the HTTP layer's 410); [`Cursor::START`] always

@@ -769,7 +769,7 @@ impl Writer {
         Ok(())
     }
 
-    /// Retention: evicts the terminal orders (filled, cancelled, rejected, expired) at
+    /// Eviction: removes the terminal orders (filled, cancelled, rejected, expired) at
     /// or before `floor`, durably, and makes `floor` the oldest cursor served: a
     /// cursor before it (other than [`Cursor::START`]) gets [`ReadError::TooOld`].
     /// Open orders are kept whatever their age. Returns how many were evicted.
