@@ -1,0 +1,71 @@
+//! A quick ingest figure, not a benchmark: applies a seeded book's events in batches
+//! and prints writes per second, while one reader polls a firm's orders.
+//!
+//! `cargo run --release -p tranche-feed --example throughput -- [EVENTS] [BATCH] [every|interval|never]`
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tranche_feed::*;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let events: usize = args.next().map_or(Ok(1_000_000), |a| a.parse())?;
+    let batch: usize = args.next().map_or(Ok(1_000), |a| a.parse())?;
+    let durability = match args.next().as_deref() {
+        None | Some("every") => Durability::EveryWrite,
+        Some("interval") => Durability::Interval(Duration::from_millis(5)),
+        Some("never") => Durability::Never,
+        Some(other) => return Err(format!("expected every, interval or never, got {other}").into()),
+    };
+    let mut book = common::Book::new(42);
+    book.firms = 50;
+    let batches: Vec<Vec<Event>> = (0..events.div_ceil(batch))
+        .map(|_| book.batch(batch))
+        .collect();
+    let dir = tempfile::tempdir()?;
+    let (store, mut writer) = Store::open(
+        dir.path(),
+        FeedOptions {
+            durability,
+            snapshot_after_bytes: None,
+        },
+    )?;
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (store, done) = (store.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let (mut cursor, mut reads, mut orders) = (Cursor::START, 0u64, 0usize);
+            let mut out = Vec::with_capacity(1000);
+            while !done.load(Ordering::Relaxed) {
+                out.clear();
+                cursor = store
+                    .read_into(cursor, Filter::Firm(FirmId(7)), 1000, &mut out)
+                    .expect("a cursor from the store");
+                reads += 1;
+                orders += out.len();
+            }
+            (reads, orders)
+        })
+    };
+    let start = Instant::now();
+    for batch in &batches {
+        writer.apply(batch)?;
+    }
+    writer.sync()?;
+    let elapsed = start.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let (reads, orders) = reader.join().expect("the reader");
+    println!(
+        "{events} events in batches of {batch}, {durability:?}: {:.0} writes/s ({elapsed:.2?}); \
+         {} orders held, log {} MB; a concurrent reader did {reads} reads ({orders} orders of firm 7)",
+        events as f64 / elapsed.as_secs_f64(),
+        store.len(),
+        writer.log_bytes() >> 20,
+    );
+    Ok(())
+}
