@@ -64,7 +64,7 @@
 
 mod columns;
 mod error;
-// mod postgres;
+mod postgres;
 mod sqlite;
 mod types;
 
@@ -76,7 +76,7 @@ use chrono::NaiveDate;
 use tranche_ach::Entry;
 
 pub use error::{mask_url, LedgerError};
-
+pub use postgres::{PostgresLedger, PostgresOptions, PASSWORD_ENV, PASSWORD_FILE_ENV};
 pub use sqlite::{SqliteLedger, FILE_NAME};
 pub use types::*;
 
