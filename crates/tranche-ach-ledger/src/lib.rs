@@ -2,7 +2,7 @@
 //!
 //! Entries are money, so they live in a durable ledger and never in job payloads. One
 //! [`Ledger`] trait, whose doc comments are its contract, and two implementations that
-//! pass one conformance suite unchanged (feature `conformance`, [`conformance`]):
+//! pass one conformance suite unchanged (feature `conformance`, module `conformance`):
 //!
 //! - [`SqliteLedger`], the embedded default: `ledger.sqlite` in the data directory
 //!   (WAL, no server). Every write is one `BEGIN IMMEDIATE` transaction, so writes of
@@ -82,7 +82,7 @@ pub use types::*;
 
 /// Where ACH entries, files and cancellations live, and the only way they change.
 ///
-/// Contract, beyond the signatures (the [`conformance`] suite checks each point):
+/// Contract, beyond the signatures (the `conformance` suite checks each point):
 /// - Every call is atomic: it commits entirely or not at all. A call that returns an
 ///   error may or may not have committed; every write is safe to repeat (imports are
 ///   idempotent per entry id, packaging per file id, submissions per file).

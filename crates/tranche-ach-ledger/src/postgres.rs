@@ -1,35 +1,4 @@
-//! The fleet ledger: one PostgreSQL database shared by several machines.
-//!
-//! Connections come from a pool (deadpool); a broken one is dropped and a new one
-//! made on the next call, so the ledger rides out a server restart by itself (calls
-//! made while the server is down fail with [`LedgerError::Unavailable`]).
-//!
-//! # Concurrency
-//!
-//! Imports run at `READ COMMITTED`: one multi-row `INSERT … SELECT FROM unnest(…)
-//! ON CONFLICT (entry_id) DO NOTHING` per chunk, then the rows that were not inserted
-//! are read back and compared. Two machines importing the same id: the second insert
-//! waits for the first to commit and then does nothing.
-//!
-//! Every other write — cancel, reject, package, begin/mark/reset a submission,
-//! release — runs `SERIALIZABLE` and is retried when PostgreSQL reports a
-//! serialisation failure (SQLSTATE 40001) or a deadlock (40P01). SSI gives the
-//! outcome of *some* serial order of the committed transactions, which is what the
-//! checks need:
-//!
-//! - *package* vs *cancel*: package reads the cancellations of its entries and writes
-//!   their rows; cancel reads the entry's row (and its file's state) and writes only
-//!   the cancellations table. If they overlap, SSI aborts one (each read what the
-//!   other wrote): either the cancel is first (package then sees it and refuses) or
-//!   the package is (the cancel then answers `Cancelled { file_id }`, and the file is
-//!   rebuilt). A cancel never waits for a row lock: it locks no entry row and a
-//!   packager locks no cancellation.
-//! - *begin_submission* vs *cancel*: begin reads the file's cancellations and writes
-//!   the file's state; cancel reads that state and writes a cancellation: the same
-//!   dangerous structure, so either the begin refuses or the cancel is `TooLate`.
-//! - two *packagers*: both write the same entry rows; the second waits for the first's
-//!   row locks and then fails to serialise, and its retry sees the entries packaged.
-//!   The `UPDATE … WHERE state = 0` count is checked besides.
+//! The fleet ledger: see [`PostgresLedger`].
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -181,7 +150,40 @@ impl PostgresOptions {
     }
 }
 
-/// The fleet ledger (see the [module](self) docs). Cheap to clone.
+/// The fleet ledger: one PostgreSQL database shared by several machines.
+///
+/// Connections come from a pool (deadpool); a broken one is dropped and a new one
+/// made on the next call, so the ledger rides out a server restart by itself (calls
+/// made while the server is down fail with [`LedgerError::Unavailable`]).
+///
+/// # Concurrency
+///
+/// Imports run at `READ COMMITTED`: one multi-row `INSERT … SELECT FROM unnest(…)
+/// ON CONFLICT (entry_id) DO NOTHING` per chunk, then the rows that were not inserted
+/// are read back and compared. Two machines importing the same id: the second insert
+/// waits for the first to commit and then does nothing.
+///
+/// Every other write — cancel, reject, package, begin/mark/reset a submission,
+/// release — runs `SERIALIZABLE` and is retried when PostgreSQL reports a
+/// serialisation failure (SQLSTATE 40001) or a deadlock (40P01). SSI gives the
+/// outcome of *some* serial order of the committed transactions, which is what the
+/// checks need:
+///
+/// - *package* vs *cancel*: package reads the cancellations of its entries and writes
+///   their rows; cancel reads the entry's row (and its file's state) and writes only
+///   the cancellations table. If they overlap, SSI aborts one (each read what the
+///   other wrote): either the cancel is first (package then sees it and refuses) or
+///   the package is (the cancel then answers `Cancelled { file_id }`, and the file is
+///   rebuilt). A cancel never waits for a row lock: it locks no entry row and a
+///   packager locks no cancellation.
+/// - *begin_submission* vs *cancel*: begin reads the file's cancellations and writes
+///   the file's state; cancel reads that state and writes a cancellation: the same
+///   dangerous structure, so either the begin refuses or the cancel is `TooLate`.
+/// - two *packagers*: both write the same entry rows; the second waits for the first's
+///   row locks and then fails to serialise, and its retry sees the entries packaged.
+///   The `UPDATE … WHERE state = 0` count is checked besides.
+///
+/// Cheap to clone.
 #[derive(Clone)]
 pub struct PostgresLedger {
     pool: Pool,

@@ -1,11 +1,4 @@
-//! The embedded ledger: `ledger.sqlite` in a data directory.
-//!
-//! One connection per handle, behind a mutex, used on tokio's blocking pool. Every
-//! write is one `BEGIN IMMEDIATE` transaction: SQLite's write lock serialises the
-//! writes of every handle and process on the file, which is what makes packaging,
-//! cancelling and submitting race-free here (a cancel waits at most for the
-//! transaction in progress, never for a packager's whole run). Reads see the last
-//! committed state (WAL).
+//! The embedded ledger: see [`SqliteLedger`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -98,7 +91,16 @@ const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
     began_at, submitted_at";
 
-/// The embedded ledger (see the [module](self) docs). Cheap to clone.
+/// The embedded ledger: `ledger.sqlite` in a data directory.
+///
+/// One connection per handle, behind a mutex, used on tokio's blocking pool. Every
+/// write is one `BEGIN IMMEDIATE` transaction: SQLite's write lock serialises the
+/// writes of every handle and process on the file, which is what makes packaging,
+/// cancelling and submitting race-free here (a cancel waits at most for the
+/// transaction in progress, never for a packager's whole run). Reads see the last
+/// committed state (WAL).
+///
+/// Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteLedger {
     inner: Arc<Inner>,

@@ -162,3 +162,23 @@ async fn a_database_of_a_newer_version_is_refused() {
     let shown = format!("{:?}", again.entry("a-1").await.unwrap());
     assert!(!shown.contains(ACCOUNT), "{shown}");
 }
+
+/// A rough figure, not a benchmark (`--ignored --nocapture`).
+#[tokio::test]
+#[ignore]
+async fn import_rate() {
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("rate");
+    let ledger = ledger(&pg, "rate").await;
+    let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+    let n = 200_000;
+    let start = Instant::now();
+    for batch in 0..n / 10_000 {
+        let entries = (0..10_000)
+            .map(|i| sample_entry(&format!("E{batch:03}-{i:05}"), "rate", d, 100))
+            .collect();
+        ledger.import(entries).await.unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!("{n} entries in {secs:.2} s: {:.0}/s", n as f64 / secs);
+}

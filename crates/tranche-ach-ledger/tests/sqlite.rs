@@ -75,3 +75,23 @@ async fn a_file_of_a_newer_version_is_refused_by_name() {
         other => panic!("expected Newer, got {other:?}"),
     }
 }
+
+/// A rough figure, not a benchmark (`cargo test -p tranche-ach-ledger --test sqlite --
+/// --ignored --nocapture`; unoptimised unless `--release`).
+#[tokio::test]
+#[ignore]
+async fn import_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = SqliteLedger::open(dir.path()).unwrap();
+    let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+    let n = 200_000;
+    let start = std::time::Instant::now();
+    for batch in 0..n / 10_000 {
+        let entries = (0..10_000)
+            .map(|i| sample_entry(&format!("E{batch:03}-{i:05}"), "rate", d, 100))
+            .collect();
+        ledger.import(entries).await.unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!("{n} entries in {secs:.2} s: {:.0}/s", n as f64 / secs);
+}
