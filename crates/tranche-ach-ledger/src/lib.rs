@@ -130,6 +130,10 @@ pub trait Ledger: Send + Sync + 'static {
     /// Accepted, uncancelled, unpackaged entries of one bank, submission date and
     /// same-day flag, in import order after `query.after`, at most `query.limit`
     /// (keyset paging on [`EligibleEntry::seq`]). Costs an index range scan.
+    ///
+    /// On PostgreSQL `seq` is the order rows were numbered, not the order they were
+    /// committed: an import committing during a pass may add rows behind the cursor.
+    /// A packager starts each pass from `after: None`, so such rows wait one pass.
     async fn eligible(&self, query: &EligibleQuery) -> Result<Vec<EligibleEntry>, LedgerError>;
 
     /// Record a file and put the given entries in it, atomically, only if every one
