@@ -1,0 +1,134 @@
+//! An entry's columns: what both backends store, and the checks before storing.
+
+use chrono::{Datelike, NaiveDate};
+use tranche_ach::{AccountNumber, Entry, RoutingNumber, SecCode, TransactionCode};
+
+/// Whether an entry can be stored at all (valid or not): `Err` says why not.
+pub(crate) fn storable(e: &Entry) -> Result<(), String> {
+    if i64::try_from(e.amount_cents).is_err() {
+        return Err(format!(
+            "amount_cents: expected at most {}, got {}",
+            i64::MAX,
+            e.amount_cents
+        ));
+    }
+    let texts: [(&str, &str); 10] = [
+        ("entry_id", &e.entry_id),
+        ("bank", &e.bank),
+        ("company_name", &e.company_name),
+        ("company_id", &e.company_id),
+        ("account_number", e.account_number.expose()),
+        ("individual_id", &e.individual_id),
+        ("individual_name", &e.individual_name),
+        ("entry_description", &e.entry_description),
+        ("descriptive_date", &e.descriptive_date),
+        ("addenda", e.addenda.as_deref().unwrap_or("")),
+    ];
+    for (field, text) in texts {
+        if text.contains('\0') {
+            return Err(format!("{field}: expected no NUL character, got one"));
+        }
+    }
+    if e.entry_id.is_empty() {
+        return Err("entry_id: expected not empty, got \"\"".into());
+    }
+    Ok(())
+}
+
+/// Why an entry is rejected on import (its field errors, masked), or `None` when valid.
+pub(crate) fn rejection(e: &Entry) -> Option<String> {
+    e.validate().err().map(|errors| {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// A date as SQLite stores it: days since 0001-01-01 (CE day 1).
+pub(crate) fn day_number(d: NaiveDate) -> i64 {
+    i64::from(d.num_days_from_ce())
+}
+
+/// The date of a [`day_number`].
+pub(crate) fn from_day_number(n: i64) -> Option<NaiveDate> {
+    i32::try_from(n)
+        .ok()
+        .and_then(NaiveDate::from_num_days_from_ce_opt)
+}
+
+/// An entry's columns as read back, before they are checked.
+pub(crate) struct EntryColumns {
+    pub entry_id: String,
+    pub bank: String,
+    pub company_name: String,
+    pub company_id: String,
+    pub sec_code: String,
+    pub transaction_code: i64,
+    pub rdfi_routing: String,
+    pub account_number: String,
+    pub amount_cents: i64,
+    pub individual_id: String,
+    pub individual_name: String,
+    pub entry_description: String,
+    pub descriptive_date: String,
+    pub effective_date: NaiveDate,
+    pub submission_date: NaiveDate,
+    pub same_day: bool,
+    pub addenda: Option<String>,
+}
+
+/// The column of a stored entry that does not read back: (column, expected, got).
+pub(crate) type Unreadable = (&'static str, &'static str, String);
+
+impl EntryColumns {
+    pub(crate) fn into_entry(self) -> Result<Entry, Unreadable> {
+        let sec_code: SecCode = self
+            .sec_code
+            .parse()
+            .map_err(|_| ("sec_code", "an SEC code", self.sec_code.clone()))?;
+        let transaction_code = u8::try_from(self.transaction_code)
+            .ok()
+            .and_then(|c| TransactionCode::from_code(c).ok())
+            .ok_or((
+                "transaction_code",
+                "a transaction code",
+                self.transaction_code.to_string(),
+            ))?;
+        let rdfi_routing =
+            RoutingNumber::parse_field("rdfi_routing", &self.rdfi_routing).map_err(|_| {
+                (
+                    "rdfi_routing",
+                    "a routing number",
+                    self.rdfi_routing.clone(),
+                )
+            })?;
+        let amount_cents = u64::try_from(self.amount_cents).map_err(|_| {
+            (
+                "amount_cents",
+                "a positive amount",
+                self.amount_cents.to_string(),
+            )
+        })?;
+        Ok(Entry {
+            entry_id: self.entry_id,
+            bank: self.bank,
+            company_name: self.company_name,
+            company_id: self.company_id,
+            sec_code,
+            transaction_code,
+            rdfi_routing,
+            account_number: AccountNumber::new(self.account_number),
+            amount_cents,
+            individual_id: self.individual_id,
+            individual_name: self.individual_name,
+            entry_description: self.entry_description,
+            descriptive_date: self.descriptive_date,
+            effective_date: self.effective_date,
+            submission_date: self.submission_date,
+            same_day: self.same_day,
+            addenda: self.addenda,
+        })
+    }
+}

@@ -1,0 +1,1358 @@
+//! The fleet ledger: see [`PostgresLedger`].
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use deadpool_postgres::{
+    GenericClient, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{IsolationLevel, NoTls, Row};
+use tranche_ach::Entry;
+use tranche_types::{Clock, SystemClock, Timestamp};
+
+use crate::columns::{rejection, storable, EntryColumns};
+use crate::error::{mask_url, LedgerError};
+use crate::sqlite::{is_credit, ENTRY_COLUMNS};
+use crate::types::*;
+use crate::Ledger;
+
+/// The environment variable holding the ledger database's password.
+pub const PASSWORD_ENV: &str = "TRANCHE_LEDGER_PASSWORD";
+/// The environment variable naming a file that holds the password (its first line).
+pub const PASSWORD_FILE_ENV: &str = "TRANCHE_LEDGER_PASSWORD_FILE";
+
+/// The schema's history, oldest first: migration N brings the database to version N
+/// (the highest row of `ledger_version`). Append, never edit.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE entries (
+    seq               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    entry_id          text NOT NULL UNIQUE,
+    bank              text NOT NULL,
+    company_name      text NOT NULL,
+    company_id        text NOT NULL,
+    sec_code          text NOT NULL,
+    transaction_code  smallint NOT NULL,
+    rdfi_routing      text NOT NULL,
+    account_number    text NOT NULL,
+    amount_cents      bigint NOT NULL,
+    individual_id     text NOT NULL,
+    individual_name   text NOT NULL,
+    entry_description text NOT NULL,
+    descriptive_date  text NOT NULL,
+    effective_date    date NOT NULL,
+    submission_date   date NOT NULL,
+    same_day          boolean NOT NULL,
+    addenda           text,
+    state             smallint NOT NULL,
+    rejection         text,
+    file_id           text,
+    imported_at       bigint NOT NULL,
+    packaged_at       bigint,
+    submitted_at      bigint
+);
+CREATE INDEX entries_eligible ON entries (bank, submission_date, same_day, seq) WHERE state = 0;
+CREATE INDEX entries_file ON entries (file_id, seq) WHERE file_id IS NOT NULL;
+CREATE INDEX entries_date ON entries (submission_date, bank);
+CREATE TABLE cancellations (
+    entry_id text PRIMARY KEY,
+    reason   text NOT NULL,
+    at       bigint NOT NULL
+);
+CREATE TABLE files (
+    file_id           text PRIMARY KEY,
+    bank              text NOT NULL,
+    submission_date   date NOT NULL,
+    same_day          boolean NOT NULL,
+    submission_window text NOT NULL,
+    name              text NOT NULL,
+    hash              text NOT NULL,
+    state             smallint NOT NULL,
+    entries           bigint NOT NULL,
+    credit_cents      bigint NOT NULL,
+    debit_cents       bigint NOT NULL,
+    created_at        bigint NOT NULL,
+    destination       text,
+    began_at          bigint,
+    submitted_at      bigint
+);
+CREATE INDEX files_date ON files (submission_date, bank);
+CREATE INDEX files_state ON files (state);
+"#];
+
+const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
+    name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
+    began_at, submitted_at";
+const ENTRY_COLUMN_COUNT: usize = 17;
+/// Rows per multi-row insert of an import.
+const IMPORT_CHUNK: usize = 5_000;
+/// Serialisation failures retried before the call gives up with the error.
+const MAX_ATTEMPTS: u32 = 200;
+
+/// How to reach the fleet ledger.
+#[derive(Clone)]
+pub struct PostgresOptions {
+    /// `postgres://user@host:port/database`, without a password.
+    pub url: String,
+    /// The password ([`PostgresOptions::from_env`] reads it from
+    /// `TRANCHE_LEDGER_PASSWORD(_FILE)`); `None` when the server trusts the client.
+    pub password: Option<String>,
+    /// Connections kept open.
+    pub pool_size: usize,
+    /// The clock the ledger stamps times with.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for PostgresOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresOptions")
+            .field("url", &mask_url(&self.url))
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}
+
+impl PostgresOptions {
+    /// `url` with the password from `TRANCHE_LEDGER_PASSWORD`, or the first line of the
+    /// file `TRANCHE_LEDGER_PASSWORD_FILE` names (none when neither is set).
+    pub fn from_env(url: &str) -> Result<PostgresOptions, LedgerError> {
+        let password = match (
+            std::env::var(PASSWORD_ENV).ok(),
+            std::env::var_os(PASSWORD_FILE_ENV),
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(LedgerError::Config(format!(
+                    "expected one of {PASSWORD_ENV} and {PASSWORD_FILE_ENV}, got both"
+                )))
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    LedgerError::Config(format!(
+                        "cannot read {PASSWORD_FILE_ENV} ({}): {e}",
+                        std::path::Path::new(&path).display()
+                    ))
+                })?;
+                Some(text.lines().next().unwrap_or("").to_string())
+            }
+            (None, None) => None,
+        };
+        Ok(PostgresOptions {
+            url: url.to_string(),
+            password,
+            pool_size: 8,
+            clock: Arc::new(SystemClock),
+        })
+    }
+}
+
+/// The fleet ledger: one PostgreSQL database shared by several machines.
+///
+/// Connections come from a pool (deadpool); a broken one is dropped and a new one
+/// made on the next call, so the ledger rides out a server restart by itself (calls
+/// made while the server is down fail with [`LedgerError::Unavailable`]).
+///
+/// # Concurrency
+///
+/// Imports run at `READ COMMITTED`: one multi-row `INSERT … SELECT FROM unnest(…)
+/// ON CONFLICT (entry_id) DO NOTHING` per chunk, then the rows that were not inserted
+/// are read back and compared. Two machines importing the same id: the second insert
+/// waits for the first to commit and then does nothing.
+///
+/// Every other write — cancel, reject, package, begin/mark/reset a submission,
+/// release — runs `SERIALIZABLE` and is retried when PostgreSQL reports a
+/// serialisation failure (SQLSTATE 40001) or a deadlock (40P01). SSI gives the
+/// outcome of *some* serial order of the committed transactions, which is what the
+/// checks need:
+///
+/// - *package* vs *cancel*: package reads the cancellations of its entries and writes
+///   their rows; cancel reads the entry's row (and its file's state) and writes only
+///   the cancellations table. If they overlap, SSI aborts one (each read what the
+///   other wrote): either the cancel is first (package then sees it and refuses) or
+///   the package is (the cancel then answers `Cancelled { file_id }`, and the file is
+///   rebuilt). A cancel never waits for a row lock: it locks no entry row and a
+///   packager locks no cancellation.
+/// - *begin_submission* vs *cancel*: begin reads the file's cancellations and writes
+///   the file's state; cancel reads that state and writes a cancellation: the same
+///   dangerous structure, so either the begin refuses or the cancel is `TooLate`.
+/// - two *packagers*: both write the same entry rows; the second waits for the first's
+///   row locks and then fails to serialise, and its retry sees the entries packaged.
+///   The `UPDATE … WHERE state = 0` count is checked besides.
+///
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct PostgresLedger {
+    pool: Pool,
+    location: Arc<str>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for PostgresLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresLedger")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+/// A failure inside a call, before it is given its location.
+enum Fail {
+    Pool(PoolError),
+    Db(tokio_postgres::Error),
+    Corrupt {
+        what: String,
+        expected: String,
+        got: String,
+    },
+    /// A check inside a serialisable transaction saw what SSI should have prevented:
+    /// roll back and try again.
+    Retry,
+}
+
+impl From<tokio_postgres::Error> for Fail {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Fail::Db(e)
+    }
+}
+
+impl From<PoolError> for Fail {
+    fn from(e: PoolError) -> Self {
+        Fail::Pool(e)
+    }
+}
+
+type R<T> = Result<T, Fail>;
+
+fn corrupt(what: impl Into<String>, expected: &str, got: impl ToString) -> Fail {
+    Fail::Corrupt {
+        what: what.into(),
+        expected: expected.to_string(),
+        got: got.to_string(),
+    }
+}
+
+fn retryable(f: &Fail) -> bool {
+    match f {
+        Fail::Retry => true,
+        Fail::Db(e) => matches!(
+            e.code(),
+            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+        ),
+        _ => false,
+    }
+}
+
+/// Run `$body` (an expression using the transaction `$tx`, giving a future of
+/// `R<T>`) in a serialisable transaction, retried on serialisation failures.
+macro_rules! serializable {
+    ($self:ident, $doing:expr, |$tx:ident, $now:ident| $body:expr) => {{
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result: R<_> = async {
+                let mut client = $self.client().await?;
+                let $tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::Serializable)
+                    .start()
+                    .await?;
+                let $now = $self.clock.now();
+                let out = $body.await?;
+                $tx.commit().await?;
+                Ok(out)
+            }
+            .await;
+            match result {
+                Err(f) if retryable(&f) && attempt < MAX_ATTEMPTS => {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                other => break $self.finish($doing, other),
+            }
+        }
+    }};
+}
+
+impl PostgresLedger {
+    /// Connect to `url` with the password from the environment
+    /// ([`PostgresOptions::from_env`]), creating or migrating the schema.
+    pub async fn connect(url: &str) -> Result<PostgresLedger, LedgerError> {
+        Self::connect_with(PostgresOptions::from_env(url)?).await
+    }
+
+    /// Connect with explicit options, creating or migrating the schema.
+    pub async fn connect_with(options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
+        let location: Arc<str> = mask_url(&options.url).into();
+        let mut config = tokio_postgres::Config::from_str(&options.url).map_err(|_| {
+            LedgerError::Config(format!(
+                "expected a URL postgres://user@host:port/database, got {location}"
+            ))
+        })?;
+        if config.get_password().is_some() {
+            return Err(LedgerError::Config(format!(
+                "expected no password in the ledger URL ({location}): give it in \
+                 {PASSWORD_ENV} or {PASSWORD_FILE_ENV}"
+            )));
+        }
+        if let Some(p) = &options.password {
+            config.password(p.as_bytes());
+        }
+        config.connect_timeout(Duration::from_secs(5));
+        config.application_name("tranche-ach-ledger");
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| LedgerError::Config(format!("connection pool: {e}")))?;
+        let ledger = PostgresLedger {
+            pool,
+            location,
+            clock: options.clock,
+        };
+        ledger.migrate().await?;
+        Ok(ledger)
+    }
+
+    async fn migrate(&self) -> Result<(), LedgerError> {
+        let known = MIGRATIONS.len() as i64;
+        let result: R<Result<(), LedgerError>> = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            // Machines connecting together migrate one after the other.
+            tx.execute("SELECT pg_advisory_xact_lock(7406392816)", &[])
+                .await?;
+            tx.batch_execute("CREATE TABLE IF NOT EXISTS ledger_version (version bigint NOT NULL)")
+                .await?;
+            let found: Option<i64> = tx
+                .query_one("SELECT max(version) FROM ledger_version", &[])
+                .await?
+                .get(0);
+            let found = found.unwrap_or(0);
+            if found > known {
+                return Ok(Err(LedgerError::Newer {
+                    location: self.location.to_string(),
+                    found,
+                    known,
+                }));
+            }
+            for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+                tx.batch_execute(sql).await?;
+                tx.execute(
+                    "INSERT INTO ledger_version (version) VALUES ($1)",
+                    &[&(i as i64 + 1)],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(Ok(()))
+        }
+        .await;
+        self.finish("migrating the schema", result)?
+    }
+
+    async fn client(&self) -> R<Object> {
+        Ok(self.pool.get().await?)
+    }
+
+    fn finish<T>(&self, doing: &'static str, result: R<T>) -> Result<T, LedgerError> {
+        let location = self.location.to_string();
+        match result {
+            Ok(v) => Ok(v),
+            Err(Fail::Pool(e)) => Err(LedgerError::Unavailable {
+                location,
+                source: Box::new(e),
+            }),
+            Err(Fail::Db(e)) => {
+                let down = match e.code() {
+                    None => true,
+                    Some(c) => {
+                        *c == SqlState::ADMIN_SHUTDOWN
+                            || *c == SqlState::CRASH_SHUTDOWN
+                            || *c == SqlState::CANNOT_CONNECT_NOW
+                    }
+                };
+                if down {
+                    Err(LedgerError::Unavailable {
+                        location,
+                        source: Box::new(e),
+                    })
+                } else {
+                    Err(LedgerError::Database {
+                        location,
+                        doing,
+                        source: Box::new(e),
+                    })
+                }
+            }
+            Err(Fail::Corrupt {
+                what,
+                expected,
+                got,
+            }) => Err(LedgerError::Corrupt {
+                location,
+                what,
+                expected,
+                got,
+            }),
+            Err(Fail::Retry) => Err(LedgerError::Database {
+                location,
+                doing,
+                source: format!("gave up after {MAX_ATTEMPTS} serialisation failures").into(),
+            }),
+        }
+    }
+
+    /// Run `f` on a pooled connection in a read-only repeatable-read transaction (one
+    /// snapshot for every query of the call).
+    async fn read<T>(
+        &self,
+        doing: &'static str,
+        f: impl for<'c> FnOnce(&'c deadpool_postgres::Transaction<'c>) -> BoxFuture<'c, R<T>>,
+    ) -> Result<T, LedgerError> {
+        let result: R<T> = async {
+            let mut client = self.client().await?;
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let out = f(&tx).await?;
+            tx.commit().await?;
+            Ok(out)
+        }
+        .await;
+        self.finish(doing, result)
+    }
+}
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+fn ts(micros: i64) -> Timestamp {
+    Timestamp(micros)
+}
+
+fn state(code: i16, what: &str) -> R<State> {
+    State::from_code(i64::from(code)).ok_or_else(|| corrupt(what, "an entry state", code))
+}
+
+fn file_state(code: i16) -> R<FileState> {
+    FileState::from_code(i64::from(code))
+        .ok_or_else(|| corrupt("files.state", "a file state", code))
+}
+
+fn entry_at(row: &Row) -> R<Entry> {
+    let cols = EntryColumns {
+        entry_id: row.try_get(0)?,
+        bank: row.try_get(1)?,
+        company_name: row.try_get(2)?,
+        company_id: row.try_get(3)?,
+        sec_code: row.try_get(4)?,
+        transaction_code: i64::from(row.try_get::<_, i16>(5)?),
+        rdfi_routing: row.try_get(6)?,
+        account_number: row.try_get(7)?,
+        amount_cents: row.try_get(8)?,
+        individual_id: row.try_get(9)?,
+        individual_name: row.try_get(10)?,
+        entry_description: row.try_get(11)?,
+        descriptive_date: row.try_get(12)?,
+        effective_date: row.try_get(13)?,
+        submission_date: row.try_get(14)?,
+        same_day: row.try_get(15)?,
+        addenda: row.try_get(16)?,
+    };
+    let id = cols.entry_id.clone();
+    cols.into_entry()
+        .map_err(|(col, expected, got)| corrupt(format!("entries.{col} of {id}"), expected, got))
+}
+
+fn stored_sql(filter: &str) -> String {
+    format!(
+        "SELECT {ENTRY_COLUMNS}, e.seq, e.state, e.rejection, e.file_id, e.imported_at, \
+         e.packaged_at, e.submitted_at, c.reason, c.at \
+         FROM entries e LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE {filter}"
+    )
+}
+
+fn stored_at(row: &Row) -> R<StoredEntry> {
+    let n = ENTRY_COLUMN_COUNT;
+    let entry = entry_at(row)?;
+    let recorded = state(row.try_get(n + 1)?, "entries.state")?;
+    let cancellation = match row.try_get::<_, Option<String>>(n + 7)? {
+        Some(reason) => Some(Cancellation {
+            reason,
+            at: ts(row.try_get(n + 8)?),
+        }),
+        None => None,
+    };
+    Ok(StoredEntry {
+        seq: row.try_get(n)?,
+        entry,
+        state: if cancellation.is_some() {
+            State::Cancelled
+        } else {
+            recorded
+        },
+        recorded,
+        rejection: row.try_get(n + 2)?,
+        file_id: row.try_get(n + 3)?,
+        imported_at: ts(row.try_get(n + 4)?),
+        packaged_at: row.try_get::<_, Option<i64>>(n + 5)?.map(ts),
+        submitted_at: row.try_get::<_, Option<i64>>(n + 6)?.map(ts),
+        cancellation,
+    })
+}
+
+fn file_at(row: &Row) -> R<FileRecord> {
+    let destination: Option<String> = row.try_get(12)?;
+    let began_at: Option<i64> = row.try_get(13)?;
+    let submitted_at: Option<i64> = row.try_get(14)?;
+    Ok(FileRecord {
+        file: NewFile {
+            file_id: row.try_get(0)?,
+            bank: row.try_get(1)?,
+            submission_date: row.try_get(2)?,
+            same_day: row.try_get(3)?,
+            window: row.try_get(4)?,
+            name: row.try_get(5)?,
+            hash: row.try_get(6)?,
+        },
+        state: file_state(row.try_get(7)?)?,
+        entries: row.try_get::<_, i64>(8)? as u64,
+        credit_cents: row.try_get::<_, i64>(9)? as u64,
+        debit_cents: row.try_get::<_, i64>(10)? as u64,
+        created_at: ts(row.try_get(11)?),
+        submission: destination.map(|destination| SubmissionRecord {
+            destination,
+            began_at: began_at.map(ts),
+            submitted_at: submitted_at.map(ts),
+        }),
+    })
+}
+
+async fn file_record<C: GenericClient>(c: &C, file_id: &str) -> R<Option<FileRecord>> {
+    let sql = format!("SELECT {FILE_COLUMNS} FROM files WHERE file_id = $1");
+    match c.query_opt(&sql, &[&file_id]).await? {
+        Some(row) => file_at(&row).map(Some),
+        None => Ok(None),
+    }
+}
+
+async fn file_entries<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<(String, bool)>> {
+    let rows = c
+        .query(
+            "SELECT e.entry_id, c.entry_id IS NOT NULL FROM entries e \
+             LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+             WHERE e.file_id = $1 ORDER BY e.seq",
+            &[&file_id],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+async fn cancelled_in<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<String>> {
+    let rows = c
+        .query(
+            "SELECT e.entry_id FROM entries e JOIN cancellations c ON c.entry_id = e.entry_id \
+             WHERE e.file_id = $1 ORDER BY e.seq",
+            &[&file_id],
+        )
+        .await?;
+    rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+}
+
+async fn effective_state<C: GenericClient>(c: &C, entry_id: &str) -> R<Option<State>> {
+    let row = c
+        .query_opt(
+            "SELECT e.state, c.entry_id IS NOT NULL FROM entries e \
+             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = $1",
+            &[&entry_id],
+        )
+        .await?;
+    match row {
+        None => Ok(None),
+        Some(r) if r.try_get::<_, bool>(1)? => Ok(Some(State::Cancelled)),
+        Some(r) => state(r.try_get(0)?, "entries.state").map(Some),
+    }
+}
+
+/// The columns of one chunk of an import, as arrays for `unnest`.
+#[derive(Default)]
+struct Chunk {
+    entry_id: Vec<String>,
+    bank: Vec<String>,
+    company_name: Vec<String>,
+    company_id: Vec<String>,
+    sec_code: Vec<&'static str>,
+    transaction_code: Vec<i16>,
+    rdfi_routing: Vec<String>,
+    account_number: Vec<String>,
+    amount_cents: Vec<i64>,
+    individual_id: Vec<String>,
+    individual_name: Vec<String>,
+    entry_description: Vec<String>,
+    descriptive_date: Vec<String>,
+    effective_date: Vec<NaiveDate>,
+    submission_date: Vec<NaiveDate>,
+    same_day: Vec<bool>,
+    addenda: Vec<Option<String>>,
+    state: Vec<i16>,
+    rejection: Vec<Option<String>>,
+}
+
+impl Chunk {
+    fn push(&mut self, e: &Entry, reason: Option<String>) {
+        self.entry_id.push(e.entry_id.clone());
+        self.bank.push(e.bank.clone());
+        self.company_name.push(e.company_name.clone());
+        self.company_id.push(e.company_id.clone());
+        self.sec_code.push(e.sec_code.as_str());
+        self.transaction_code
+            .push(i16::from(e.transaction_code.code()));
+        self.rdfi_routing.push(e.rdfi_routing.as_str().to_string());
+        self.account_number
+            .push(e.account_number.expose().to_string());
+        self.amount_cents.push(e.amount_cents as i64);
+        self.individual_id.push(e.individual_id.clone());
+        self.individual_name.push(e.individual_name.clone());
+        self.entry_description.push(e.entry_description.clone());
+        self.descriptive_date.push(e.descriptive_date.clone());
+        self.effective_date.push(e.effective_date);
+        self.submission_date.push(e.submission_date);
+        self.same_day.push(e.same_day);
+        self.addenda.push(e.addenda.clone());
+        let s = if reason.is_some() {
+            State::Rejected
+        } else {
+            State::Accepted
+        };
+        self.state.push(s.code() as i16);
+        self.rejection.push(reason);
+    }
+}
+
+const INSERT_CHUNK: &str = "INSERT INTO entries (entry_id, bank, company_name, company_id, \
+    sec_code, transaction_code, rdfi_routing, account_number, amount_cents, individual_id, \
+    individual_name, entry_description, descriptive_date, effective_date, submission_date, \
+    same_day, addenda, state, rejection, imported_at) \
+    SELECT u.*, $20::bigint FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], \
+    $5::text[], $6::int2[], $7::text[], $8::text[], $9::int8[], $10::text[], $11::text[], \
+    $12::text[], $13::text[], $14::date[], $15::date[], $16::bool[], $17::text[], \
+    $18::int2[], $19::text[]) AS u \
+    ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id";
+
+async fn import_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    entries: &[Entry],
+    now: Timestamp,
+) -> R<Vec<Imported>> {
+    // First occurrence of each storable id goes to the insert; the rest are compared.
+    let mut first = std::collections::HashSet::with_capacity(entries.len());
+    let mut plan: Vec<Option<String>> = Vec::with_capacity(entries.len()); // Some(why): unstorable
+    let mut to_insert: Vec<usize> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        match storable(e) {
+            Err(why) => plan.push(Some(why)),
+            Ok(()) => {
+                plan.push(None);
+                if first.insert(e.entry_id.as_str()) {
+                    to_insert.push(i);
+                }
+            }
+        }
+    }
+    let insert = tx.prepare_cached(INSERT_CHUNK).await?;
+    let mut inserted = std::collections::HashSet::new();
+    for part in to_insert.chunks(IMPORT_CHUNK) {
+        let mut c = Chunk::default();
+        for &i in part {
+            c.push(&entries[i], rejection(&entries[i]));
+        }
+        let rows = tx
+            .query(
+                &insert,
+                &[
+                    &c.entry_id,
+                    &c.bank,
+                    &c.company_name,
+                    &c.company_id,
+                    &c.sec_code,
+                    &c.transaction_code,
+                    &c.rdfi_routing,
+                    &c.account_number,
+                    &c.amount_cents,
+                    &c.individual_id,
+                    &c.individual_name,
+                    &c.entry_description,
+                    &c.descriptive_date,
+                    &c.effective_date,
+                    &c.submission_date,
+                    &c.same_day,
+                    &c.addenda,
+                    &c.state,
+                    &c.rejection,
+                    &now.0,
+                ],
+            )
+            .await?;
+        for r in rows {
+            inserted.insert(r.try_get::<_, String>(0)?);
+        }
+    }
+    // New rows whose id was cancelled before they came.
+    let new_ids: Vec<&str> = inserted.iter().map(String::as_str).collect();
+    let mut cancelled = std::collections::HashSet::new();
+    if !new_ids.is_empty() {
+        for r in tx
+            .query(
+                "SELECT entry_id FROM cancellations WHERE entry_id = ANY($1)",
+                &[&new_ids],
+            )
+            .await?
+        {
+            cancelled.insert(r.try_get::<_, String>(0)?);
+        }
+    }
+    // Everything else that is storable: read back and compare.
+    let mut newly = std::collections::HashSet::new();
+    let mut others: Vec<&str> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if plan[i].is_none() {
+            if inserted.contains(&e.entry_id) && newly.insert(e.entry_id.as_str()) {
+                continue;
+            }
+            others.push(&e.entry_id);
+        }
+    }
+    let mut stored = std::collections::HashMap::new();
+    if !others.is_empty() {
+        others.sort_unstable();
+        others.dedup();
+        for r in tx
+            .query(&stored_sql("e.entry_id = ANY($1)"), &[&others])
+            .await?
+        {
+            let s = stored_at(&r)?;
+            stored.insert(s.entry.entry_id.clone(), s);
+        }
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    let mut answered_new = std::collections::HashSet::new();
+    for (i, e) in entries.iter().enumerate() {
+        let outcome = if let Some(why) = &plan[i] {
+            ImportOutcome::Unstorable(why.clone())
+        } else if inserted.contains(&e.entry_id) && answered_new.insert(e.entry_id.as_str()) {
+            ImportOutcome::New(if cancelled.contains(&e.entry_id) {
+                State::Cancelled
+            } else if rejection(e).is_some() {
+                State::Rejected
+            } else {
+                State::Accepted
+            })
+        } else {
+            let s = stored
+                .get(&e.entry_id)
+                .ok_or_else(|| corrupt("entries", "the conflicting row", "none"))?;
+            if s.entry == *e {
+                ImportOutcome::Existing(s.state)
+            } else {
+                ImportOutcome::Conflict(s.state)
+            }
+        };
+        out.push(Imported {
+            entry_id: e.entry_id.clone(),
+            outcome,
+        });
+    }
+    Ok(out)
+}
+
+async fn package_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    file: &NewFile,
+    entry_ids: &[String],
+    now: Timestamp,
+) -> R<PackageOutcome> {
+    if entry_ids.is_empty() {
+        return Ok(PackageOutcome::Empty);
+    }
+    let mut wanted = entry_ids.to_vec();
+    wanted.sort_unstable();
+    if let Some(existing) = file_record(tx, &file.file_id).await? {
+        let mut held: Vec<String> = file_entries(tx, &file.file_id)
+            .await?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        held.sort_unstable();
+        wanted.dedup();
+        let same = existing.state != FileState::Released
+            && existing.file == *file
+            && held == wanted
+            && wanted.len() == entry_ids.len();
+        return Ok(if same {
+            PackageOutcome::AlreadyPackaged(existing)
+        } else {
+            PackageOutcome::FileIdTaken
+        });
+    }
+    let rows = tx
+        .query(
+            "SELECT e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, e.submission_date, \
+             e.same_day, e.transaction_code, e.amount_cents FROM entries e \
+             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = ANY($1)",
+            &[&entry_ids],
+        )
+        .await?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let id: String = r.try_get(0)?;
+        found.insert(id, r);
+    }
+    let mut conflicts = Vec::new();
+    let mut seen = std::collections::HashSet::with_capacity(entry_ids.len());
+    let (mut credit, mut debit) = (0u64, 0u64);
+    for id in entry_ids {
+        if !seen.insert(id.as_str()) {
+            conflicts.push(PackageConflict {
+                entry_id: id.clone(),
+                why: ConflictReason::Duplicate,
+            });
+            continue;
+        }
+        let why = match found.get(id) {
+            None => Some(ConflictReason::Unknown),
+            Some(r) if r.try_get::<_, bool>(2)? => Some(ConflictReason::State(State::Cancelled)),
+            Some(r) => {
+                let s = state(r.try_get(1)?, "entries.state")?;
+                let bank: &str = r.try_get(3)?;
+                let date: NaiveDate = r.try_get(4)?;
+                let same_day: bool = r.try_get(5)?;
+                if s != State::Accepted {
+                    Some(ConflictReason::State(s))
+                } else if bank != file.bank
+                    || date != file.submission_date
+                    || same_day != file.same_day
+                {
+                    Some(ConflictReason::OtherFile)
+                } else {
+                    let amount = r.try_get::<_, i64>(7)? as u64;
+                    if is_credit(i64::from(r.try_get::<_, i16>(6)?)) {
+                        credit += amount;
+                    } else {
+                        debit += amount;
+                    }
+                    None
+                }
+            }
+        };
+        if let Some(why) = why {
+            conflicts.push(PackageConflict {
+                entry_id: id.clone(),
+                why,
+            });
+        }
+    }
+    if !conflicts.is_empty() {
+        return Ok(PackageOutcome::Refused(conflicts));
+    }
+    tx.execute(
+        "INSERT INTO files (file_id, bank, submission_date, same_day, submission_window, name, \
+         hash, state, entries, credit_cents, debit_cents, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11)",
+        &[
+            &file.file_id,
+            &file.bank,
+            &file.submission_date,
+            &file.same_day,
+            &file.window,
+            &file.name,
+            &file.hash,
+            &(entry_ids.len() as i64),
+            &(credit as i64),
+            &(debit as i64),
+            &now.0,
+        ],
+    )
+    .await?;
+    let marked = tx
+        .execute(
+            "UPDATE entries SET state = 1, file_id = $1, packaged_at = $2 \
+             WHERE entry_id = ANY($3) AND state = 0 \
+             AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = entries.entry_id)",
+            &[&file.file_id, &now.0, &entry_ids],
+        )
+        .await?;
+    if marked != entry_ids.len() as u64 {
+        return Err(Fail::Retry);
+    }
+    let record = file_record(tx, &file.file_id)
+        .await?
+        .ok_or_else(|| corrupt("files", "the file just inserted", "none"))?;
+    Ok(PackageOutcome::Packaged(record))
+}
+
+async fn cancel_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> R<CancelOutcome> {
+    if let Some(r) = tx
+        .query_opt(
+            "SELECT reason, at FROM cancellations WHERE entry_id = $1",
+            &[&id],
+        )
+        .await?
+    {
+        return Ok(CancelOutcome::AlreadyCancelled(Cancellation {
+            reason: r.try_get(0)?,
+            at: ts(r.try_get(1)?),
+        }));
+    }
+    let row = tx
+        .query_opt(
+            "SELECT e.state, e.file_id, f.state FROM entries e \
+             LEFT JOIN files f ON f.file_id = e.file_id WHERE e.entry_id = $1",
+            &[&id],
+        )
+        .await?;
+    let mut file_of = None;
+    if let Some(r) = &row {
+        let code: i16 = r.try_get(0)?;
+        let file_id: Option<String> = r.try_get(1)?;
+        let fstate = r
+            .try_get::<_, Option<i16>>(2)?
+            .map(file_state)
+            .transpose()?;
+        if let (Some(file_id), Some(fs)) = (file_id, fstate) {
+            if matches!(fs, FileState::Submitting | FileState::Submitted)
+                || i64::from(code) == State::Submitted.code()
+            {
+                return Ok(CancelOutcome::TooLate {
+                    file_id,
+                    file_state: fs,
+                });
+            }
+            file_of = Some(file_id);
+        }
+    }
+    let n = tx
+        .execute(
+            "INSERT INTO cancellations (entry_id, reason, at) VALUES ($1, $2, $3) \
+             ON CONFLICT (entry_id) DO NOTHING",
+            &[&id, &reason, &now.0],
+        )
+        .await?;
+    if n != 1 {
+        return Err(Fail::Retry); // a concurrent cancel of the same id won: answer as second
+    }
+    Ok(CancelOutcome::Cancelled {
+        known: row.is_some(),
+        file_id: file_of,
+    })
+}
+
+async fn begin_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    destination: &str,
+    now: Timestamp,
+) -> R<BeginOutcome> {
+    let Some(record) = file_record(tx, id).await? else {
+        return Ok(BeginOutcome::UnknownFile);
+    };
+    match record.state {
+        FileState::Released => return Ok(BeginOutcome::Released),
+        FileState::Submitted => {
+            return Ok(BeginOutcome::AlreadySubmitted(
+                record
+                    .submission
+                    .ok_or_else(|| corrupt("files.destination", "a destination", "none"))?,
+            ))
+        }
+        FileState::Submitting => {
+            let s = record
+                .submission
+                .ok_or_else(|| corrupt("files.destination", "a destination", "none"))?;
+            return Ok(BeginOutcome::InDoubt {
+                began_at: s.began_at.unwrap_or(record.created_at),
+                destination: s.destination,
+            });
+        }
+        FileState::Packaged => {}
+    }
+    let cancelled = cancelled_in(tx, id).await?;
+    if !cancelled.is_empty() {
+        return Ok(BeginOutcome::Refused { cancelled });
+    }
+    tx.execute(
+        "UPDATE files SET state = 1, destination = $2, began_at = $3 WHERE file_id = $1",
+        &[&id, &destination, &now.0],
+    )
+    .await?;
+    Ok(BeginOutcome::Started { began_at: now })
+}
+
+async fn submitted_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    submission: &Submission,
+) -> R<SubmitOutcome> {
+    let Some(record) = file_record(tx, id).await? else {
+        return Ok(SubmitOutcome::UnknownFile);
+    };
+    match record.state {
+        FileState::Released => return Ok(SubmitOutcome::Released),
+        FileState::Submitted => {
+            return Ok(SubmitOutcome::AlreadySubmitted(
+                record
+                    .submission
+                    .ok_or_else(|| corrupt("files.destination", "a destination", "none"))?,
+            ))
+        }
+        FileState::Packaged | FileState::Submitting => {}
+    }
+    if submission.hash != record.file.hash {
+        return Ok(SubmitOutcome::HashMismatch {
+            expected: record.file.hash,
+        });
+    }
+    let cancelled = cancelled_in(tx, id).await?;
+    if !cancelled.is_empty() {
+        return Ok(SubmitOutcome::Refused { cancelled });
+    }
+    tx.execute(
+        "UPDATE files SET state = 2, destination = $2, submitted_at = $3 WHERE file_id = $1",
+        &[&id, &submission.destination, &submission.at.0],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE entries SET state = 2, submitted_at = $2 WHERE file_id = $1 AND state = 1",
+        &[&id, &submission.at.0],
+    )
+    .await?;
+    Ok(SubmitOutcome::Submitted)
+}
+
+async fn reset_tx(tx: &deadpool_postgres::Transaction<'_>, id: &str) -> R<ResetOutcome> {
+    let Some(record) = file_record(tx, id).await? else {
+        return Ok(ResetOutcome::UnknownFile);
+    };
+    if record.state != FileState::Submitting {
+        return Ok(ResetOutcome::NotSubmitting(record.state));
+    }
+    tx.execute(
+        "UPDATE files SET state = 0, destination = NULL, began_at = NULL WHERE file_id = $1",
+        &[&id],
+    )
+    .await?;
+    Ok(ResetOutcome::Reset)
+}
+
+async fn release_tx(tx: &deadpool_postgres::Transaction<'_>, id: &str) -> R<ReleaseOutcome> {
+    let Some(record) = file_record(tx, id).await? else {
+        return Ok(ReleaseOutcome::UnknownFile);
+    };
+    match record.state {
+        FileState::Released => return Ok(ReleaseOutcome::AlreadyReleased),
+        FileState::Submitting | FileState::Submitted => {
+            return Ok(ReleaseOutcome::NotReleasable(record.state))
+        }
+        FileState::Packaged => {}
+    }
+    let cancelled = cancelled_in(tx, id).await?.len() as u64;
+    let moved = tx
+        .execute(
+            "UPDATE entries SET state = 0, file_id = NULL, packaged_at = NULL \
+             WHERE file_id = $1 AND state = 1",
+            &[&id],
+        )
+        .await?;
+    tx.execute("UPDATE files SET state = 3 WHERE file_id = $1", &[&id])
+        .await?;
+    Ok(ReleaseOutcome::Released {
+        returned: moved - cancelled,
+        cancelled,
+    })
+}
+
+async fn reject_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    reason: &str,
+) -> R<RejectOutcome> {
+    Ok(match effective_state(tx, id).await? {
+        None => RejectOutcome::Unknown,
+        Some(State::Accepted) => {
+            tx.execute(
+                "UPDATE entries SET state = 3, rejection = $2 WHERE entry_id = $1",
+                &[&id, &reason],
+            )
+            .await?;
+            RejectOutcome::Rejected
+        }
+        Some(s) => RejectOutcome::NotAccepted(s),
+    })
+}
+
+#[async_trait]
+impl Ledger for PostgresLedger {
+    async fn import(&self, entries: Vec<Entry>) -> Result<Vec<Imported>, LedgerError> {
+        let result: R<Vec<Imported>> = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            let out = import_tx(&tx, &entries, self.clock.now()).await?;
+            tx.commit().await?;
+            Ok(out)
+        }
+        .await;
+        self.finish("importing entries", result)
+    }
+
+    async fn reject(&self, entry_id: &str, reason: &str) -> Result<RejectOutcome, LedgerError> {
+        serializable!(self, "rejecting an entry", |tx, _now| reject_tx(
+            &tx, entry_id, reason
+        ))
+    }
+
+    async fn entry(&self, entry_id: &str) -> Result<Option<StoredEntry>, LedgerError> {
+        let id = entry_id.to_string();
+        self.read("reading an entry", move |tx| {
+            Box::pin(async move {
+                match tx.query_opt(&stored_sql("e.entry_id = $1"), &[&id]).await? {
+                    Some(r) => stored_at(&r).map(Some),
+                    None => Ok(None),
+                }
+            })
+        })
+        .await
+    }
+
+    async fn cancel(&self, entry_id: &str, reason: &str) -> Result<CancelOutcome, LedgerError> {
+        serializable!(self, "cancelling an entry", |tx, now| cancel_tx(
+            &tx, entry_id, reason, now
+        ))
+    }
+
+    async fn eligible(&self, query: &EligibleQuery) -> Result<Vec<EligibleEntry>, LedgerError> {
+        let q = query.clone();
+        self.read("listing eligible entries", move |tx| {
+            Box::pin(async move {
+                let sql = format!(
+                    "SELECT {ENTRY_COLUMNS}, e.seq FROM entries e \
+                     WHERE e.state = 0 AND e.bank = $1 AND e.submission_date = $2 \
+                     AND e.same_day = $3 AND e.seq > $4 \
+                     AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
+                     ORDER BY e.seq LIMIT $5"
+                );
+                let rows = tx
+                    .query(
+                        &sql,
+                        &[
+                            &q.bank,
+                            &q.submission_date,
+                            &q.same_day,
+                            &q.after.unwrap_or(i64::MIN),
+                            &i64::from(q.limit),
+                        ],
+                    )
+                    .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(EligibleEntry {
+                            entry: entry_at(r)?,
+                            seq: r.try_get(ENTRY_COLUMN_COUNT)?,
+                        })
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    async fn package(
+        &self,
+        file: NewFile,
+        entry_ids: Vec<String>,
+    ) -> Result<PackageOutcome, LedgerError> {
+        serializable!(self, "packaging a file", |tx, now| package_tx(
+            &tx, &file, &entry_ids, now
+        ))
+    }
+
+    async fn file(&self, file_id: &str) -> Result<Option<FileDetail>, LedgerError> {
+        let id = file_id.to_string();
+        self.read("reading a file", move |tx| {
+            Box::pin(async move {
+                let Some(record) = file_record(tx, &id).await? else {
+                    return Ok(None);
+                };
+                let entries = file_entries(tx, &id).await?;
+                Ok(Some(FileDetail {
+                    record,
+                    cancelled: entries
+                        .iter()
+                        .filter(|(_, c)| *c)
+                        .map(|(id, _)| id.clone())
+                        .collect(),
+                    entry_ids: entries.into_iter().map(|(id, _)| id).collect(),
+                }))
+            })
+        })
+        .await
+    }
+
+    async fn files(&self, filter: &FileFilter) -> Result<Vec<FileRecord>, LedgerError> {
+        let f = filter.clone();
+        self.read("listing files", move |tx| {
+            Box::pin(async move {
+                let sql = format!(
+                    "SELECT {FILE_COLUMNS} FROM files WHERE ($1::text IS NULL OR bank = $1) \
+                     AND ($2::date IS NULL OR submission_date = $2) \
+                     AND ($3::int2 IS NULL OR state = $3) ORDER BY file_id"
+                );
+                let state = f.state.map(|s| s.code() as i16);
+                let rows = tx
+                    .query(&sql, &[&f.bank, &f.submission_date, &state])
+                    .await?;
+                rows.iter().map(file_at).collect()
+            })
+        })
+        .await
+    }
+
+    async fn begin_submission(
+        &self,
+        file_id: &str,
+        destination: &str,
+    ) -> Result<BeginOutcome, LedgerError> {
+        serializable!(self, "beginning a submission", |tx, now| begin_tx(
+            &tx,
+            file_id,
+            destination,
+            now
+        ))
+    }
+
+    async fn mark_submitted(
+        &self,
+        file_id: &str,
+        submission: Submission,
+    ) -> Result<SubmitOutcome, LedgerError> {
+        serializable!(self, "recording a submission", |tx, _now| submitted_tx(
+            &tx,
+            file_id,
+            &submission
+        ))
+    }
+
+    async fn reset_submission(&self, file_id: &str) -> Result<ResetOutcome, LedgerError> {
+        serializable!(self, "resetting a submission", |tx, _now| reset_tx(
+            &tx, file_id
+        ))
+    }
+
+    async fn unsubmitted_files_with_cancellations(
+        &self,
+    ) -> Result<Vec<FileWithCancellations>, LedgerError> {
+        self.read("listing files with cancellations", |tx| {
+            Box::pin(async move {
+                let rows = tx
+                    .query(
+                        "SELECT e.file_id, e.entry_id FROM cancellations c \
+                         JOIN entries e ON e.entry_id = c.entry_id \
+                         JOIN files f ON f.file_id = e.file_id \
+                         WHERE f.state = 0 ORDER BY e.file_id, e.seq",
+                        &[],
+                    )
+                    .await?;
+                let mut out: Vec<FileWithCancellations> = Vec::new();
+                for r in rows {
+                    let (file_id, entry_id): (String, String) = (r.try_get(0)?, r.try_get(1)?);
+                    match out.last_mut() {
+                        Some(last) if last.file_id == file_id => last.cancelled.push(entry_id),
+                        _ => out.push(FileWithCancellations {
+                            file_id,
+                            cancelled: vec![entry_id],
+                        }),
+                    }
+                }
+                Ok(out)
+            })
+        })
+        .await
+    }
+
+    async fn release_file(&self, file_id: &str) -> Result<ReleaseOutcome, LedgerError> {
+        serializable!(self, "releasing a file", |tx, _now| release_tx(
+            &tx, file_id
+        ))
+    }
+
+    async fn status(&self, date: NaiveDate) -> Result<Status, LedgerError> {
+        self.read("counting entries and files", move |tx| {
+            Box::pin(async move {
+                let mut banks: std::collections::BTreeMap<String, BankStatus> = Default::default();
+                let rows = tx
+                    .query(
+                        "SELECT e.bank, CASE WHEN c.entry_id IS NULL THEN e.state ELSE 4::int2 END AS s, \
+                         count(*), coalesce(sum(e.amount_cents), 0)::bigint FROM entries e \
+                         LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                         WHERE e.submission_date = $1 GROUP BY e.bank, s",
+                        &[&date],
+                    )
+                    .await?;
+                for r in rows {
+                    let bank: String = r.try_get(0)?;
+                    let s = state(r.try_get(1)?, "entries.state")?;
+                    let b = banks.entry(bank.clone()).or_insert_with(|| BankStatus {
+                        bank,
+                        ..Default::default()
+                    });
+                    b.entries[s.code() as usize] = Tally {
+                        entries: r.try_get::<_, i64>(2)? as u64,
+                        cents: r.try_get::<_, i64>(3)? as u64,
+                    };
+                }
+                let rows = tx
+                    .query(
+                        "SELECT bank, state, count(*) FROM files WHERE submission_date = $1 \
+                         GROUP BY bank, state",
+                        &[&date],
+                    )
+                    .await?;
+                for r in rows {
+                    let bank: String = r.try_get(0)?;
+                    let s = file_state(r.try_get(1)?)?;
+                    let b = banks.entry(bank.clone()).or_insert_with(|| BankStatus {
+                        bank,
+                        ..Default::default()
+                    });
+                    b.files[s.code() as usize] = r.try_get::<_, i64>(2)? as u64;
+                }
+                Ok(Status {
+                    date,
+                    banks: banks.into_values().collect(),
+                })
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,164 @@
+//! The fleet ledger passes the suite against a real PostgreSQL (skipped, saying why,
+//! when PostgreSQL is not installed, unless TRANCHE_REQUIRE_TOOLS=1), two connection
+//! pools standing for two machines; it rides out a server restart.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tranche_ach_ledger::conformance::{self, sample_entry, sample_file, ACCOUNT};
+use tranche_ach_ledger::{
+    Ledger, LedgerError, PackageOutcome, PostgresLedger, PostgresOptions, State, PASSWORD_ENV,
+    PASSWORD_FILE_ENV,
+};
+use tranche_test_support::Postgres;
+use tranche_types::SystemClock;
+
+fn options(url: String) -> PostgresOptions {
+    PostgresOptions {
+        url,
+        password: None,
+        pool_size: 4,
+        clock: Arc::new(SystemClock),
+    }
+}
+
+async fn ledger(pg: &Postgres, db: &str) -> PostgresLedger {
+    PostgresLedger::connect_with(options(pg.url(db)))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_ledger_passes_the_suite() {
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("suite");
+    let a = ledger(&pg, "suite").await;
+    let b = ledger(&pg, "suite").await;
+    conformance::exercise(Arc::new(a), Arc::new(b)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn races_hold_for_more_seeds() {
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("races");
+    let a: Arc<dyn Ledger> = Arc::new(ledger(&pg, "races").await);
+    let b: Arc<dyn Ledger> = Arc::new(ledger(&pg, "races").await);
+    for seed in 100..103 {
+        conformance::concurrent_packagers_never_share_an_entry(a.clone(), b.clone(), seed).await;
+        conformance::cancels_racing_packagers_and_submitters(a.clone(), b.clone(), seed).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_says_the_server_is_down_and_reconnects_when_it_is_back() {
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("restart");
+    let ledger = ledger(&pg, "restart").await;
+    let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+    ledger
+        .import(vec![
+            sample_entry("k-1", "k", d, 1),
+            sample_entry("k-2", "k", d, 2),
+        ])
+        .await
+        .unwrap();
+    let out = ledger
+        .package(sample_file("k-F", "k", d), vec!["k-1".into()])
+        .await
+        .unwrap();
+    assert!(matches!(out, PackageOutcome::Packaged(_)));
+
+    pg.kill();
+    match ledger.entry("k-1").await {
+        Err(e @ LedgerError::Unavailable { .. }) => {
+            let text = format!("{e}");
+            assert!(
+                text.contains("unavailable") && text.contains("127.0.0.1"),
+                "{text}"
+            );
+            assert!(!text.contains("tranche@"), "the user is hidden: {text}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    pg.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stored = loop {
+        match ledger.entry("k-1").await {
+            Ok(found) => break found.expect("k-1 survived"),
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "the ledger did not reconnect within 30 s: {e}"
+            ),
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(stored.state, State::Packaged);
+    assert_eq!(
+        ledger.cancel("k-2", "x").await.unwrap(),
+        tranche_ach_ledger::CancelOutcome::Cancelled {
+            known: true,
+            file_id: None
+        }
+    );
+    assert_eq!(
+        ledger.entry("k-2").await.unwrap().unwrap().state,
+        State::Cancelled
+    );
+}
+
+#[tokio::test]
+async fn a_password_in_the_url_is_refused_without_being_shown() {
+    let err = PostgresLedger::connect_with(options("postgres://bob:hunter2@127.0.0.1:1/x".into()))
+        .await
+        .unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(matches!(err, LedgerError::Config(_)), "{text}");
+    assert!(!text.contains("hunter2") && !text.contains("bob"), "{text}");
+    assert!(text.contains(PASSWORD_ENV), "{text}");
+}
+
+#[tokio::test]
+async fn the_password_comes_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pw");
+    std::fs::write(&file, "from-file\n").unwrap();
+    std::env::remove_var(PASSWORD_ENV);
+    std::env::set_var(PASSWORD_FILE_ENV, &file);
+    let o = PostgresOptions::from_env("postgres://u@h/db").unwrap();
+    assert_eq!(o.password.as_deref(), Some("from-file"));
+    assert!(!format!("{o:?}").contains("from-file"), "{o:?}");
+    std::env::set_var(PASSWORD_ENV, "from-env");
+    assert!(matches!(
+        PostgresOptions::from_env("postgres://u@h/db"),
+        Err(LedgerError::Config(_))
+    ));
+    std::env::remove_var(PASSWORD_FILE_ENV);
+    let o = PostgresOptions::from_env("postgres://u@h/db").unwrap();
+    assert_eq!(o.password.as_deref(), Some("from-env"));
+    std::env::remove_var(PASSWORD_ENV);
+}
+
+#[tokio::test]
+async fn a_database_of_a_newer_version_is_refused() {
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("newer");
+    drop(ledger(&pg, "newer").await);
+    let out = pg.psql("newer", "INSERT INTO ledger_version VALUES (99)");
+    assert!(out.status.success());
+    match PostgresLedger::connect_with(options(pg.url("newer"))).await {
+        Err(LedgerError::Newer { found: 99, .. }) => {}
+        other => panic!("expected Newer, got {other:?}"),
+    }
+    // Connecting again to a current database changes nothing.
+    pg.create_database("again");
+    drop(ledger(&pg, "again").await);
+    let again = ledger(&pg, "again").await;
+    let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+    let out = again
+        .import(vec![sample_entry("a-1", "a", d, 1)])
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    let shown = format!("{:?}", again.entry("a-1").await.unwrap());
+    assert!(!shown.contains(ACCOUNT), "{shown}");
+}
