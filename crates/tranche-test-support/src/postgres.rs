@@ -56,32 +56,7 @@ impl Postgres {
             ],
         );
         assert!(init.status.success(), "initdb: {}", stderr(&init));
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            pg.port,
-            pg.dir.path().display()
-        );
-        let log = pg.dir.path().join("log");
-        let start = pg.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &db.display().to_string(),
-                "-o",
-                &options,
-                "-l",
-                &log.display().to_string(),
-                "-w",
-                "start",
-            ],
-        );
-        assert!(
-            start.status.success(),
-            "pg_ctl start: {}\n{}",
-            stderr(&start),
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        pg.wait_ready(Duration::from_secs(30));
+        pg.pg_ctl_start();
         Some(pg)
     }
 
@@ -132,6 +107,11 @@ impl Postgres {
 
     /// Start the server again after [`kill`](Self::kill).
     pub fn restart(&self) {
+        self.pg_ctl_start();
+    }
+
+    /// Start the cluster on its port and wait until it answers.
+    fn pg_ctl_start(&self) {
         let db = self.dir.path().join("db");
         let options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
@@ -152,7 +132,12 @@ impl Postgres {
                 "start",
             ],
         );
-        assert!(out.status.success(), "pg_ctl start: {}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}\n{}",
+            stderr(&out),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         self.wait_ready(Duration::from_secs(30));
     }
 
