@@ -37,6 +37,9 @@ pub struct ServerConfig {
     /// Show personal data (PANs, e-mail addresses) in job text to every caller of a
     /// server without tokens; masked otherwise. With tokens, `TOKEN pii` entries decide.
     pub show_personal_data: bool,
+    /// The ACH entry ledger behind `/v1/ach/*`; without one those routes answer 404
+    /// `no_ledger`.
+    pub ledger: Option<crate::ach::LedgerHandle>,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +57,7 @@ impl Default for ServerConfig {
             body_timeout: Duration::from_secs(30),
             max_connections: 1024,
             show_personal_data: false,
+            ledger: None,
         }
     }
 }

@@ -48,6 +48,10 @@ pub enum ErrorCode {
     Forbidden,
     /// No such run or job (404).
     NotFound,
+    /// The server has no ACH entry ledger configured: `/v1/ach/*` is off (404).
+    NoLedger,
+    /// Too late: the entry's file has begun its submission to the bank (409).
+    TooLate,
     /// The body did not arrive within the server's body timeout (408).
     BodyTimeout,
     /// The body is over the server's size limit (413).

@@ -12,6 +12,8 @@
 //!   and running caps.
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
+//! - **ACH entries** (`/v1/ach/entries`): import up to 10,000 payment entries per
+//!   request into the entry ledger (per-entry results), read one, cancel one.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
 //! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
@@ -31,6 +33,7 @@
 
 #![deny(missing_docs)]
 
+mod ach;
 mod auth;
 mod body;
 mod config;
@@ -63,6 +66,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tranche_core::Client;
 
+pub use ach::{CancellationView, EntryState, EntryView, LedgerHandle};
 pub use auth::{TokenError, Tokens};
 pub use config::{ConfigError, QueueLimits, ServerConfig};
 
@@ -111,6 +115,9 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/v1/workers/heartbeat", post(workers::heartbeat)),
         ("POST", "/v1/workers/complete", post(workers::complete)),
         ("POST", "/v1/workers/fail", post(workers::fail)),
+        ("POST", "/v1/ach/entries", post(ach::import)),
+        ("GET", "/v1/ach/entries/{id}", get(ach::entry)),
+        ("POST", "/v1/ach/entries/{id}/cancel", post(ach::cancel)),
     ]
 }
 

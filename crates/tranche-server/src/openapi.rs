@@ -17,7 +17,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::{
-    auth, dashboard, events, jobs, limits, pause, prune, runs, schedules, submit, telemetry,
+    ach, auth, dashboard, events, jobs, limits, pause, prune, runs, schedules, submit, telemetry,
     workers,
 };
 
@@ -75,6 +75,9 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         workers::heartbeat,
         workers::complete,
         workers::fail,
+        ach::import,
+        ach::entry,
+        ach::cancel,
     ),
     components(schemas(crate::error::ErrorCode)),
     modifiers(&SharedAnswers),
@@ -86,6 +89,7 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         (name = "limits", description = "Rate limits and running caps per queue or task kind, for the whole fleet."),
         (name = "feed", description = "The change feed of job states."),
         (name = "workers", description = "Remote workers: the only endpoints a worker token may use."),
+        (name = "ach", description = "ACH payment entries: import into the entry ledger, read, cancel. Without a ledger configured (a server on --broker without --ledger) these answer 404 `no_ledger`. Account numbers are masked (`*****6789`) unless the token has the `pii` scope."),
         (name = "service", description = "The dashboard, health, readiness and metrics."),
     )
 )]

@@ -60,6 +60,13 @@ pub struct DataArgs {
         default_value_t = 60
     )]
     pub reconnect_for: u64,
+    /// The ACH entry ledger (`tranche ach import|entry|cancel`, `tranche server`):
+    /// PostgreSQL for a fleet, e.g. postgres://tranche@10.0.0.6:5432/ledger. No
+    /// password in the URL: it comes from TRANCHE_LEDGER_PASSWORD or
+    /// TRANCHE_LEDGER_PASSWORD_FILE. Default: SQLite in DATA/ach/ledger.sqlite (none
+    /// for a server on --broker: its /v1/ach routes answer 404 no_ledger).
+    #[arg(long, global = true, env = "TRANCHE_LEDGER", value_name = "URL")]
+    pub ledger: Option<String>,
 }
 
 /// By hand: the broker URL is shown masked (see `tranche_redis::redacted_url`).
@@ -73,6 +80,10 @@ impl std::fmt::Debug for DataArgs {
             )
             .field("prefix", &self.prefix)
             .field("reconnect_for", &self.reconnect_for)
+            .field(
+                "ledger",
+                &self.ledger.as_deref().map(tranche_ach_ledger::mask_url),
+            )
             .finish()
     }
 }
@@ -387,6 +398,32 @@ pub enum Ach {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         /// One JSON document: each file's findings and counts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import entries from a CSV file (a header row naming Entry's fields) into the
+    /// ledger (--ledger, or SQLite in --data). Each row is validated: a bad one is
+    /// reported by line and field and stored rejected. Idempotent per entry id.
+    /// Exits 1 when a row was rejected or conflicts with a stored entry.
+    Import {
+        /// The CSV file.
+        #[arg(value_name = "ENTRIES.csv")]
+        file: PathBuf,
+    },
+    /// Cancel an entry: it will never be submitted (refused once its file's
+    /// submission has begun).
+    Cancel {
+        /// The entry id.
+        entry_id: String,
+        /// Why (recorded with the cancellation).
+        #[arg(long, default_value = "cancelled from the command line")]
+        reason: String,
+    },
+    /// Show an entry: state, file, rejection, cancellation (account masked).
+    Entry {
+        /// The entry id.
+        entry_id: String,
+        /// As JSON.
         #[arg(long)]
         json: bool,
     },

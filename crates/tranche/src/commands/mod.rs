@@ -83,6 +83,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             heavy_trades,
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
         Command::Ach(Ach::Validate { files, json }) => ach::validate(&files, json),
+        Command::Ach(Ach::Import { file }) => ach::import(at, &file).await,
+        Command::Ach(Ach::Cancel { entry_id, reason }) => ach::cancel(at, &entry_id, &reason).await,
+        Command::Ach(Ach::Entry { entry_id, json }) => ach::entry(at, &entry_id, json).await,
         Command::Notes(Notes::Run(args)) => notes_run::run(at, *args).await,
         Command::Notes(Notes::Demo(args)) => notes_run::demo(at, args).await,
         Command::Notes(Notes::RenderHelper { template }) => {

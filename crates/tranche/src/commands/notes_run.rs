@@ -144,6 +144,7 @@ pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
         broker: global.broker.clone(),
         prefix: global.prefix.clone(),
         reconnect_for: global.reconnect_for,
+        ledger: global.ledger.clone(),
     };
     let options = RunOptions::local(dir, args.smtp.clone());
     let backend = open(&at).await?;

@@ -31,6 +31,9 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         body_timeout: Duration::from_secs(args.body_timeout),
         max_connections: usize::try_from(args.max_connections)?,
         show_personal_data: args.show_personal_data,
+        ledger: super::ach::open_ledger(at, true)
+            .await?
+            .map(tranche_server::LedgerHandle),
         ..ServerConfig::default()
     };
     config.validate()?;
