@@ -19,6 +19,7 @@ pub struct Live {
     pub token: Option<String>,
     stop: CancellationToken,
     dir: tempfile::TempDir,
+    ledger_dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Live {
@@ -29,6 +30,16 @@ impl Drop for Live {
 
 pub async fn start() -> Live {
     start_with(ServerConfig::default()).await
+}
+
+/// A server with an ACH entry ledger (SQLite, in its own temporary directory).
+pub async fn start_with_ledger(mut config: ServerConfig) -> Live {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = tranche_ach_ledger::SqliteLedger::open(dir.path()).expect("open ledger");
+    config.ledger = Some(tranche_server::LedgerHandle(Arc::new(ledger)));
+    let mut live = start_with(config).await;
+    live.ledger_dir = Some(dir);
+    live
 }
 
 pub async fn start_with(config: ServerConfig) -> Live {
@@ -64,6 +75,7 @@ pub async fn start_on(mut config: ServerConfig, clock: Arc<dyn Clock>) -> Live {
         token: None,
         stop,
         dir,
+        ledger_dir: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP API end to end: a real server on a free loopback port over a real embedded
 //! backend in a temporary directory, driven with a real HTTP client.
 
+mod ach;
 mod auth;
 mod dashboard;
 mod engine_worker;

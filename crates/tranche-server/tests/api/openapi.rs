@@ -173,7 +173,7 @@ fn ids(v: &Value) -> Vec<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_requests_and_answers_match_the_document() {
-    let s = crate::live::start().await;
+    let s = crate::live::start_with_ledger(tranche_server::ServerConfig::default()).await;
     let mut c = Checked::new(&s).await;
 
     c.get("/", "/", 200).await;
@@ -514,6 +514,54 @@ async fn real_requests_and_answers_match_the_document() {
         .await;
     c.delete("/v1/limits/{scope}/{name}", "/v1/limits/shelf/x", 400)
         .await;
+
+    // ACH entries: a good one, a rejected one (with its field errors), a re-post.
+    let mut with_addenda = crate::ach::entry("A2", "4001234568", 2500);
+    with_addenda["addenda"] = json!("INVOICE 42");
+    with_addenda["same_day"] = json!(false);
+    with_addenda["descriptive_date"] = json!("");
+    let entries = json!({"entries": [
+        crate::ach::entry("A1", "4001234567", 1000),
+        with_addenda,
+        crate::ach::entry("A3", "4001234569", 0),
+    ]});
+    let out = c
+        .post("/v1/ach/entries", "/v1/ach/entries", entries.clone(), 200)
+        .await;
+    assert_eq!(out["results"][2]["state"], "rejected");
+    c.post("/v1/ach/entries", "/v1/ach/entries", entries, 200)
+        .await;
+    c.post(
+        "/v1/ach/entries",
+        "/v1/ach/entries",
+        json!({"entries": [{"entry_id": "x"}]}),
+        400,
+    )
+    .await;
+    c.get("/v1/ach/entries/{id}", "/v1/ach/entries/A2", 200)
+        .await;
+    c.get("/v1/ach/entries/{id}", "/v1/ach/entries/A3", 200)
+        .await;
+    c.get("/v1/ach/entries/{id}", "/v1/ach/entries/nope", 404)
+        .await;
+    c.post(
+        "/v1/ach/entries/{id}/cancel",
+        "/v1/ach/entries/A1/cancel",
+        json!({"reason": "duplicate"}),
+        200,
+    )
+    .await;
+    c.post(
+        "/v1/ach/entries/{id}/cancel",
+        "/v1/ach/entries/A1/cancel",
+        json!(null),
+        200,
+    )
+    .await;
+    let cancelled = c
+        .get("/v1/ach/entries/{id}", "/v1/ach/entries/A1", 200)
+        .await;
+    assert_eq!(cancelled["state"], "cancelled");
 
     c.assert_every_success_met();
 }

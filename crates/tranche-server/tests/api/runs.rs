@@ -104,7 +104,7 @@ async fn runs_failures_retry_and_cancel() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_documents_every_route_and_each_answers() {
-    let s = start().await;
+    let s = crate::live::start_with_ledger(tranche_server::ServerConfig::default()).await;
     let doc = s.get_ok("/v1/openapi.json").await;
     assert_eq!(doc["openapi"], "3.1.0");
     for (path, item) in doc["paths"].as_object().unwrap() {

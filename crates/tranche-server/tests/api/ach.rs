@@ -1,0 +1,153 @@
+//! `/v1/ach/entries`: import (per-entry results, field errors at `entries[i].field`,
+//! idempotent), read one (account masked unless `pii`), cancel one; and a server
+//! without a ledger answering `no_ledger`.
+
+use serde_json::{json, Value};
+use tranche_server::{ServerConfig, Tokens};
+
+use crate::live::{expect, start, start_with_ledger};
+
+pub fn entry(id: &str, account: &str, cents: u64) -> Value {
+    json!({
+        "entry_id": id, "bank": "first", "company_name": "ACME PAYROLL",
+        "company_id": "1234567890", "sec_code": "PPD", "transaction_code": "22",
+        "rdfi_routing": "026009593", "account_number": account, "amount_cents": cents,
+        "individual_id": "EMP1", "individual_name": "JANE DOE",
+        "entry_description": "PAYROLL", "effective_date": "2026-03-03",
+        "submission_date": "2026-03-02",
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_read_and_cancel_entries() {
+    let s = start_with_ledger(ServerConfig::default()).await;
+    let body = json!({"entries": [
+        entry("E1", "4001234567", 1000),
+        entry("E2", "4001234568", 0),
+        entry("E3", "4001234569", 3000),
+    ]});
+    let out = s.post_ok("/v1/ach/entries", &body, 200).await;
+    let r = out["results"].as_array().unwrap();
+    assert_eq!(r.len(), 3);
+    assert_eq!(
+        r[0],
+        json!({"entry_id": "E1", "outcome": "new", "state": "accepted"})
+    );
+    assert_eq!(
+        r[1],
+        json!({"entry_id": "E2", "outcome": "new", "state": "rejected", "errors": [
+            {"field": "entries[1].amount_cents", "expected": "more than 0", "got": "0 cents"}
+        ]})
+    );
+    assert_eq!(r[2]["state"], "accepted");
+
+    // The same again: nothing written, each answered existing with its state.
+    let again = s.post_ok("/v1/ach/entries", &body, 200).await;
+    let r = again["results"].as_array().unwrap();
+    assert_eq!(
+        r[0],
+        json!({"entry_id": "E1", "outcome": "existing", "state": "accepted"})
+    );
+    assert_eq!(r[1]["outcome"], "existing");
+    assert_eq!(r[1]["state"], "rejected");
+    assert_eq!(r[1]["errors"][0]["field"], "entries[1].amount_cents");
+
+    // Another payload under a known id: a conflict, the stored one kept.
+    let changed = json!({"entries": [entry("E1", "4001234567", 1001)]});
+    let out = s.post_ok("/v1/ach/entries", &changed, 200).await;
+    assert_eq!(out["results"][0]["outcome"], "conflict");
+
+    let e1 = s.get_ok("/v1/ach/entries/E1").await;
+    assert_eq!(e1["state"], "accepted");
+    assert_eq!(e1["account_number"], "******4567");
+    assert_eq!(e1["amount_cents"], 1000);
+    let e2 = s.get_ok("/v1/ach/entries/E2").await;
+    assert_eq!(e2["state"], "rejected");
+    assert!(
+        e2["rejection"].as_str().unwrap().contains("amount_cents"),
+        "{e2}"
+    );
+
+    let c = s
+        .post_ok(
+            "/v1/ach/entries/E1/cancel",
+            &json!({"reason": "duplicate"}),
+            200,
+        )
+        .await;
+    assert_eq!(
+        c,
+        json!({"entry_id": "E1", "cancelled_now": true, "known": true, "reason": "duplicate"})
+    );
+    let c = s
+        .post_ok("/v1/ach/entries/E1/cancel", &Value::Null, 200)
+        .await;
+    assert_eq!(c["cancelled_now"], false);
+    assert_eq!(c["reason"], "duplicate");
+    let e1 = s.get_ok("/v1/ach/entries/E1").await;
+    assert_eq!(e1["state"], "cancelled");
+    assert_eq!(e1["cancellation"]["reason"], "duplicate");
+
+    let missing = expect(s.get("/v1/ach/entries/nope").await, 404).await;
+    assert_eq!(missing["error"]["code"], "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_entries_names_the_field_and_stores_nothing() {
+    let s = start_with_ledger(ServerConfig::default()).await;
+    let mut bad = entry("B2", "4001234567", 1000);
+    bad["rdfi_routing"] = json!("026009594");
+    let body = json!({"entries": [entry("B1", "4001234567", 1000), bad]});
+    let err = expect(s.post("/v1/ach/entries", &body).await, 400).await;
+    assert_eq!(err["error"]["code"], "invalid_json");
+    assert_eq!(err["error"]["field"], "entries[1].rdfi_routing");
+    expect(s.get("/v1/ach/entries/B1").await, 404).await;
+
+    let too_many: Vec<Value> = (0..10_001)
+        .map(|i| entry(&format!("M{i}"), "4001234567", 1))
+        .collect();
+    let err = expect(
+        s.post("/v1/ach/entries", &json!({"entries": too_many}))
+            .await,
+        400,
+    )
+    .await;
+    assert_eq!(err["error"]["field"], "entries");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn account_numbers_are_shown_only_to_a_pii_token() {
+    let mut s = start_with_ledger(ServerConfig {
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n").unwrap(),
+        ..ServerConfig::default()
+    })
+    .await;
+    s.token = Some("ops-1".into());
+    let body = json!({"entries": [entry("P1", "4001234567", 1000)]});
+    s.post_ok("/v1/ach/entries", &body, 200).await;
+    assert_eq!(
+        s.get_ok("/v1/ach/entries/P1").await["account_number"],
+        "******4567"
+    );
+    s.token = Some("auditor-2".into());
+    assert_eq!(
+        s.get_ok("/v1/ach/entries/P1").await["account_number"],
+        "4001234567"
+    );
+    s.token = Some("fleet-3".into());
+    expect(s.get("/v1/ach/entries/P1").await, 403).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_ledger_the_routes_answer_no_ledger() {
+    let s = start().await;
+    for resp in [
+        s.post("/v1/ach/entries", &json!({"entries": [entry("X", "1", 1)]}))
+            .await,
+        s.get("/v1/ach/entries/X").await,
+        s.post("/v1/ach/entries/X/cancel", &Value::Null).await,
+    ] {
+        let err = expect(resp, 404).await;
+        assert_eq!(err["error"]["code"], "no_ledger", "{err}");
+    }
+}
