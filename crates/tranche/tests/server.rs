@@ -136,6 +136,45 @@ impl Drop for Server {
 
 /// `tranche server` on a free loopback port with `args`: the process, its base URL and
 /// the line it announced itself with.
+/// The server and the `tranche ach` commands share the SQLite ledger in --data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_binary_serves_the_ach_ledger_in_its_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, base, _) = spawn_server(dir.path(), &[]);
+    let client = reqwest::Client::new();
+    let entry = json!({
+        "entry_id": "H1", "bank": "first", "company_name": "ACME PAYROLL",
+        "company_id": "1234567890", "sec_code": "PPD", "transaction_code": "22",
+        "rdfi_routing": "026009593", "account_number": "4001234567", "amount_cents": 1000,
+        "individual_id": "", "individual_name": "JANE DOE", "entry_description": "PAYROLL",
+        "effective_date": "2026-03-03", "submission_date": "2026-03-02",
+    });
+    let r: Value = client
+        .post(format!("{base}/v1/ach/entries"))
+        .json(&json!({"entries": [entry]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["outcome"], "new", "{r}");
+
+    let cancel = support::tranche_on(&dir.path().join("data"), &["ach", "cancel", "H1"]);
+    assert!(cancel.status.success(), "{}", support::text(&cancel));
+    let got: Value = client
+        .get(format!("{base}/v1/ach/entries/H1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["state"], "cancelled", "{got}");
+    assert_eq!(got["account_number"], "******4567");
+    stop(server).await;
+}
+
 fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Server, String, String) {
     let mut server = Server(
         Command::new(env!("CARGO_BIN_EXE_tranche"))
@@ -144,6 +183,7 @@ fn spawn_server(dir: &std::path::Path, args: &[&str]) -> (Server, String, String
             .args(["server", "--listen", "127.0.0.1:0"])
             .args(args)
             .env_remove("TRANCHE_TOKENS")
+            .env_remove("TRANCHE_LEDGER")
             .stdout(Stdio::piped())
             .spawn()
             .expect("start tranche server"),

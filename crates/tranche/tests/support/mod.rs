@@ -22,6 +22,7 @@ pub fn tranche() -> Command {
     c.env_remove("TRANCHE_DATA")
         .env_remove("TRANCHE_SMTP")
         .env_remove("TRANCHE_BROKER")
+        .env_remove("TRANCHE_LEDGER")
         .env_remove("TRANCHE_STORE")
         .env_remove("TRANCHE_REDIS_PREFIX")
         .env_remove("TRANCHE_OWNER_PASSWORD")
