@@ -159,3 +159,21 @@ fn a_row_that_is_no_entry_names_its_field() {
         "{out}"
     );
 }
+
+#[test]
+fn a_header_row_missing_or_misspelling_a_column_fails_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("e.csv");
+    let header = HEADER.replace(",addenda", ",adenda").replace("bank,", "");
+    std::fs::write(&csv, format!("{header}\n")).unwrap();
+    let (code, out, err) = tranche(
+        &dir.path().join("data"),
+        &["ach", "import", csv.to_str().unwrap()],
+    );
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("line 1: expected a header row of an entry's fields"),
+        "{err}"
+    );
+    assert!(err.contains("got no bank; unknown adenda"), "{err}");
+}

@@ -157,6 +157,7 @@ pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
         .headers()
         .with_context(|| format!("{name}: cannot read its header row"))?
         .clone();
+    check_header(&name, &headers)?;
     let mut tally = Tally::default();
     let mut batch: Vec<(u64, Entry)> = Vec::with_capacity(IMPORT_BATCH);
     let mut record = csv::StringRecord::new();
@@ -203,6 +204,60 @@ pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
             ExitCode::SUCCESS
         },
     )
+}
+
+/// Entry's fields: all but the last three are required columns.
+const COLUMNS: [&str; 17] = [
+    "entry_id",
+    "bank",
+    "company_name",
+    "company_id",
+    "sec_code",
+    "transaction_code",
+    "rdfi_routing",
+    "account_number",
+    "amount_cents",
+    "individual_id",
+    "individual_name",
+    "entry_description",
+    "effective_date",
+    "submission_date",
+    "descriptive_date",
+    "same_day",
+    "addenda",
+];
+
+/// A header row missing a required column fails the whole file (rather than every
+/// row); a column that is no field of an entry is refused too (a misspelt optional
+/// column would otherwise be ignored).
+fn check_header(name: &str, headers: &csv::StringRecord) -> Result<()> {
+    let missing: Vec<&str> = COLUMNS[..14]
+        .iter()
+        .copied()
+        .filter(|c| !headers.iter().any(|h| h == *c))
+        .collect();
+    let unknown: Vec<&str> = headers.iter().filter(|h| !COLUMNS.contains(h)).collect();
+    if !missing.is_empty() || !unknown.is_empty() {
+        bail!(
+            "{name}: line 1: expected a header row of an entry's fields ({}), got {}{}",
+            COLUMNS.join(","),
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!("no {}", missing.join(", "))
+            },
+            if unknown.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "{}unknown {}",
+                    if missing.is_empty() { "" } else { "; " },
+                    unknown.join(", ")
+                )
+            }
+        );
+    }
+    Ok(())
 }
 
 async fn flush(
