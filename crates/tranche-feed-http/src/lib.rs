@@ -1,0 +1,385 @@
+//! The order-state feed's HTTP layer (issue 17): an axum [`Router`] over a
+//! [`tranche_feed::Store`] and one writer task.
+//!
+//! - `POST /v1/feed/events` — a JSON batch `{"events": [...]}` of insert and change
+//!   events ([`wire::WireEvent`]), applied all-or-nothing. Every request hands its
+//!   batch to the one writer task ([`spawn_writer`]) over a channel; the task drains
+//!   whatever batches are queued into one [`Writer::apply_group`] call (group commit:
+//!   one log write and one sync for all of them) and answers each request once its
+//!   batch is durable per the store's [`tranche_feed::Durability`]. A bad batch is a
+//!   400 naming the event's `index` and `field`, and nothing of it is applied; the
+//!   other batches of its group are unaffected. Bodies up to [`BODY_LIMIT`].
+//! - `GET /v1/feed/orders?cursor=&firm=|broker=|instrument=&limit=&min_batch=&wait_ms=`
+//!   — the batched long poll: if fewer than `min_batch` (default 1) orders of the
+//!   filter are ready after `cursor` (default: the start), wait until enough arrive
+//!   or `wait_ms` passes (default [`DEFAULT_WAIT_MS`], cut to [`MAX_WAIT_MS`]; 0
+//!   answers at once), then answer up to `limit` (default [`DEFAULT_LIMIT`], cut to
+//!   [`MAX_READ_LIMIT`]) orders as [`wire::OrdersPage`]: `next_cursor`, `count`,
+//!   `oldest_created_at`, `server_wait_us`, `server_read_us`, then `orders`. At most
+//!   one filter key. A malformed or altered cursor is a 400 saying why; a cursor older
+//!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
+//!   past everything the store holds is a 400 (`cursor_ahead`).
+//!
+//! There are no tokens yet: serve this router on loopback only (`tranche feed serve`
+//! refuses any other address). Errors are `{"error": {"code", "message", ...}}`
+//! ([`wire::ErrorBody`]).
+
+#![deny(missing_docs)]
+
+pub mod wire;
+
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+pub use tranche_feed::MAX_READ_LIMIT;
+use tranche_feed::{
+    BatchError, BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, ReadError, Store,
+    StoreError, Writer,
+};
+
+use crate::wire::{Applied, ErrorBody, ErrorDetail, EventBatch, OrdersPage, WireOrder};
+
+/// The largest request body accepted (about 150,000 events).
+pub const BODY_LIMIT: usize = 32 << 20;
+/// How long a long poll waits for `min_batch` orders when `wait_ms` is not given.
+pub const DEFAULT_WAIT_MS: u64 = 1_000;
+/// The longest a long poll waits, whatever `wait_ms` says (under common proxies'
+/// idle timeouts).
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// Orders per answer when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 1_000;
+/// Batches queued for the writer before requests wait for room.
+const QUEUE: usize = 1_024;
+/// The writer stops adding queued batches to a group past this many events.
+const GROUP_EVENTS: usize = 65_536;
+
+/// One request's batch on its way to the writer task.
+struct Job {
+    events: Vec<Event>,
+    reply: oneshot::Sender<Result<Cursor, Refused>>,
+}
+
+enum Refused {
+    Batch(BatchError),
+    Store,
+}
+
+/// The sending side of the writer task: cheap to clone. The task ends (syncing the
+/// log) once every `Ingest` is dropped.
+#[derive(Clone, Debug)]
+pub struct Ingest {
+    tx: mpsc::Sender<Job>,
+}
+
+/// Starts the one writer task over `writer`. `sync_every`: under
+/// [`tranche_feed::Durability::Interval`], that interval, so an idle writer still
+/// syncs ([`Writer::sync_if_due`]); `None` otherwise. The task returns once every
+/// [`Ingest`] is dropped, after a final sync (an error of the files if that failed).
+pub fn spawn_writer(
+    writer: Writer,
+    sync_every: Option<Duration>,
+) -> (Ingest, JoinHandle<Result<(), StoreError>>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    (
+        Ingest { tx },
+        tokio::spawn(run_writer(writer, rx, sync_every)),
+    )
+}
+
+async fn run_writer(
+    mut writer: Writer,
+    mut rx: mpsc::Receiver<Job>,
+    sync_every: Option<Duration>,
+) -> Result<(), StoreError> {
+    loop {
+        let first = match sync_every {
+            Some(every) => match tokio::time::timeout(every, rx.recv()).await {
+                Ok(Some(job)) => job,
+                Ok(None) => break,
+                Err(_) => {
+                    let (back, synced) = tokio::task::spawn_blocking(move || {
+                        let synced = writer.sync_if_due();
+                        (writer, synced)
+                    })
+                    .await
+                    .expect("the writer's sync does not panic");
+                    writer = back;
+                    if let Err(error) = synced {
+                        tracing::error!(%error, "feed: periodic sync failed");
+                    }
+                    continue;
+                }
+            },
+            None => match rx.recv().await {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        let mut events = first.events.len();
+        let mut jobs = vec![first];
+        while events < GROUP_EVENTS {
+            match rx.try_recv() {
+                Ok(job) => {
+                    events += job.events.len();
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let (back, jobs, outcome) = tokio::task::spawn_blocking(move || {
+            let batches: Vec<&[Event]> = jobs.iter().map(|job| &job.events[..]).collect();
+            let outcome = writer.apply_group(&batches);
+            (writer, jobs, outcome)
+        })
+        .await
+        .expect("the writer's apply does not panic");
+        writer = back;
+        match outcome {
+            Ok(results) => {
+                for (job, result) in jobs.into_iter().zip(results) {
+                    let _ = job.reply.send(result.map_err(Refused::Batch));
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, batches = jobs.len(), "feed: a group write failed");
+                for job in jobs {
+                    let _ = job.reply.send(Err(Refused::Store));
+                }
+            }
+        }
+    }
+    tokio::task::spawn_blocking(move || {
+        let synced = writer.sync();
+        drop(writer);
+        synced
+    })
+    .await
+    .expect("the writer's close does not panic")
+}
+
+#[derive(Clone)]
+struct AppState {
+    store: Store,
+    ingest: Ingest,
+    shutdown: CancellationToken,
+}
+
+/// The feed's routes over `store`, writing through `ingest`. Cancelling `shutdown`
+/// makes waiting long polls answer at once with what is ready (for a quick graceful
+/// shutdown).
+pub fn router(store: Store, ingest: Ingest, shutdown: CancellationToken) -> Router {
+    Router::new()
+        .route("/v1/feed/events", post(post_events))
+        .route("/v1/feed/orders", get(get_orders))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(AppState {
+            store,
+            ingest,
+            shutdown,
+        })
+}
+
+/// An error answer.
+struct ApiError {
+    status: StatusCode,
+    detail: ErrorDetail,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            detail: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+                index: None,
+                field: None,
+                oldest: None,
+            },
+        }
+    }
+
+    fn field(mut self, field: impl Into<String>) -> ApiError {
+        self.detail.field = Some(field.into());
+        self
+    }
+
+    fn bad_batch(index: usize, field: &str, message: String) -> ApiError {
+        let mut error = ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", message).field(field);
+        error.detail.index = Some(index);
+        error
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(ErrorBody { error: self.detail })).into_response()
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(error: ReadError) -> ApiError {
+        match error {
+            ReadError::TooOld { oldest, .. } => {
+                let mut e = ApiError::new(StatusCode::GONE, "cursor_too_old", error.to_string())
+                    .field("cursor");
+                e.detail.oldest = Some(oldest.to_string());
+                e
+            }
+            ReadError::Ahead { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "cursor_ahead", error.to_string())
+                    .field("cursor")
+            }
+        }
+    }
+}
+
+async fn post_events(State(app): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let batch: EventBatch =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
+            .map_err(|error| {
+                let path = error.path().clone();
+                let mut index = None;
+                let mut field = None;
+                for segment in path.iter() {
+                    match segment {
+                        serde_path_to_error::Segment::Seq { index: i } if index.is_none() => {
+                            index = Some(*i)
+                        }
+                        serde_path_to_error::Segment::Map { key } if index.is_some() => {
+                            field = Some(key.clone())
+                        }
+                        _ => {}
+                    }
+                }
+                let message = format!("{path}: {}", error.into_inner());
+                match (index, field) {
+                    (Some(i), Some(f)) => ApiError::bad_batch(i, &f, message),
+                    _ => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+                        .field(path.to_string()),
+                }
+            })?;
+    let mut events = Vec::with_capacity(batch.events.len());
+    for (index, event) in batch.events.iter().enumerate() {
+        let event = event.to_event().map_err(|e| {
+            ApiError::bad_batch(
+                index,
+                e.field,
+                format!("event {index}, field {}: {}", e.field, e.problem),
+            )
+        })?;
+        events.push(event);
+    }
+    let applied = events.len();
+    let (reply, answer) = oneshot::channel();
+    let shutting_down = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the feed's writer has stopped",
+        )
+    };
+    app.ingest
+        .tx
+        .send(Job { events, reply })
+        .await
+        .map_err(|_| shutting_down())?;
+    match answer.await.map_err(|_| shutting_down())? {
+        Ok(position) => Ok(Json(Applied {
+            applied,
+            position: position.to_string(),
+        })
+        .into_response()),
+        Err(Refused::Batch(error)) => Err(ApiError::bad_batch(
+            error.index,
+            error.field,
+            error.to_string(),
+        )),
+        Err(Refused::Store) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_failed",
+            "the store could not write the batch (see the server's log); nothing was acknowledged",
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrdersQuery {
+    cursor: Option<String>,
+    firm: Option<u32>,
+    broker: Option<u32>,
+    instrument: Option<u32>,
+    limit: Option<usize>,
+    min_batch: Option<usize>,
+    wait_ms: Option<u64>,
+}
+
+async fn get_orders(
+    State(app): State<AppState>,
+    query: Result<Query<OrdersQuery>, QueryRejection>,
+) -> Result<Json<OrdersPage>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    let filter = match (q.firm, q.broker, q.instrument) {
+        (None, None, None) => Filter::All,
+        (Some(f), None, None) => Filter::Firm(FirmId(f)),
+        (None, Some(b), None) => Filter::Broker(BrokerId(b)),
+        (None, None, Some(i)) => Filter::Instrument(InstrumentId(i)),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "at most one of firm, broker and instrument",
+            )
+            .field("firm"))
+        }
+    };
+    let cursor = match &q.cursor {
+        None => Cursor::START,
+        Some(text) => text.parse::<Cursor>().map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string()).field("cursor")
+        })?,
+    };
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_READ_LIMIT);
+    if limit == 0 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "limit must be at least 1",
+        )
+        .field("limit"));
+    }
+    let min_batch = q.min_batch.unwrap_or(1).min(limit);
+    let wait = Duration::from_millis(q.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + wait;
+    tokio::select! {
+        biased;
+        outcome = app.store.wait_for(filter, cursor, min_batch, deadline) => { outcome?; }
+        () = app.shutdown.cancelled() => {}
+    }
+    let waited = started.elapsed();
+    let page = app.store.read(cursor, filter, limit)?;
+    let read = started.elapsed() - waited;
+    let orders: Vec<WireOrder> = page.orders.iter().map(WireOrder::from).collect();
+    Ok(Json(OrdersPage {
+        next_cursor: page.next.to_string(),
+        count: orders.len(),
+        oldest_created_at: page.orders.iter().map(|o| o.created_at).min(),
+        server_wait_us: waited.as_micros() as u64,
+        server_read_us: read.as_micros() as u64,
+        orders,
+    }))
+}
