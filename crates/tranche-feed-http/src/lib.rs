@@ -20,20 +20,25 @@
 //!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
 //!   past everything the store holds is a 400 (`cursor_ahead`).
 //!
-//! There are no tokens yet: serve this router on loopback only (`tranche feed serve`
-//! refuses any other address). Errors are `{"error": {"code", "message", ...}}`
-//! ([`wire::ErrorBody`]).
+//! Bearer tokens ([`FeedTokens`]): a core's token may only post, a firm's client's
+//! token may only read that firm's orders, a reader's may read all. With no tokens
+//! every request is let through: serve such a router on loopback only (`tranche feed
+//! serve` refuses any other address without `--tokens`). Errors are
+//! `{"error": {"code", "message", ...}}` ([`wire::ErrorBody`]).
 
 #![deny(missing_docs)]
 
+mod auth;
 pub mod wire;
+
+pub use auth::{FeedTokens, Grant};
 
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -172,12 +177,19 @@ struct AppState {
     store: Store,
     ingest: Ingest,
     shutdown: CancellationToken,
+    tokens: std::sync::Arc<FeedTokens>,
 }
 
-/// The feed's routes over `store`, writing through `ingest`. Cancelling `shutdown`
-/// makes waiting long polls answer at once with what is ready (for a quick graceful
+/// The feed's routes over `store`, writing through `ingest`, for the holders of
+/// `tokens` (none: for everyone, so loopback only). Cancelling `shutdown` makes
+/// waiting long polls answer at once with what is ready (for a quick graceful
 /// shutdown).
-pub fn router(store: Store, ingest: Ingest, shutdown: CancellationToken) -> Router {
+pub fn router(
+    store: Store,
+    ingest: Ingest,
+    shutdown: CancellationToken,
+    tokens: FeedTokens,
+) -> Router {
     Router::new()
         .route("/v1/feed/events", post(post_events))
         .route("/v1/feed/orders", get(get_orders))
@@ -186,11 +198,12 @@ pub fn router(store: Store, ingest: Ingest, shutdown: CancellationToken) -> Rout
             store,
             ingest,
             shutdown,
+            tokens: std::sync::Arc::new(tokens),
         })
 }
 
 /// An error answer.
-struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     detail: ErrorDetail,
 }
@@ -223,7 +236,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { error: self.detail })).into_response()
+        let status = self.status;
+        let mut response = (status, Json(ErrorBody { error: self.detail })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 
@@ -244,7 +264,22 @@ impl From<ReadError> for ApiError {
     }
 }
 
-async fn post_events(State(app): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+async fn post_events(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // Before the body is read: a stranger's 32 MiB is not worth reading.
+    if !app.tokens.is_empty() && app.tokens.grant(&headers)? != Grant::Core {
+        return Err(auth::forbidden("only a core's token may post events"));
+    }
+    let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "bad_request",
+            format!("could not read the body (at most {BODY_LIMIT} bytes): {e}"),
+        )
+    })?;
     let batch: EventBatch =
         serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
             .map_err(|error| {
@@ -327,6 +362,7 @@ struct OrdersQuery {
 
 async fn get_orders(
     State(app): State<AppState>,
+    headers: HeaderMap,
     query: Result<Query<OrdersQuery>, QueryRejection>,
 ) -> Result<Json<OrdersPage>, ApiError> {
     let Query(q) =
@@ -343,6 +379,21 @@ async fn get_orders(
                 "at most one of firm, broker and instrument",
             )
             .field("firm"))
+        }
+    };
+    let filter = if app.tokens.is_empty() {
+        filter
+    } else {
+        match (app.tokens.grant(&headers)?, filter) {
+            (Grant::Reader, filter) => filter,
+            (Grant::Firm(firm), Filter::All) => Filter::Firm(firm),
+            (Grant::Firm(firm), Filter::Firm(asked)) if asked == firm => filter,
+            (Grant::Firm(firm), _) => {
+                return Err(auth::forbidden(format!(
+                    "this token may read firm {firm}'s orders only (no filter or firm={firm})"
+                )))
+            }
+            (Grant::Core, _) => return Err(auth::forbidden("a core's token may not read")),
         }
     };
     let cursor = match &q.cursor {

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{FeedOptions, Filter, Store};
 use tranche_feed_http::wire::OrdersPage;
+use tranche_feed_http::FeedTokens;
 
 struct Server {
     base: String,
@@ -18,13 +19,17 @@ async fn start() -> Server {
     start_with(|_| {}).await
 }
 
-/// A server over a store `prepare` wrote to first (with the writer the task gets).
 async fn start_with(prepare: impl FnOnce(&mut tranche_feed::Writer)) -> Server {
+    start_full(prepare, FeedTokens::default()).await
+}
+
+/// A server over a store `prepare` wrote to first (with the writer the task gets).
+async fn start_full(prepare: impl FnOnce(&mut tranche_feed::Writer), tokens: FeedTokens) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
     prepare(&mut writer);
     let (ingest, _task) = tranche_feed_http::spawn_writer(writer, None);
-    let app = tranche_feed_http::router(store.clone(), ingest, CancellationToken::new());
+    let app = tranche_feed_http::router(store.clone(), ingest, CancellationToken::new(), tokens);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -347,4 +352,57 @@ async fn wait_until(mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "condition not reached in 10 s");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+#[tokio::test]
+async fn tokens_limit_a_core_to_posting_and_a_client_to_its_firm() {
+    let tokens = FeedTokens::parse(
+        "# feed tokens\ncore-1 core\nfirm-1 firm=1\nread-1 reader\n",
+        "test",
+    )
+    .unwrap();
+    let server = start_full(|_| {}, tokens).await;
+    let post = |token: Option<&str>| {
+        let mut request = server
+            .client
+            .post(format!("{}/v1/feed/events", server.base))
+            .json(&json!({"events": [insert(1, 1, 100, 1, 7), insert(2, 2, 101, 2, 7)]}));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let response = post(None).await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    assert_eq!(post(Some("wrong")).await.unwrap().status(), 401);
+    assert_eq!(post(Some("firm-1")).await.unwrap().status(), 403);
+    assert_eq!(post(Some("read-1")).await.unwrap().status(), 403);
+    assert!(server.store.is_empty());
+    assert_eq!(post(Some("core-1")).await.unwrap().status(), 200);
+
+    let get = |token: &str, query: &str| {
+        server
+            .client
+            .get(format!("{}/v1/feed/orders?wait_ms=0&{query}", server.base))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(get("core-1", "").await.unwrap().status(), 403);
+    let mine: OrdersPage = get("firm-1", "").await.unwrap().json().await.unwrap();
+    assert_eq!(mine.orders.iter().map(|o| o.id).collect::<Vec<_>>(), [100]);
+    assert_eq!(get("firm-1", "firm=1").await.unwrap().status(), 200);
+    assert_eq!(get("firm-1", "firm=2").await.unwrap().status(), 403);
+    assert_eq!(get("firm-1", "instrument=7").await.unwrap().status(), 403);
+    let all: OrdersPage = get("read-1", "instrument=7")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(all.count, 2);
+
+    let error = FeedTokens::parse("secret-token firm=x", "tokens.txt").unwrap_err();
+    assert!(error.contains("tokens.txt line 1"), "{error}");
+    assert!(!error.contains("secret-token"), "{error}");
 }

@@ -383,17 +383,22 @@ pub enum Feed {
     /// Serve the order-state feed's store in --dir over HTTP: `POST /v1/feed/events`
     /// (batches from a trading core, group-committed by one writer) and
     /// `GET /v1/feed/orders` (filtered long polls by cursor), until SIGINT/SIGTERM,
-    /// which answers waiting polls, finishes queued writes and syncs the log. No tokens
-    /// yet: loopback addresses only.
+    /// which answers waiting polls, finishes queued writes and syncs the log. Without
+    /// --tokens, loopback addresses only.
     Serve(FeedServeArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct FeedServeArgs {
-    /// Address to listen on (loopback only until the feed has tokens), e.g.
-    /// 127.0.0.1:8090; port 0 picks a free one (printed on stdout).
+    /// Address to listen on (loopback only without --tokens), e.g. 127.0.0.1:8090;
+    /// port 0 picks a free one (printed on stdout).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
     pub listen: std::net::SocketAddr,
+    /// Bearer tokens, one per line (`#` comments): `TOKEN core` may post events only,
+    /// `TOKEN firm=N` may read firm N's orders only, `TOKEN reader` may read all.
+    /// Required to listen on a non-loopback address.
+    #[arg(long, value_name = "FILE", env = "TRANCHE_FEED_TOKENS")]
+    pub tokens: Option<PathBuf>,
     /// The store's directory (created if missing; one server per directory).
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,

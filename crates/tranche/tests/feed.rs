@@ -26,6 +26,7 @@ fn spawn_feed(dir: &std::path::Path, durability: &str) -> (Feed, String) {
             .args(["feed", "serve", "--listen", "127.0.0.1:0", "--dir"])
             .arg(dir)
             .args(["--durability", durability])
+            .env_remove("TRANCHE_FEED_TOKENS")
             .stdout(Stdio::piped())
             .spawn()
             .expect("start tranche feed serve"),
@@ -124,6 +125,7 @@ fn feed_serve_refuses_non_loopback_and_bad_durability() {
     let out = support::tranche()
         .args(["feed", "serve", "--listen", "0.0.0.0:0", "--dir"])
         .arg(dir.path())
+        .env_remove("TRANCHE_FEED_TOKENS")
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -135,6 +137,7 @@ fn feed_serve_refuses_non_loopback_and_bad_durability() {
         .args(["feed", "serve", "--dir"])
         .arg(dir.path())
         .args(["--durability", "interval:5m"])
+        .env_remove("TRANCHE_FEED_TOKENS")
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -142,4 +145,45 @@ fn feed_serve_refuses_non_loopback_and_bad_durability() {
         String::from_utf8_lossy(&out.stderr).contains("interval:<n>"),
         "{out:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_serve_with_tokens_checks_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "core-1 core\nfirm-2 firm=2\n").unwrap();
+    let mut feed = Feed(
+        support::tranche()
+            .args(["feed", "serve", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(dir.path().join("feed"))
+            .arg("--tokens")
+            .arg(&tokens)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tranche feed serve"),
+    );
+    let (base, line) = support::server_address(&mut feed.0);
+    assert!(line.contains("2 token(s)"), "{line}");
+    let client = reqwest::Client::new();
+    let events = json!({"events": [insert(1, 10, 1), insert(2, 11, 2)]});
+    let post = |token: &str| {
+        client
+            .post(format!("{base}/v1/feed/events"))
+            .bearer_auth(token)
+            .json(&events)
+            .send()
+    };
+    assert_eq!(post("firm-2").await.unwrap().status(), 403);
+    assert_eq!(post("core-1").await.unwrap().status(), 200);
+    let page: Value = client
+        .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+        .bearer_auth("firm-2")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["count"], 1, "{page}");
+    assert_eq!(page["orders"][0]["firm"], 2);
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tranche_feed::{Durability, FeedOptions, Store};
+use tranche_feed_http::FeedTokens;
 
 use crate::cli::FeedServeArgs;
 
@@ -43,9 +44,13 @@ pub fn parse_durability(text: &str) -> Result<Durability, String> {
 }
 
 pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
-    if !args.listen.ip().is_loopback() {
+    let tokens = match &args.tokens {
+        Some(path) => FeedTokens::from_file(path).map_err(anyhow::Error::msg)?,
+        None => FeedTokens::default(),
+    };
+    if tokens.is_empty() && !args.listen.ip().is_loopback() {
         bail!(
-            "the feed has no tokens yet: listen on a loopback address (e.g. 127.0.0.1:{}), not {}",
+            "without tokens (--tokens FILE) the feed listens on loopback only (e.g. 127.0.0.1:{}), not {}",
             args.listen.port(),
             args.listen
         );
@@ -68,12 +73,14 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     };
     let (ingest, writer_task) = tranche_feed_http::spawn_writer(writer, sync_every);
     let stop = tranche_core::on_terminate();
-    let app = tranche_feed_http::router(store.clone(), ingest, stop.clone());
+    let token_count = tokens.len();
+    let app = tranche_feed_http::router(store.clone(), ingest, stop.clone(), tokens);
     println!(
-        "tranche feed listening on http://{} (store in {}, {} orders)",
+        "tranche feed listening on http://{} (store in {}, {} orders, {} token(s))",
         listener.local_addr()?,
         args.dir.display(),
-        store.len()
+        store.len(),
+        token_count
     );
     std::io::stdout().flush()?;
     axum::serve(listener, app)
