@@ -20,6 +20,8 @@
 //!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
 //!   past everything the store holds is a 400 (`cursor_ahead`).
 //!
+//! - `GET /v1/feed/openapi.json` — this API's OpenAPI document (no token needed).
+//!
 //! Bearer tokens ([`FeedTokens`]): a core's token may only post, a firm's client's
 //! token may only read that firm's orders, a reader's may read all. With no tokens
 //! every request is let through: serve such a router on loopback only (`tranche feed
@@ -29,6 +31,7 @@
 #![deny(missing_docs)]
 
 mod auth;
+mod openapi;
 pub mod wire;
 
 pub use auth::{FeedTokens, Grant};
@@ -193,6 +196,7 @@ pub fn router(
     Router::new()
         .route("/v1/feed/events", post(post_events))
         .route("/v1/feed/orders", get(get_orders))
+        .route("/v1/feed/openapi.json", get(openapi::document))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(AppState {
             store,
@@ -264,6 +268,22 @@ impl From<ReadError> for ApiError {
     }
 }
 
+/// Apply one batch of events, all-or-nothing, once durable.
+#[utoipa::path(
+    post,
+    path = "/v1/feed/events",
+    request_body = EventBatch,
+    responses(
+        (status = 200, description = "Applied and durable", body = Applied),
+        (status = 400, description = "A bad batch (`index`, `field`): nothing applied", body = ErrorBody),
+        (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
+        (status = 403, description = "Not a core's token", body = ErrorBody),
+        (status = 413, description = "Body over 32 MiB", body = ErrorBody),
+        (status = 500, description = "The store could not write: nothing acknowledged", body = ErrorBody),
+        (status = 503, description = "Shutting down", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
 async fn post_events(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -300,8 +320,14 @@ async fn post_events(
                 let message = format!("{path}: {}", error.into_inner());
                 match (index, field) {
                     (Some(i), Some(f)) => ApiError::bad_batch(i, &f, message),
-                    _ => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
-                        .field(path.to_string()),
+                    _ => {
+                        let error = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message);
+                        match path.iter().next() {
+                            // Not even an object with `events`: no field to name.
+                            None => error,
+                            Some(_) => error.field(path.to_string()),
+                        }
+                    }
                 }
             })?;
     let mut events = Vec::with_capacity(batch.events.len());
@@ -348,18 +374,41 @@ async fn post_events(
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct OrdersQuery {
+    /// Read after this cursor (a `next_cursor`); default: from the start.
     cursor: Option<String>,
+    /// Only this firm's orders (at most one of firm, broker, instrument).
     firm: Option<u32>,
+    /// Only this broker account's orders.
     broker: Option<u32>,
+    /// Only this instrument's orders.
     instrument: Option<u32>,
+    /// Most orders in the answer (default 1,000, cut to 10,000).
     limit: Option<usize>,
+    /// Wait until this many orders are ready (default 1, cut to `limit`).
     min_batch: Option<usize>,
+    /// Wait at most this long for them (default 1,000, cut to 30,000; 0: answer now).
     wait_ms: Option<u64>,
 }
 
+/// The orders changed after a cursor, each once at its latest version: the batched
+/// long poll.
+#[utoipa::path(
+    get,
+    path = "/v1/feed/orders",
+    params(OrdersQuery),
+    responses(
+        (status = 200, description = "Up to `limit` orders (maybe none, after `wait_ms`)", body = OrdersPage),
+        (status = 400, description = "Malformed or altered cursor, a cursor past the store, several filter keys, a bad parameter", body = ErrorBody),
+        (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
+        (status = 403, description = "The token may not read this (a core's, or another firm's)", body = ErrorBody),
+        (status = 410, description = "The cursor is older than retention: `oldest` is the oldest served", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
 async fn get_orders(
     State(app): State<AppState>,
     headers: HeaderMap,

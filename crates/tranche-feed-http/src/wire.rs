@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 use tranche_feed::{
     BrokerId, Event, FirmId, InstrumentId, NewOrder, Order, OrderChange, OrderId, Side, Status,
 };
+use utoipa::ToSchema;
 
 /// `POST /v1/feed/events`: one batch, applied all-or-nothing.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventBatch {
     /// The events, in the core's order.
@@ -18,7 +19,7 @@ pub struct EventBatch {
 }
 
 /// What an event is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
     /// A new order: `seq, rec, id, firm, broker, instrument, side, price, quantity,
@@ -32,7 +33,7 @@ pub enum EventType {
 /// One event as sent: `type` says which fields it must have (see [`EventType`]). The
 /// fields are all optional here so that a missing or misplaced one is reported by
 /// name with the event's index, like the store's own checks.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct WireEvent {
@@ -135,7 +136,7 @@ impl WireEvent {
 }
 
 /// Buy or sell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum WireSide {
@@ -162,7 +163,7 @@ impl From<Side> for WireSide {
 }
 
 /// Where an order stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum WireStatus {
@@ -204,7 +205,7 @@ impl From<Status> for WireStatus {
 }
 
 /// An order at its latest version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[allow(missing_docs)]
 pub struct WireOrder {
     pub id: u64,
@@ -243,7 +244,7 @@ impl From<&Order> for WireOrder {
 }
 
 /// The answer to an applied batch.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct Applied {
     /// Events applied (the whole batch).
     pub applied: usize,
@@ -254,7 +255,7 @@ pub struct Applied {
 
 /// One answer of `GET /v1/feed/orders`: the header fields first, then the orders, so
 /// a client streaming the body knows the batch before it parses it.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct OrdersPage {
     /// Where to read on from (the cursor given when `orders` is empty).
     pub next_cursor: String,
@@ -272,14 +273,14 @@ pub struct OrdersPage {
 }
 
 /// An error answer: `{"error": {...}}`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// What went wrong.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable, for programs: `bad_batch`, `bad_request`, `bad_cursor`,
     /// `cursor_too_old`, `cursor_ahead`, `store_failed`, `shutting_down`.

@@ -211,6 +211,18 @@ async fn a_bad_batch_is_refused_whole_naming_index_and_field() {
     assert_eq!(body["error"]["field"], "firm");
     assert!(server.store.is_empty());
     assert_eq!(server.store.marks(), (0, 0));
+
+    // Not a batch at all.
+    let response = server
+        .client
+        .post(format!("{}/v1/feed/events", server.base))
+        .body("[1, 2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "bad_request");
 }
 
 #[tokio::test]
@@ -405,4 +417,67 @@ async fn tokens_limit_a_core_to_posting_and_a_client_to_its_firm() {
     let error = FeedTokens::parse("secret-token firm=x", "tokens.txt").unwrap_err();
     assert!(error.contains("tokens.txt line 1"), "{error}");
     assert!(!error.contains("secret-token"), "{error}");
+}
+
+#[tokio::test]
+async fn the_openapi_document_names_exactly_the_served_routes() {
+    let tokens = FeedTokens::parse("core-1 core", "test").unwrap();
+    let server = start_full(|_| {}, tokens).await;
+    // Open to all, even with tokens configured.
+    let response = server
+        .client
+        .get(format!("{}/v1/feed/openapi.json", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let document: Value = response.json().await.unwrap();
+    let paths = document["paths"].as_object().unwrap();
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            documented.push((method.clone(), path.clone()));
+        }
+    }
+    documented.sort();
+    assert_eq!(
+        documented,
+        [
+            ("get".to_string(), "/v1/feed/openapi.json".to_string()),
+            ("get".to_string(), "/v1/feed/orders".to_string()),
+            ("post".to_string(), "/v1/feed/events".to_string()),
+        ]
+    );
+    // Each is served (an answer other than 404/405), and nothing else is.
+    for (method, path) in &documented {
+        let url = format!("{}{path}", server.base);
+        let request = match method.as_str() {
+            "get" => server.client.get(url),
+            _ => server.client.post(url).json(&json!({"events": []})),
+        };
+        let status = request.send().await.unwrap().status().as_u16();
+        assert!(status != 404 && status != 405, "{method} {path}: {status}");
+    }
+    let (status, _) = server.get_raw("").await;
+    assert_eq!(status, 401);
+    let unknown = server
+        .client
+        .get(format!("{}/v1/feed/other", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+
+    // The page schema lists the answer's fields.
+    let page = &document["components"]["schemas"]["OrdersPage"]["properties"];
+    for key in [
+        "next_cursor",
+        "count",
+        "oldest_created_at",
+        "server_wait_us",
+        "server_read_us",
+        "orders",
+    ] {
+        assert!(page.get(key).is_some(), "{key} missing from {page}");
+    }
 }
