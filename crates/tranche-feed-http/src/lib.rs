@@ -77,9 +77,15 @@ struct Job {
     reply: oneshot::Sender<Result<Cursor, Refused>>,
 }
 
-enum Refused {
+/// Why [`Ingest::apply`] did not apply a batch: in every case nothing of it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// An event is invalid (its index and field are in the error).
     Batch(BatchError),
+    /// The store could not write the group the batch was in (logged by the task).
     Store,
+    /// The writer task has stopped.
+    Closed,
 }
 
 /// The sending side of the writer task: cheap to clone. The task ends (syncing the
@@ -102,6 +108,20 @@ pub fn spawn_writer(
         Ingest { tx },
         tokio::spawn(run_writer(writer, rx, sync_every)),
     )
+}
+
+impl Ingest {
+    /// Hands `events` to the writer task and waits until they are applied and durable
+    /// (the position of the last event), or refused. Batches queued together are
+    /// group-committed.
+    pub async fn apply(&self, events: Vec<Event>) -> Result<Cursor, Refused> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Job { events, reply })
+            .await
+            .map_err(|_| Refused::Closed)?;
+        answer.await.map_err(|_| Refused::Closed)?
+    }
 }
 
 async fn run_writer(
@@ -342,20 +362,7 @@ async fn post_events(
         events.push(event);
     }
     let applied = events.len();
-    let (reply, answer) = oneshot::channel();
-    let shutting_down = || {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the feed's writer has stopped",
-        )
-    };
-    app.ingest
-        .tx
-        .send(Job { events, reply })
-        .await
-        .map_err(|_| shutting_down())?;
-    match answer.await.map_err(|_| shutting_down())? {
+    match app.ingest.apply(events).await {
         Ok(position) => Ok(Json(Applied {
             applied,
             position: position.to_string(),
@@ -370,6 +377,11 @@ async fn post_events(
             StatusCode::INTERNAL_SERVER_ERROR,
             "store_failed",
             "the store could not write the batch (see the server's log); nothing was acknowledged",
+        )),
+        Err(Refused::Closed) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the feed's writer has stopped",
         )),
     }
 }
