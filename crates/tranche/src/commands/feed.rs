@@ -95,3 +95,40 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     eprintln!("tranche feed stopped (log synced)");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durabilities_parse_and_bad_ones_say_what_is_expected() {
+        assert_eq!(parse_durability("every-write"), Ok(Durability::EveryWrite));
+        assert_eq!(parse_durability("never"), Ok(Durability::Never));
+        assert_eq!(
+            parse_durability("interval:5ms"),
+            Ok(Durability::Interval(Duration::from_millis(5)))
+        );
+        assert_eq!(
+            parse_durability("interval:250us"),
+            Ok(Durability::Interval(Duration::from_micros(250)))
+        );
+        assert_eq!(
+            parse_durability("interval:1s"),
+            Ok(Durability::Interval(Duration::from_secs(1)))
+        );
+        for bad in [
+            "interval:",
+            "interval:5",
+            "interval:5m",
+            "interval:ms",
+            "always",
+            "",
+        ] {
+            let error = parse_durability(bad).unwrap_err();
+            assert!(error.contains("interval:<n>"), "{bad}: {error}");
+        }
+        assert!(parse_durability("interval:0ms")
+            .unwrap_err()
+            .contains("more than 0"));
+    }
+}
