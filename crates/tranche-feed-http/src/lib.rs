@@ -129,8 +129,11 @@ async fn run_writer(
     mut rx: mpsc::Receiver<Job>,
     sync_every: Option<Duration>,
 ) -> Result<(), StoreError> {
+    // Whether a write may be unsynced: only then does an idle writer wake to sync
+    // (after an idle interval, one `sync_if_due` is due and syncs whatever is left).
+    let mut dirty = false;
     loop {
-        let first = match sync_every {
+        let first = match sync_every.filter(|_| dirty) {
             Some(every) => match tokio::time::timeout(every, rx.recv()).await {
                 Ok(Some(job)) => job,
                 Ok(None) => break,
@@ -142,6 +145,7 @@ async fn run_writer(
                     .await
                     .expect("the writer's sync does not panic");
                     writer = back;
+                    dirty = false;
                     if let Err(error) = synced {
                         tracing::error!(%error, "feed: periodic sync failed");
                     }
@@ -172,6 +176,7 @@ async fn run_writer(
         .await
         .expect("the writer's apply does not panic");
         writer = back;
+        dirty = sync_every.is_some();
         match outcome {
             Ok(results) => {
                 for (job, result) in jobs.into_iter().zip(results) {

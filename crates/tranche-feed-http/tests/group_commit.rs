@@ -66,3 +66,21 @@ async fn batches_queued_together_are_one_group_each_all_or_nothing() {
     drop(ingest);
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn under_interval_durability_the_task_syncs_on_close_and_a_reopen_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = FeedOptions {
+        durability: Durability::Interval(Duration::from_millis(5)),
+        ..FeedOptions::default()
+    };
+    let (store, writer) = Store::open(dir.path(), options.clone()).unwrap();
+    let (ingest, task) = spawn_writer(writer, Some(Duration::from_millis(5)));
+    assert_eq!(ingest.apply(vec![insert(1)]).await, Ok(Cursor::new(1, 1)));
+    assert_eq!(ingest.apply(vec![insert(2)]).await, Ok(Cursor::new(2, 2)));
+    drop(ingest);
+    task.await.unwrap().unwrap();
+    drop(store);
+    let (store, _writer) = Store::open(dir.path(), options).unwrap();
+    assert_eq!(store.len(), 2);
+}
