@@ -205,6 +205,9 @@ pub enum Command {
     /// Payment files: ACH entries and NACHA files.
     #[command(subcommand)]
     Ach(Ach),
+    /// The order-state feed (issue 17): serve its store over HTTP.
+    #[command(subcommand)]
+    Feed(Feed),
     /// Serve the HTTP API (submit, runs, remote workers, change feed, /metrics) over
     /// the state in --data (or --broker).
     Server(ServerArgs),
@@ -384,6 +387,37 @@ pub struct ServerArgs {
     /// job text instead of masking it. With tokens, give `TOKEN pii` instead.
     #[arg(long)]
     pub show_personal_data: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Feed {
+    /// Serve the order-state feed's store in --dir over HTTP: `POST /v1/feed/events`
+    /// (batches from a trading core, group-committed by one writer) and
+    /// `GET /v1/feed/orders` (filtered long polls by cursor), until SIGINT/SIGTERM,
+    /// which answers waiting polls, finishes queued writes and syncs the log. Without
+    /// --tokens, loopback addresses only.
+    Serve(FeedServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FeedServeArgs {
+    /// Address to listen on (loopback only without --tokens), e.g. 127.0.0.1:8090;
+    /// port 0 picks a free one (printed on stdout).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    pub listen: std::net::SocketAddr,
+    /// Bearer tokens, one per line (`#` comments): `TOKEN core` may post events only,
+    /// `TOKEN firm=N` may read firm N's orders only, `TOKEN reader` may read all.
+    /// Required to listen on a non-loopback address.
+    #[arg(long, value_name = "FILE", env = "TRANCHE_FEED_TOKENS")]
+    pub tokens: Option<PathBuf>,
+    /// The store's directory (created if missing; one server per directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// When writes are synced before they are acknowledged: every-write (survives a
+    /// power cut), interval:5ms (survives the process dying; a power cut loses at most
+    /// about the interval; units us, ms, s) or never (tests and emulators).
+    #[arg(long, default_value = "every-write", value_parser = crate::commands::parse_durability)]
+    pub durability: tranche_feed::Durability,
 }
 
 #[derive(Debug, Subcommand)]

@@ -196,6 +196,7 @@ fn help_explains_every_command() {
         &["cancel", "--help"],
         &["wait", "--help"],
         &["bench", "engine", "--help"],
+        &["feed", "serve", "--help"],
     ] {
         let out = tranche(dir.path(), cmd);
         assert!(out.status.success(), "{cmd:?}");

@@ -1,4 +1,5 @@
 mod ach;
+mod feed;
 mod inspect;
 mod jobs;
 mod limits;
@@ -16,12 +17,13 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+pub use feed::parse_durability;
 pub use jobs::parse_state;
 pub use limits::parse_per;
 pub use prune::parse_before;
 
 use crate::bench;
-use crate::cli::{Ach, Bench, Cli, Command, LimitCmd, Notes, ScheduleCmd};
+use crate::cli::{Ach, Bench, Cli, Command, Feed, LimitCmd, Notes, ScheduleCmd};
 pub use schedule::spawn_scheduler;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -62,6 +64,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(Bench::Notes(args)) => bench::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench::server(at, args).await,
         Command::Bench(Bench::Browse(args)) => bench::browse(at, args).await,
+        Command::Feed(Feed::Serve(args)) => feed::serve(args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
         Command::Schedule(ScheduleCmd::Apply { file }) => schedule::apply(at, &file).await,

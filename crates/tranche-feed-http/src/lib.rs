@@ -1,0 +1,502 @@
+//! The order-state feed's HTTP layer (issue 17): an axum [`Router`] over a
+//! [`tranche_feed::Store`] and one writer task.
+//!
+//! - `POST /v1/feed/events` — a JSON batch `{"events": [...]}` of insert and change
+//!   events ([`wire::WireEvent`]), applied all-or-nothing. Every request hands its
+//!   batch to the one writer task ([`spawn_writer`]) over a channel; the task drains
+//!   whatever batches are queued into one [`Writer::apply_group`] call (group commit:
+//!   one log write and one sync for all of them) and answers each request once its
+//!   batch is durable per the store's [`tranche_feed::Durability`]. A bad batch is a
+//!   400 naming the event's `index` and `field`, and nothing of it is applied; the
+//!   other batches of its group are unaffected. Bodies up to [`BODY_LIMIT`].
+//! - `GET /v1/feed/orders?cursor=&firm=|broker=|instrument=&limit=&min_batch=&wait_ms=`
+//!   — the batched long poll: if fewer than `min_batch` (default 1) orders of the
+//!   filter are ready after `cursor` (default: the start), wait until enough arrive
+//!   or `wait_ms` passes (default [`DEFAULT_WAIT_MS`], cut to [`MAX_WAIT_MS`]; 0
+//!   answers at once), then answer up to `limit` (default [`DEFAULT_LIMIT`], cut to
+//!   [`MAX_READ_LIMIT`]) orders as [`wire::OrdersPage`]: `next_cursor`, `count`,
+//!   `oldest_created_at`, `server_wait_us`, `server_read_us`, then `orders`. At most
+//!   one filter key. A malformed or altered cursor is a 400 saying why; a cursor older
+//!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
+//!   past everything the store holds is a 400 (`cursor_ahead`).
+//!
+//! - `GET /v1/feed/openapi.json` — this API's OpenAPI document (no token needed).
+//!
+//! Bearer tokens ([`FeedTokens`]): a core's token may only post, a firm's client's
+//! token may only read that firm's orders, a reader's may read all. With no tokens
+//! every request is let through: serve such a router on loopback only (`tranche feed
+//! serve` refuses any other address without `--tokens`). Errors are
+//! `{"error": {"code", "message", ...}}` ([`wire::ErrorBody`]).
+
+#![deny(missing_docs)]
+
+mod auth;
+mod openapi;
+pub mod wire;
+
+pub use auth::{FeedTokens, Grant};
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+pub use tranche_feed::MAX_READ_LIMIT;
+use tranche_feed::{
+    BatchError, BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, ReadError, Store,
+    StoreError, Writer,
+};
+
+use crate::wire::{Applied, ErrorBody, ErrorDetail, EventBatch, OrdersPage, WireOrder};
+
+/// The largest request body accepted (about 150,000 events).
+pub const BODY_LIMIT: usize = 32 << 20;
+/// How long a long poll waits for `min_batch` orders when `wait_ms` is not given.
+pub const DEFAULT_WAIT_MS: u64 = 1_000;
+/// The longest a long poll waits, whatever `wait_ms` says (under common proxies'
+/// idle timeouts).
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// Orders per answer when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 1_000;
+/// Batches queued for the writer before requests wait for room.
+const QUEUE: usize = 1_024;
+/// The writer stops adding queued batches to a group past this many events.
+const GROUP_EVENTS: usize = 65_536;
+
+/// One request's batch on its way to the writer task.
+struct Job {
+    events: Vec<Event>,
+    reply: oneshot::Sender<Result<Cursor, Refused>>,
+}
+
+/// Why [`Ingest::apply`] did not apply a batch: in every case nothing of it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// An event is invalid (its index and field are in the error).
+    Batch(BatchError),
+    /// The store could not write the group the batch was in (logged by the task).
+    Store,
+    /// The writer task has stopped.
+    Closed,
+}
+
+/// The sending side of the writer task: cheap to clone. The task ends (syncing the
+/// log) once every `Ingest` is dropped.
+#[derive(Clone, Debug)]
+pub struct Ingest {
+    tx: mpsc::Sender<Job>,
+}
+
+/// Starts the one writer task over `writer`. `sync_every`: under
+/// [`tranche_feed::Durability::Interval`], that interval, so an idle writer still
+/// syncs ([`Writer::sync_if_due`]); `None` otherwise. The task returns once every
+/// [`Ingest`] is dropped, after a final sync (an error of the files if that failed).
+pub fn spawn_writer(
+    writer: Writer,
+    sync_every: Option<Duration>,
+) -> (Ingest, JoinHandle<Result<(), StoreError>>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    (
+        Ingest { tx },
+        tokio::spawn(run_writer(writer, rx, sync_every)),
+    )
+}
+
+impl Ingest {
+    /// Hands `events` to the writer task and waits until they are applied and durable
+    /// (the position of the last event), or refused. Batches queued together are
+    /// group-committed.
+    pub async fn apply(&self, events: Vec<Event>) -> Result<Cursor, Refused> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Job { events, reply })
+            .await
+            .map_err(|_| Refused::Closed)?;
+        answer.await.map_err(|_| Refused::Closed)?
+    }
+}
+
+async fn run_writer(
+    mut writer: Writer,
+    mut rx: mpsc::Receiver<Job>,
+    sync_every: Option<Duration>,
+) -> Result<(), StoreError> {
+    // Whether a write may be unsynced: only then does an idle writer wake to sync
+    // (after an idle interval, one `sync_if_due` is due and syncs whatever is left).
+    let mut dirty = false;
+    loop {
+        let first = match sync_every.filter(|_| dirty) {
+            Some(every) => match tokio::time::timeout(every, rx.recv()).await {
+                Ok(Some(job)) => job,
+                Ok(None) => break,
+                Err(_) => {
+                    let (back, synced) = tokio::task::spawn_blocking(move || {
+                        let synced = writer.sync_if_due();
+                        (writer, synced)
+                    })
+                    .await
+                    .expect("the writer's sync does not panic");
+                    writer = back;
+                    dirty = false;
+                    if let Err(error) = synced {
+                        tracing::error!(%error, "feed: periodic sync failed");
+                    }
+                    continue;
+                }
+            },
+            None => match rx.recv().await {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        let mut events = first.events.len();
+        let mut jobs = vec![first];
+        while events < GROUP_EVENTS {
+            match rx.try_recv() {
+                Ok(job) => {
+                    events += job.events.len();
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let (back, jobs, outcome) = tokio::task::spawn_blocking(move || {
+            let batches: Vec<&[Event]> = jobs.iter().map(|job| &job.events[..]).collect();
+            let outcome = writer.apply_group(&batches);
+            (writer, jobs, outcome)
+        })
+        .await
+        .expect("the writer's apply does not panic");
+        writer = back;
+        dirty = sync_every.is_some();
+        match outcome {
+            Ok(results) => {
+                for (job, result) in jobs.into_iter().zip(results) {
+                    let _ = job.reply.send(result.map_err(Refused::Batch));
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, batches = jobs.len(), "feed: a group write failed");
+                for job in jobs {
+                    let _ = job.reply.send(Err(Refused::Store));
+                }
+            }
+        }
+    }
+    tokio::task::spawn_blocking(move || {
+        let synced = writer.sync();
+        drop(writer);
+        synced
+    })
+    .await
+    .expect("the writer's close does not panic")
+}
+
+#[derive(Clone)]
+struct AppState {
+    store: Store,
+    ingest: Ingest,
+    shutdown: CancellationToken,
+    tokens: std::sync::Arc<FeedTokens>,
+}
+
+/// The feed's routes over `store`, writing through `ingest`, for the holders of
+/// `tokens` (none: for everyone, so loopback only). Cancelling `shutdown` makes
+/// waiting long polls answer at once with what is ready (for a quick graceful
+/// shutdown).
+pub fn router(
+    store: Store,
+    ingest: Ingest,
+    shutdown: CancellationToken,
+    tokens: FeedTokens,
+) -> Router {
+    Router::new()
+        .route("/v1/feed/events", post(post_events))
+        .route("/v1/feed/orders", get(get_orders))
+        .route("/v1/feed/openapi.json", get(openapi::document))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(AppState {
+            store,
+            ingest,
+            shutdown,
+            tokens: std::sync::Arc::new(tokens),
+        })
+}
+
+/// An error answer.
+pub(crate) struct ApiError {
+    status: StatusCode,
+    detail: ErrorDetail,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            detail: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+                index: None,
+                field: None,
+                oldest: None,
+            },
+        }
+    }
+
+    fn field(mut self, field: impl Into<String>) -> ApiError {
+        self.detail.field = Some(field.into());
+        self
+    }
+
+    fn bad_batch(index: usize, field: &str, message: String) -> ApiError {
+        let mut error = ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", message).field(field);
+        error.detail.index = Some(index);
+        error
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status;
+        let mut response = (status, Json(ErrorBody { error: self.detail })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(error: ReadError) -> ApiError {
+        match error {
+            ReadError::TooOld { oldest, .. } => {
+                let mut e = ApiError::new(StatusCode::GONE, "cursor_too_old", error.to_string())
+                    .field("cursor");
+                e.detail.oldest = Some(oldest.to_string());
+                e
+            }
+            ReadError::Ahead { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "cursor_ahead", error.to_string())
+                    .field("cursor")
+            }
+        }
+    }
+}
+
+/// Apply one batch of events, all-or-nothing, once durable.
+#[utoipa::path(
+    post,
+    path = "/v1/feed/events",
+    request_body = EventBatch,
+    responses(
+        (status = 200, description = "Applied and durable", body = Applied),
+        (status = 400, description = "A bad batch (`index`, `field`): nothing applied", body = ErrorBody),
+        (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
+        (status = 403, description = "Not a core's token", body = ErrorBody),
+        (status = 413, description = "Body over 32 MiB", body = ErrorBody),
+        (status = 500, description = "The store could not write: nothing acknowledged", body = ErrorBody),
+        (status = 503, description = "Shutting down", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+async fn post_events(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // Before the body is read: a stranger's 32 MiB is not worth reading.
+    if !app.tokens.is_empty() && app.tokens.grant(&headers)? != Grant::Core {
+        return Err(auth::forbidden("only a core's token may post events"));
+    }
+    let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "bad_request",
+            format!("could not read the body (at most {BODY_LIMIT} bytes): {e}"),
+        )
+    })?;
+    let batch: EventBatch =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
+            .map_err(|error| {
+                let path = error.path().clone();
+                let mut index = None;
+                let mut field = None;
+                for segment in path.iter() {
+                    match segment {
+                        serde_path_to_error::Segment::Seq { index: i } if index.is_none() => {
+                            index = Some(*i)
+                        }
+                        serde_path_to_error::Segment::Map { key } if index.is_some() => {
+                            field = Some(key.clone())
+                        }
+                        _ => {}
+                    }
+                }
+                let message = format!("{path}: {}", error.into_inner());
+                match (index, field) {
+                    (Some(i), Some(f)) => ApiError::bad_batch(i, &f, message),
+                    _ => {
+                        let error = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message);
+                        match path.iter().next() {
+                            // Not even an object with `events`: no field to name.
+                            None => error,
+                            Some(_) => error.field(path.to_string()),
+                        }
+                    }
+                }
+            })?;
+    let mut events = Vec::with_capacity(batch.events.len());
+    for (index, event) in batch.events.iter().enumerate() {
+        let event = event.to_event().map_err(|e| {
+            ApiError::bad_batch(
+                index,
+                e.field,
+                format!("event {index}, field {}: {}", e.field, e.problem),
+            )
+        })?;
+        events.push(event);
+    }
+    let applied = events.len();
+    match app.ingest.apply(events).await {
+        Ok(position) => Ok(Json(Applied {
+            applied,
+            position: position.to_string(),
+        })
+        .into_response()),
+        Err(Refused::Batch(error)) => Err(ApiError::bad_batch(
+            error.index,
+            error.field,
+            error.to_string(),
+        )),
+        Err(Refused::Store) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_failed",
+            "the store could not write the batch (see the server's log); nothing was acknowledged",
+        )),
+        Err(Refused::Closed) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the feed's writer has stopped",
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct OrdersQuery {
+    /// Read after this cursor (a `next_cursor`); default: from the start.
+    cursor: Option<String>,
+    /// Only this firm's orders (at most one of firm, broker, instrument).
+    firm: Option<u32>,
+    /// Only this broker account's orders.
+    broker: Option<u32>,
+    /// Only this instrument's orders.
+    instrument: Option<u32>,
+    /// Most orders in the answer (default 1,000, cut to 10,000).
+    limit: Option<usize>,
+    /// Wait until this many orders are ready (default 1, cut to `limit`).
+    min_batch: Option<usize>,
+    /// Wait at most this long for them (default 1,000, cut to 30,000; 0: answer now).
+    wait_ms: Option<u64>,
+}
+
+/// The orders changed after a cursor, each once at its latest version: the batched
+/// long poll.
+#[utoipa::path(
+    get,
+    path = "/v1/feed/orders",
+    params(OrdersQuery),
+    responses(
+        (status = 200, description = "Up to `limit` orders (maybe none, after `wait_ms`)", body = OrdersPage),
+        (status = 400, description = "Malformed or altered cursor, a cursor past the store, several filter keys, a bad parameter", body = ErrorBody),
+        (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
+        (status = 403, description = "The token may not read this (a core's, or another firm's)", body = ErrorBody),
+        (status = 410, description = "The cursor is older than retention: `oldest` is the oldest served", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+async fn get_orders(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<OrdersQuery>, QueryRejection>,
+) -> Result<Json<OrdersPage>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    let filter = match (q.firm, q.broker, q.instrument) {
+        (None, None, None) => Filter::All,
+        (Some(f), None, None) => Filter::Firm(FirmId(f)),
+        (None, Some(b), None) => Filter::Broker(BrokerId(b)),
+        (None, None, Some(i)) => Filter::Instrument(InstrumentId(i)),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "at most one of firm, broker and instrument",
+            )
+            .field("firm"))
+        }
+    };
+    let filter = if app.tokens.is_empty() {
+        filter
+    } else {
+        match (app.tokens.grant(&headers)?, filter) {
+            (Grant::Reader, filter) => filter,
+            (Grant::Firm(firm), Filter::All) => Filter::Firm(firm),
+            (Grant::Firm(firm), Filter::Firm(asked)) if asked == firm => filter,
+            (Grant::Firm(firm), _) => {
+                return Err(auth::forbidden(format!(
+                    "this token may read firm {firm}'s orders only (no filter or firm={firm})"
+                )))
+            }
+            (Grant::Core, _) => return Err(auth::forbidden("a core's token may not read")),
+        }
+    };
+    let cursor = match &q.cursor {
+        None => Cursor::START,
+        Some(text) => text.parse::<Cursor>().map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string()).field("cursor")
+        })?,
+    };
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_READ_LIMIT);
+    if limit == 0 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "limit must be at least 1",
+        )
+        .field("limit"));
+    }
+    let min_batch = q.min_batch.unwrap_or(1).min(limit);
+    let wait = Duration::from_millis(q.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + wait;
+    tokio::select! {
+        biased;
+        outcome = app.store.wait_for(filter, cursor, min_batch, deadline) => { outcome?; }
+        () = app.shutdown.cancelled() => {}
+    }
+    let waited = started.elapsed();
+    let page = app.store.read(cursor, filter, limit)?;
+    let read = started.elapsed() - waited;
+    let orders: Vec<WireOrder> = page.orders.iter().map(WireOrder::from).collect();
+    Ok(Json(OrdersPage {
+        next_cursor: page.next.to_string(),
+        count: orders.len(),
+        oldest_created_at: page.orders.iter().map(|o| o.created_at).min(),
+        server_wait_us: waited.as_micros() as u64,
+        server_read_us: read.as_micros() as u64,
+        orders,
+    }))
+}

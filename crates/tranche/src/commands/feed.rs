@@ -1,0 +1,134 @@
+//! `tranche feed serve`: the order-state feed's store over HTTP (`tranche-feed-http`).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use tranche_feed::{Durability, FeedOptions, Store};
+use tranche_feed_http::FeedTokens;
+
+use crate::cli::FeedServeArgs;
+
+/// `every-write`, `never` or `interval:<n><us|ms|s>`.
+pub fn parse_durability(text: &str) -> Result<Durability, String> {
+    match text {
+        "every-write" => return Ok(Durability::EveryWrite),
+        "never" => return Ok(Durability::Never),
+        _ => {}
+    }
+    let expected = || {
+        format!(
+            "expected every-write, never or interval:<n>us|ms|s (e.g. interval:5ms), got {text:?}"
+        )
+    };
+    let every = text.strip_prefix("interval:").ok_or_else(expected)?;
+    let (digits, unit) = every.split_at(
+        every
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(every.len()),
+    );
+    let n: u64 = digits.parse().map_err(|_| expected())?;
+    let every = match unit {
+        "us" => Duration::from_micros(n),
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        _ => return Err(expected()),
+    };
+    if every.is_zero() {
+        return Err(format!(
+            "an interval must be more than 0 (every-write syncs every write), got {text:?}"
+        ));
+    }
+    Ok(Durability::Interval(every))
+}
+
+pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
+    let tokens = match &args.tokens {
+        Some(path) => FeedTokens::from_file(path).map_err(anyhow::Error::msg)?,
+        None => FeedTokens::default(),
+    };
+    if tokens.is_empty() && !args.listen.ip().is_loopback() {
+        bail!(
+            "without tokens (--tokens FILE) the feed listens on loopback only (e.g. 127.0.0.1:{}), not {}",
+            args.listen.port(),
+            args.listen
+        );
+    }
+    let options = FeedOptions {
+        durability: args.durability,
+        ..FeedOptions::default()
+    };
+    let dir = args.dir.clone();
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let (store, writer) = tokio::task::spawn_blocking(move || Store::open(&dir, options))
+        .await?
+        .with_context(|| format!("could not open the feed store in {}", args.dir.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("could not listen on {}", args.listen))?;
+    let sync_every = match args.durability {
+        Durability::Interval(every) => Some(every),
+        _ => None,
+    };
+    let (ingest, writer_task) = tranche_feed_http::spawn_writer(writer, sync_every);
+    let stop = tranche_core::on_terminate();
+    let token_count = tokens.len();
+    let app = tranche_feed_http::router(store.clone(), ingest, stop.clone(), tokens);
+    println!(
+        "tranche feed listening on http://{} (store in {}, {} orders, {} token(s))",
+        listener.local_addr()?,
+        args.dir.display(),
+        store.len(),
+        token_count
+    );
+    std::io::stdout().flush()?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop.clone().cancelled_owned())
+        .await
+        .context("the feed server failed")?;
+    // Every request is answered and the router dropped: the writer drains, syncs, ends.
+    writer_task
+        .await?
+        .context("the feed's log could not be synced on shutdown")?;
+    // stderr: whoever read the address line may have closed stdout.
+    eprintln!("tranche feed stopped (log synced)");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durabilities_parse_and_bad_ones_say_what_is_expected() {
+        assert_eq!(parse_durability("every-write"), Ok(Durability::EveryWrite));
+        assert_eq!(parse_durability("never"), Ok(Durability::Never));
+        assert_eq!(
+            parse_durability("interval:5ms"),
+            Ok(Durability::Interval(Duration::from_millis(5)))
+        );
+        assert_eq!(
+            parse_durability("interval:250us"),
+            Ok(Durability::Interval(Duration::from_micros(250)))
+        );
+        assert_eq!(
+            parse_durability("interval:1s"),
+            Ok(Durability::Interval(Duration::from_secs(1)))
+        );
+        for bad in [
+            "interval:",
+            "interval:5",
+            "interval:5m",
+            "interval:ms",
+            "always",
+            "",
+        ] {
+            let error = parse_durability(bad).unwrap_err();
+            assert!(error.contains("interval:<n>"), "{bad}: {error}");
+        }
+        assert!(parse_durability("interval:0ms")
+            .unwrap_err()
+            .contains("more than 0"));
+    }
+}
