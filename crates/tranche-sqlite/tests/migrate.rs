@@ -11,6 +11,16 @@ use tranche_types::{
     Resolution, RunName,
 };
 
+/// The schema version this binary writes: every upgrade ends there.
+const CURRENT: i64 = 8;
+
+fn user_version(file: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(file)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
 fn open(dir: &std::path::Path) -> Result<SqliteBackend, tranche_types::BackendError> {
     SqliteBackend::open(dir, SqliteOptions::default())
 }
@@ -136,11 +146,7 @@ async fn a_version_3_database_gets_unique_windows() {
     assert!(!first[0].existed && dup[0].existed);
     assert_eq!(dup[0].ids, first[0].ids);
     drop(b);
-    let version: i64 = rusqlite::Connection::open(&file)
-        .unwrap()
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(user_version(&file), CURRENT);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,11 +187,7 @@ async fn a_version_3_database_gets_paused_queues_with_its_work_kept() {
     assert!(b.resume_queue("old").await.unwrap());
     assert_eq!(reserve().await.unwrap().len(), 1);
     drop(b);
-    let version: i64 = rusqlite::Connection::open(&file)
-        .unwrap()
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(user_version(&file), CURRENT);
 }
 
 /// Version 6 had no trace contexts: its jobs open untraced and run on, and traced jobs
@@ -242,11 +244,7 @@ async fn a_version_6_database_gets_job_traces_with_its_work_kept() {
         "traced from now on"
     );
     drop(b);
-    let version: i64 = rusqlite::Connection::open(&file)
-        .unwrap()
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(user_version(&file), CURRENT);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,9 +289,5 @@ async fn a_version_7_database_gets_limits_with_its_work_kept() {
     assert_eq!(reserve().await.unwrap().len(), 1, "the cap holds");
     assert!(reserve().await.unwrap().is_empty());
     drop(b);
-    let version: i64 = rusqlite::Connection::open(&file)
-        .unwrap()
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(user_version(&file), CURRENT);
 }
