@@ -1,10 +1,11 @@
 //! Limits held by the backend, not by a process: two worker processes (this test binary
-//! run again as a child, each with a worker of 4 slots, both serving before the jobs
-//! are enqueued) share one backend, a SQLite file
-//! or a Redis server, and a queue limited to 2 running and 4 starts per second. Each
-//! job returns when its handler started and ended; across both processes no more than
-//! 2 handlers ever overlap, and no 5 starts (the backend's reserve times) fall within
-//! one second.
+//! run again as a child, each with a worker of 4 slots on a queue of its own, both
+//! serving before the jobs are enqueued) share one backend, a SQLite file or a Redis
+//! server, and a task kind limited to 2 running and 4 starts per second across every
+//! queue. Half the jobs go to each queue, so both processes work at once (a limit kept
+//! per process would let 4 run); each job returns when its handler started and ended:
+//! across both processes no more than 2 handlers ever overlap, and no 5 starts (the
+//! backend's reserve times) fall within one second.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,7 +16,9 @@ use tranche_types::{EnqueueItem, JobId, Limit, LimitScope, RunName, StartRate};
 
 mod support;
 
-const QUEUE: &str = "limited";
+/// Each worker process's queue: one each, so that both surely take part.
+const QUEUES: [&str; 2] = ["limited-1", "limited-2"];
+const KIND: &str = "timed";
 const RUN: &str = "limits/fleet";
 const JOBS: usize = 16;
 const RUNNING: u32 = 2;
@@ -25,6 +28,8 @@ const CHILD_TEST: &str = "limits_child";
 const CHILD_ENV: &str = "TRANCHE_LIMITS_CHILD";
 /// Where a child says its worker is serving, so that the jobs come only once both are.
 const READY_ENV: &str = "TRANCHE_LIMITS_READY";
+/// The queue a child works.
+const QUEUE_ENV: &str = "TRANCHE_LIMITS_QUEUE";
 
 fn micros_now() -> i64 {
     SystemTime::now()
@@ -35,7 +40,7 @@ fn micros_now() -> i64 {
 
 fn registry() -> Registry {
     let mut registry = Registry::new();
-    registry.register("timed", TaskOptions::default(), |_ctx, _: ()| async {
+    registry.register(KIND, TaskOptions::default(), |_ctx, _: ()| async {
         let start = micros_now();
         tokio::time::sleep(Duration::from_millis(150)).await;
         Ok::<_, std::convert::Infallible>((start, micros_now(), std::process::id()))
@@ -81,7 +86,7 @@ impl Drop for Workers {
     }
 }
 
-fn spawn_worker(at: &str, log: &Path, ready: &Path) -> Child {
+fn spawn_worker(at: &str, queue: &str, log: &Path, ready: &Path) -> Child {
     let exe = std::env::current_exe().expect("current test binary");
     Command::new(exe)
         .args([
@@ -93,6 +98,7 @@ fn spawn_worker(at: &str, log: &Path, ready: &Path) -> Child {
         ])
         .env(CHILD_ENV, at)
         .env(READY_ENV, ready)
+        .env(QUEUE_ENV, queue)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
@@ -113,7 +119,7 @@ async fn limits_child() {
         reserve_wait: Duration::from_millis(500),
         ..WorkerConfig::default()
     }
-    .queues([QUEUE], 4);
+    .queues([std::env::var(QUEUE_ENV).unwrap()], 4);
     let worker = engine.worker(config).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn({
@@ -138,7 +144,7 @@ async fn limits_child() {
 async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
     let client = open(at).await;
     let limit = Limit {
-        scope: LimitScope::Queue(QUEUE.into()),
+        scope: LimitScope::Kind(KIND.into()),
         starts: Some(StartRate {
             count: STARTS,
             per_ms: PER.as_millis() as u64,
@@ -148,8 +154,8 @@ async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
     client.put_limit(&limit).await.unwrap();
     let ready = [dir.join("w1.ready"), dir.join("w2.ready")];
     let mut workers = Workers(vec![
-        spawn_worker(at, &dir.join("w1.log"), &ready[0]),
-        spawn_worker(at, &dir.join("w2.log"), &ready[1]),
+        spawn_worker(at, QUEUES[0], &dir.join("w1.log"), &ready[0]),
+        spawn_worker(at, QUEUES[1], &dir.join("w2.log"), &ready[1]),
     ]);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !ready.iter().all(|r| r.exists()) {
@@ -160,10 +166,12 @@ async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let engine = Engine::new(client.clone(), registry());
-    let spec = engine.job("timed", &()).unwrap().queue(QUEUE);
+    let items = (0..JOBS)
+        .map(|i| EnqueueItem::Job(engine.job(KIND, &()).unwrap().queue(QUEUES[i % 2])))
+        .collect();
     let run = RunName::new(RUN).unwrap();
     let ids: Vec<JobId> = engine
-        .enqueue(&run, vec![EnqueueItem::Job(spec); JOBS])
+        .enqueue(&run, items)
         .await
         .unwrap()
         .into_iter()
