@@ -1,15 +1,18 @@
 //! Fixtures the workspace's tests share, as a dev-dependency only.
 //!
 //! Tests start real tools (redis-server, s3s-fs, an SMTP server, Chromium, a tmpfs,
-//! PostgreSQL);
+//! PostgreSQL, OpenSSH's sshd);
 //! whether a missing one fails or skips a test is decided in one place,
 //! [`tools_required`].
 
 #![deny(missing_docs)]
 
+pub mod nacha;
 mod postgres;
+mod sshd;
 
 pub use postgres::Postgres;
+pub use sshd::Sshd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
