@@ -102,6 +102,7 @@ pub async fn exercise(a: Arc<dyn Ledger>, b: Arc<dyn Ledger>) {
     submissions_are_recorded_once(&*a).await;
     packaging_refuses_what_does_not_fit(&*a).await;
     eligible_pages_in_import_order(&*a).await;
+    entries_are_read_by_seq(&*a).await;
     status_counts_per_bank_and_state(&*a).await;
     nothing_shows_an_account_number(&*a).await;
     concurrent_packagers_never_share_an_entry(a.clone(), b.clone(), 7).await;
@@ -673,6 +674,47 @@ pub async fn eligible_pages_in_import_order(ledger: &dyn Ledger) {
     assert!(same_day.iter().all(|e| e.entry.same_day));
 }
 
+/// `entries_at` reads entries by seq, in seq order, with their effective states; seqs
+/// no entry has are left out and repeats answered once.
+pub async fn entries_are_read_by_seq(ledger: &dyn Ledger) {
+    let d = day(10);
+    let ids = ids("seq", 6);
+    import_all(ledger, "seq", d, &ids).await;
+    let mut seqs = Vec::new();
+    for id in &ids {
+        seqs.push(ledger.entry(id).await.unwrap().unwrap().seq);
+    }
+    ledger.cancel(&ids[1], "x").await.unwrap();
+    ledger.reject(&ids[2], "x").await.unwrap();
+    assert!(matches!(
+        ledger
+            .package(sample_file("seq-F", "seq", d), vec![ids[3].clone()])
+            .await
+            .unwrap(),
+        PackageOutcome::Packaged(_)
+    ));
+    // Out of order, repeated, with a gap and a seq no entry has.
+    let unknown = seqs.iter().max().unwrap() + 1_000_000;
+    let asked = vec![seqs[5], seqs[0], unknown, seqs[3], seqs[1], seqs[2], seqs[0]];
+    let got = ledger.entries_at(&asked).await.unwrap();
+    let got: Vec<(i64, String, State)> = got
+        .into_iter()
+        .map(|e| (e.seq, e.entry.entry_id, e.state))
+        .collect();
+    let want = vec![
+        (seqs[0], ids[0].clone(), State::Accepted),
+        (seqs[1], ids[1].clone(), State::Cancelled),
+        (seqs[2], ids[2].clone(), State::Rejected),
+        (seqs[3], ids[3].clone(), State::Packaged),
+        (seqs[5], ids[5].clone(), State::Accepted),
+    ];
+    assert_eq!(got, want);
+    let whole = ledger.entries_at(&seqs).await.unwrap();
+    assert_eq!(whole.len(), 6);
+    assert_eq!(whole[4].entry, sample_entry(&ids[4], "seq", d, 100));
+    assert!(ledger.entries_at(&[]).await.unwrap().is_empty());
+}
+
 /// `status` counts entries by bank and effective state, and files by state.
 pub async fn status_counts_per_bank_and_state(ledger: &dyn Ledger) {
     let d = day(9);
@@ -846,15 +888,22 @@ pub async fn cancels_racing_packagers_and_submitters(
     import_all(&*a, &bank, d, &all).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
 
+    // The packagers start once the first cancel is in: on a loaded machine the
+    // canceller task could otherwise first run after every file was submitted, and
+    // the race would test nothing.
+    let started = Arc::new(tokio::sync::Notify::new());
     let canceller = {
-        let (ledger, all, stop) = (b.clone(), all.clone(), stop.clone());
+        let (ledger, all, stop, started) = (b.clone(), all.clone(), stop.clone(), started.clone());
         tokio::spawn(async move {
             let mut rng = fastrand::Rng::with_seed(seed);
             let mut answers = Vec::new();
-            for _ in 0..120 {
+            for i in 0..120 {
                 let id = all[rng.usize(0..all.len())].clone();
                 let answer = ledger.cancel(&id, "race").await.expect("cancel");
                 answers.push((id, answer));
+                if i == 0 {
+                    started.notify_one();
+                }
                 if rng.bool() {
                     tokio::task::yield_now().await;
                 }
@@ -863,6 +912,7 @@ pub async fn cancels_racing_packagers_and_submitters(
             answers
         })
     };
+    started.notified().await;
     let mut workers = Vec::new();
     for (n, ledger) in [a.clone(), b.clone()].into_iter().enumerate() {
         let (bank, stop) = (bank.clone(), stop.clone());

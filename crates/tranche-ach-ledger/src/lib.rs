@@ -136,6 +136,13 @@ pub trait Ledger: Send + Sync + 'static {
     /// A packager starts each pass from `after: None`, so such rows wait one pass.
     async fn eligible(&self, query: &EligibleQuery) -> Result<Vec<EligibleEntry>, LedgerError>;
 
+    /// The entries numbered `seqs` (their [`StoredEntry::seq`]), each with its effective
+    /// state, in seq order; a seq no entry has is left out, a repeated one answered
+    /// once. What a packager's steps read: their jobs carry seqs, never entries, and a
+    /// step re-reads the state because a cancel may have come since the pass began.
+    /// Costs one index range scan per run of consecutive seqs.
+    async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError>;
+
     /// Record a file and put the given entries in it, atomically, only if every one
     /// is known, `accepted`, not cancelled and of the file's bank, submission date
     /// and same-day flag; otherwise change nothing and answer

@@ -1187,6 +1187,38 @@ impl Ledger for PostgresLedger {
         .await
     }
 
+    async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
+        let mut wanted = seqs.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        self.read("reading entries by seq", move |tx| {
+            Box::pin(async move {
+                let sql = format!(
+                    "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL FROM entries e \
+                     LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                     WHERE e.seq = ANY($1) ORDER BY e.seq"
+                );
+                let rows = tx.query(&sql, &[&wanted]).await?;
+                let n = ENTRY_COLUMN_COUNT;
+                rows.iter()
+                    .map(|r| {
+                        let cancelled: bool = r.try_get(n + 2)?;
+                        Ok(SeqEntry {
+                            entry: entry_at(r)?,
+                            seq: r.try_get(n)?,
+                            state: if cancelled {
+                                State::Cancelled
+                            } else {
+                                state(r.try_get(n + 1)?, "entries.state")?
+                            },
+                        })
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
     async fn package(
         &self,
         file: NewFile,

@@ -12,7 +12,7 @@ use tranche_types::{Clock, SystemClock, Timestamp};
 
 use crate::columns::{day_number, from_day_number, rejection, storable, EntryColumns};
 use crate::error::LedgerError;
-use crate::types::*;
+use crate::types::{seq_runs, *};
 use crate::Ledger;
 
 /// The ledger's file name in its directory.
@@ -772,6 +772,37 @@ impl Ledger for SqliteLedger {
                     entry: entry_at(row)?,
                     seq: row.get(ENTRY_COLUMN_COUNT)?,
                 });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
+        let runs = seq_runs(seqs);
+        self.read("reading entries by seq", move |tx| {
+            let sql = format!(
+                "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL FROM entries e \
+                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                 WHERE e.seq BETWEEN ?1 AND ?2 ORDER BY e.seq"
+            );
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let n = ENTRY_COLUMN_COUNT;
+            let mut out = Vec::new();
+            for (first, last) in runs {
+                let mut rows = stmt.query(params![first, last])?;
+                while let Some(row) = rows.next()? {
+                    let cancelled: bool = row.get(n + 2)?;
+                    out.push(SeqEntry {
+                        entry: entry_at(row)?,
+                        seq: row.get(n)?,
+                        state: if cancelled {
+                            State::Cancelled
+                        } else {
+                            state(row.get(n + 1)?, "entries.state")?
+                        },
+                    });
+                }
             }
             Ok(out)
         })

@@ -234,6 +234,33 @@ pub struct EligibleEntry {
     pub entry: Entry,
 }
 
+/// An entry read by its seq ([`Ledger::entries_at`](crate::Ledger::entries_at)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeqEntry {
+    /// Its position in import order.
+    pub seq: i64,
+    /// The entry.
+    pub entry: Entry,
+    /// Its effective state (`Cancelled` overrides the row).
+    pub state: State,
+}
+
+/// Consecutive runs of `seqs` as inclusive `(first, last)` ranges, sorted and without
+/// repeats: how a ledger reads many entries with few range scans.
+pub(crate) fn seq_runs(seqs: &[i64]) -> Vec<(i64, i64)> {
+    let mut sorted = seqs.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(i64, i64)> = Vec::new();
+    for s in sorted {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == s => *last = s,
+            _ => runs.push((s, s)),
+        }
+    }
+    runs
+}
+
 /// A file to record with [`Ledger::package`](crate::Ledger::package): its bytes are
 /// written by the caller (deterministically, from the entries), the ledger keeps its
 /// identity.

@@ -240,6 +240,15 @@ impl serde::Serialize for ServiceClass {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ServiceClass {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let code = u16::deserialize(d)?;
+        ServiceClass::from_code(code).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected a service class 200, 220 or 225, got {code}"))
+        })
+    }
+}
+
 macro_rules! serde_as_str {
     ($t:ty, $to:expr, $from:expr) => {
         impl serde::Serialize for $t {

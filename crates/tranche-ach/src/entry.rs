@@ -120,7 +120,7 @@ impl fmt::Debug for Entry {
 
 /// The fields that decide which batch an entry goes in: entries whose keys are equal
 /// share a batch (one batch header, one batch control).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct BatchKey {
     /// The originating bank's key.
     pub bank: String,

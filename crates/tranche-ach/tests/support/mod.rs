@@ -3,9 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::process::Command;
-
 use chrono::{NaiveDate, NaiveDateTime};
 use tranche_ach::{
     check_digit, AccountKind, AccountNumber, BankProfile, Direction, Entry, FileOptions, SecCode,
@@ -119,89 +116,4 @@ pub fn random_entry(rng: &mut fastrand::Rng, i: usize) -> Entry {
     }
 }
 
-/// Counts and totals of a file, recomputed from its lines without the library.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Recount {
-    pub batches: u64,
-    pub entries: u64,
-    pub addenda: u64,
-    pub hash: u64,
-    pub debits: u64,
-    pub credits: u64,
-    pub lines: u64,
-}
-
-pub fn recount(bytes: &[u8]) -> Recount {
-    let text = std::str::from_utf8(bytes).unwrap();
-    let mut r = Recount::default();
-    for line in text.lines() {
-        assert_eq!(line.len(), 94, "{line:?}");
-        r.lines += 1;
-        match &line[..1] {
-            "5" => r.batches += 1,
-            "6" => {
-                r.entries += 1;
-                r.hash += line[3..11].parse::<u64>().unwrap();
-                let amount: u64 = line[29..39].parse().unwrap();
-                let code: u8 = line[1..3].parse().unwrap();
-                if code % 10 >= 6 {
-                    r.debits += amount;
-                } else {
-                    r.credits += amount;
-                }
-            }
-            "7" => r.addenda += 1,
-            _ => {}
-        }
-    }
-    r.hash %= 10_000_000_000;
-    r
-}
-
-/// The fields of the file control record (type 9, not padding) as numbers.
-pub fn file_control(bytes: &[u8]) -> Recount {
-    let text = std::str::from_utf8(bytes).unwrap();
-    let fc = text
-        .lines()
-        .find(|l| l.starts_with('9') && !l.bytes().all(|b| b == b'9'))
-        .unwrap();
-    let n = |a: usize, b: usize| fc[a - 1..b].parse::<u64>().unwrap();
-    let count = n(14, 21);
-    Recount {
-        batches: n(2, 7),
-        entries: count, // entries + addenda: the caller compares the sum
-        addenda: 0,
-        hash: n(22, 31),
-        debits: n(32, 43),
-        credits: n(44, 55),
-        lines: n(8, 13) * 10,
-    }
-}
-
-/// moov-io's achcli verdict on a file: `Some(Ok)` when it reads it as valid, `Some(Err)`
-/// with its output when not, `None` when achcli is not installed (a skip, said on
-/// stderr) — or a panic when tools are required (`TRANCHE_REQUIRE_TOOLS=1`, `CI`).
-pub fn achcli(path: &Path) -> Option<Result<(), String>> {
-    let out = match Command::new("achcli")
-        .arg("-reformat=ach")
-        .arg(path)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if tranche_test_support::tools_required() {
-                panic!("achcli is required (TRANCHE_REQUIRE_TOOLS=1 or CI is set; .ci/run installs it): {e}");
-            }
-            eprintln!("skipping the achcli check: achcli is not installed (.ci/run installs it)");
-            return None;
-        }
-        Err(e) => panic!("cannot run achcli: {e}"),
-    };
-    if out.status.success() {
-        Some(Ok(()))
-    } else {
-        let mut msg = String::from_utf8_lossy(&out.stderr).into_owned();
-        msg.push_str(&String::from_utf8_lossy(&out.stdout));
-        Some(Err(msg.chars().take(2000).collect()))
-    }
-}
+pub use tranche_test_support::nacha::{achcli, file_control, recount, Recount};

@@ -1,0 +1,153 @@
+//! `ach.reduce`: merge the groupers' batches and split them into files.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tranche_ach::BatchKey;
+use tranche_ach_ledger::FileFilter;
+use tranche_core::JobContext;
+use tranche_types::{EnqueueItem, EnqueueRequest, JobState, MemberOutcome, Outcome};
+
+use super::{job, At, FinishArgs, Grouped, Scope, WriteArgs, FINISH, WRITE};
+use crate::naming::{free_modifiers, modifier_of};
+use crate::seqs::SeqSet;
+use crate::split::split;
+use crate::step_error::{outcome, StepError, StepResult};
+use crate::Payments;
+
+/// The reduce of a pass.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReduceArgs {
+    /// The bank's window and date.
+    pub scope: Scope,
+    /// When the pass acts.
+    pub at: At,
+    /// The pass (its plan job's id).
+    pub pass: i64,
+    /// Who holds the pass's claims.
+    pub owner: String,
+    /// The window's same-day flag.
+    pub same_day: bool,
+}
+
+/// What the reduce decided.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Reduced {
+    /// Batches found.
+    pub batches: u64,
+    /// Entries to write.
+    pub entries: u64,
+    /// Files planned.
+    pub files: u64,
+    /// Groupers that failed for good: their entries wait for a later pass.
+    pub failed_groupers: u64,
+}
+
+pub(super) async fn run(p: Payments, ctx: JobContext, a: ReduceArgs) -> Outcome<Reduced> {
+    outcome(reduce(&p, &ctx, a).await)
+}
+
+async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Reduced> {
+    let members: Vec<MemberOutcome> = ctx
+        .input()
+        .map_err(|e| StepError::permanent("reading the groupers' outcomes", e))?
+        .unwrap_or_default();
+    let mut batches: BTreeMap<BatchKey, Vec<i64>> = BTreeMap::new();
+    let mut claimed: Vec<SeqSet> = Vec::new();
+    let mut failed_groupers = 0;
+    for m in members {
+        let result = match (m.state, m.result) {
+            (JobState::Succeeded, Some(r)) => r,
+            _ => {
+                failed_groupers += 1;
+                continue;
+            }
+        };
+        let g: Grouped = serde_json::from_value(result)
+            .map_err(|e| StepError::permanent("reading a grouper's result", e))?;
+        for (key, seqs) in g.groups {
+            batches.entry(key).or_default().extend(seqs.iter());
+            claimed.push(seqs);
+        }
+        claimed.push(g.dropped);
+    }
+    let claimed = SeqSet::union(&claimed);
+    let batches: Vec<(BatchKey, Vec<i64>)> = batches
+        .into_iter()
+        .map(|(k, mut seqs)| {
+            seqs.sort_unstable();
+            (k, seqs)
+        })
+        .collect();
+    let cap = u64::from(p.bank(&a.scope.bank)?.max_entries_per_file);
+    let files = split(&batches, cap);
+    let entries: u64 = files.iter().map(|f| f.entries).sum();
+    let reduced = Reduced {
+        batches: batches.len() as u64,
+        entries,
+        files: files.len() as u64,
+        failed_groupers,
+    };
+    if files.is_empty() {
+        super::plan::release(p, &a.owner, std::slice::from_ref(&claimed)).await;
+        return Ok(reduced);
+    }
+    // Modifiers are only a first choice: a writer finding its modifier taken (another
+    // pass of the bank's day chose it too) takes the next free one.
+    let used: Vec<char> = p
+        .ledger()
+        .files(&FileFilter {
+            bank: Some(a.scope.bank.clone()),
+            submission_date: Some(a.scope.date),
+            state: None,
+        })
+        .await
+        .map_err(|e| StepError::ledger("listing the day's files", e))?
+        .iter()
+        .filter_map(|f| modifier_of(&f.file.file_id))
+        .collect();
+    let free = free_modifiers(&used, files.len());
+    let writers = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            job(
+                WRITE,
+                &WriteArgs {
+                    scope: a.scope.clone(),
+                    at: a.at,
+                    pass: a.pass,
+                    same_day: a.same_day,
+                    index: i as u32,
+                    seqs: f.seqs,
+                    modifier: free.get(i).copied(),
+                },
+                10,
+            )
+        })
+        .collect();
+    let finish = job(
+        FINISH,
+        &FinishArgs {
+            scope: a.scope.clone(),
+            at: a.at,
+            pass: a.pass,
+            owner: a.owner.clone(),
+            claimed,
+        },
+        10,
+    )
+    .unique_key(format!("finish/{}", a.pass));
+    p.client()
+        .enqueue(EnqueueRequest {
+            run: a.scope.run(),
+            items: vec![EnqueueItem::Group {
+                members: writers,
+                callback: finish,
+            }],
+            on_done: None,
+        })
+        .await
+        .map_err(|e| StepError::backend("enqueueing the file writers", e))?;
+    Ok(reduced)
+}

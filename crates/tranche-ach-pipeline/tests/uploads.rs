@@ -1,0 +1,167 @@
+//! Uploads a crash interrupts: the file reaches the bank once, whether the crash came
+//! after the bytes arrived or before; and a file whose window ended unsubmitted goes
+//! to the next window. The faults are injected around a real outbox (a crash between
+//! the upload and its record cannot be had from a real server on cue).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tranche_ach_delivery::{Delivery, DeliveryError, Outbox};
+use tranche_ach_ledger::FileState;
+
+use support::*;
+
+/// Where the first delivery fails: after its bytes arrived (the connection dropped
+/// before the bank's answer) or before.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drop {
+    AfterArrival,
+    BeforeArrival,
+}
+
+struct Flaky {
+    inner: Outbox,
+    drop: Drop,
+    calls: AtomicU32,
+    arrivals: AtomicU32,
+}
+
+fn dropped(location: String) -> DeliveryError {
+    DeliveryError::Failed {
+        location,
+        doing: "uploading".into(),
+        transient: true,
+        source: "connection reset by peer".into(),
+    }
+}
+
+#[async_trait]
+impl Delivery for Flaky {
+    async fn deliver(&self, name: &str, bytes: &[u8]) -> Result<(), DeliveryError> {
+        let first = self.calls.fetch_add(1, Ordering::SeqCst) == 0;
+        if first && self.drop == Drop::BeforeArrival {
+            return Err(dropped(self.location()));
+        }
+        self.inner.deliver(name, bytes).await?;
+        self.arrivals.fetch_add(1, Ordering::SeqCst);
+        if first {
+            return Err(dropped(self.location()));
+        }
+        Ok(())
+    }
+    async fn find(&self, name: &str) -> Result<Option<String>, DeliveryError> {
+        self.inner.find(name).await
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+}
+
+async fn interrupted(drop: Drop) {
+    let outbox = tempfile::tempdir().unwrap();
+    let flaky = Arc::new(Flaky {
+        inner: Outbox::new(outbox.path()).unwrap(),
+        drop,
+        calls: AtomicU32::new(0),
+        arrivals: AtomicU32::new(0),
+    });
+    let mut deliveries: HashMap<String, Arc<dyn Delivery>> = HashMap::new();
+    deliveries.insert("first".into(), flaky.clone());
+    let h = Harness::embedded(1_000, deliveries).await;
+    let day: Vec<_> = (0..50).map(|i| entry(&format!("U{i:03}"), "first", true, i)).collect();
+    h.ledger.import(day).await.unwrap();
+    h.tick(at(8, 30)).await;
+
+    let files = h.files(None).await;
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].state, FileState::Submitted, "the retried upload settled it");
+    let delivered = outbox_files(outbox.path());
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(
+        flaky.arrivals.load(Ordering::SeqCst),
+        1,
+        "the file reached the bank exactly once"
+    );
+    let calls = flaky.calls.load(Ordering::SeqCst);
+    match drop {
+        // The retry found the file there and recorded it without sending it again.
+        Drop::AfterArrival => assert_eq!(calls, 1),
+        // The retry found nothing there, reset the submission and sent it.
+        Drop::BeforeArrival => assert_eq!(calls, 2),
+    }
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_cut_after_the_bytes_arrived_is_not_sent_again() {
+    interrupted(Drop::AfterArrival).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_cut_before_the_bytes_arrived_is_sent_once() {
+    interrupted(Drop::BeforeArrival).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_whose_window_ended_goes_to_the_next_window() {
+    let h = Harness::embedded(1_000, HashMap::new()).await;
+    let day: Vec<_> = (0..40).map(|i| entry(&format!("W{i:03}"), "first", true, i)).collect();
+    h.ledger.import(day).await.unwrap();
+    // Packaged for sd1 at 07:00, but no engine ticked during sd1's submission.
+    h.tick(at(7, 0)).await;
+    let before = h.files(None).await;
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].file.window, "sd1");
+    // 11:00: sd1 ended at 10:30; sd2 packages from 10:45.
+    let tick = h.tick(at(11, 0)).await;
+    assert_eq!(tick.released_late, vec![before[0].file.file_id.clone()]);
+    h.tick(at(12, 45)).await;
+    let files = h.files(Some(FileState::Submitted)).await;
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].file.window, "sd2");
+    assert_eq!(files[0].entries, 40);
+    assert_eq!(h.submitted_entries().await.len(), 40);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_says_what_a_tick_would_do_and_does_nothing() {
+    let h = Harness::embedded(100, HashMap::new()).await;
+    h.ledger.import(entries("D", 600)).await.unwrap();
+    let plan = h.payments.dry_run(at(7, 0)).await.unwrap();
+    assert_eq!(plan.scopes.len(), 1);
+    let s = &plan.scopes[0];
+    assert!(s.package && !s.submit);
+    let same_day = entries("D", 600).iter().filter(|e| e.same_day).count() as u64;
+    assert_eq!(s.eligible, same_day);
+    assert_eq!(s.files.iter().sum::<u64>(), same_day);
+    assert!(s.files.iter().all(|n| *n <= 100));
+    assert!(h.files(None).await.is_empty(), "a dry run records no file");
+    assert!(h.client.list_runs(10).await.unwrap().is_empty(), "a dry run enqueues nothing");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_another_packager_holds_wait_for_its_claims() {
+    let h = Harness::embedded(1_000, HashMap::new()).await;
+    let day: Vec<_> = (0..30).map(|i| entry(&format!("C{i:03}"), "first", true, i)).collect();
+    h.ledger.import(day).await.unwrap();
+    // Another packager's claim on one of the entries: the chunk holding it is left.
+    let seq = h.ledger.entry("C007").await.unwrap().unwrap().seq;
+    let keys = vec![tranche_ach_pipeline::naming::lock_key(seq)];
+    h.client
+        .claim_locks("someone-else", &keys, std::time::Duration::from_secs(600))
+        .await
+        .unwrap();
+    h.tick(at(7, 0)).await;
+    assert!(h.files(None).await.is_empty(), "the one chunk is held elsewhere");
+    h.client.release_locks("someone-else", &keys).await.unwrap();
+    h.tick(at(7, 5)).await;
+    let files = h.files(None).await;
+    assert_eq!(files.iter().map(|f| f.entries).sum::<u64>(), 30);
+    h.stop().await;
+}
