@@ -146,21 +146,32 @@ async fn a_dry_run_says_what_a_tick_would_do_and_does_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn entries_another_packager_holds_wait_for_its_claims() {
+async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
     let h = Harness::embedded(1_000, HashMap::new()).await;
     let day: Vec<_> = (0..30).map(|i| entry(&format!("C{i:03}"), "first", true, i)).collect();
     h.ledger.import(day).await.unwrap();
-    // Another packager's claim on one of the entries: the chunk holding it is left.
+    // A packager that claimed one of the entries and died: its chunk is left alone
+    // until the claim lapses.
     let seq = h.ledger.entry("C007").await.unwrap().unwrap().seq;
     let keys = vec![tranche_ach_pipeline::naming::lock_key(seq)];
-    h.client
-        .claim_locks("someone-else", &keys, std::time::Duration::from_secs(600))
-        .await
-        .unwrap();
+    let ttl = std::time::Duration::from_millis(300);
+    let claimed = std::time::Instant::now();
+    h.client.claim_locks("ach-pass:dead:1", &keys, ttl).await.unwrap();
     h.tick(at(7, 0)).await;
-    assert!(h.files(None).await.is_empty(), "the one chunk is held elsewhere");
-    h.client.release_locks("someone-else", &keys).await.unwrap();
-    h.tick(at(7, 5)).await;
+    if claimed.elapsed() < ttl {
+        assert!(h.files(None).await.is_empty(), "the one chunk is held elsewhere");
+    }
+    // Later ticks (each a slot of its own) package the entries once the claim lapsed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for minute in 1.. {
+        h.tick(at(7, 0) + chrono::Duration::minutes(minute)).await;
+        if !h.files(None).await.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the claim never lapsed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(claimed.elapsed() >= ttl, "packaged before the claim lapsed");
     let files = h.files(None).await;
     assert_eq!(files.iter().map(|f| f.entries).sum::<u64>(), 30);
     h.stop().await;
