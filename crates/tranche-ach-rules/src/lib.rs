@@ -14,6 +14,8 @@
 //!   its first occurrence; see [`resolve`]).
 //! - [`EXAMPLE`]: the shipped, commented ach.toml ([`example_for`]: the same for other
 //!   bank names).
+//! - [`generate`]: a deterministic, streaming generator of a realistic day of entries,
+//!   and the import CSV and ach.toml for it.
 //!
 //! # Why windows have a packaging phase
 //!
@@ -44,6 +46,7 @@
 
 mod duration;
 mod example;
+pub mod generate;
 mod problem;
 mod rules;
 mod suggest;
