@@ -58,5 +58,4 @@ pub use duration::{format_duration, parse_duration, parse_time, BadDuration};
 pub use example::{example_for, EXAMPLE};
 pub use problem::{Problem, RulesError};
 pub use rules::{BankRules, Delivery, EngineSettings, Rules};
-pub use validate::{DEFAULT_LEAD, MAX_LEAD};
 pub use window::{resolve, Due, Eligible, Window};

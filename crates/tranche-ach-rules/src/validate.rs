@@ -61,12 +61,6 @@ const WINDOW_KEYS: [&str; 6] = [
 const KINDS: [&str; 2] = ["outbox", "sftp"];
 const GROUPINGS: [&str; 2] = ["separate", "mixed"];
 
-/// The default lead of a window: packaging starts 2 hours before it opens.
-pub const DEFAULT_LEAD: Duration = Duration::from_secs(2 * 3600);
-/// The longest lead: a day. Longer would package a window's entries before the
-/// previous day's window of the same kind has closed.
-pub const MAX_LEAD: Duration = Duration::from_secs(24 * 3600);
-
 const DAY: i64 = 24 * 3600;
 
 /// Where a key that is unknown in one table belongs, when another table knows it.
@@ -101,8 +95,11 @@ pub(crate) fn read(text: &str, source: &Path) -> Result<Rules, Vec<Problem>> {
         None => EngineSettings::default(),
     };
     let base = source.parent().unwrap_or(Path::new(""));
+    let before = r.problems.len();
     let tables = root.tables(&mut r, "bank");
-    if !root.has("bank") {
+    // None at all, or an empty array (`bank = []`); a `bank` of the wrong type is
+    // reported by `tables` already.
+    if tables.is_empty() && r.problems.len() == before {
         r.problem(
             &root.span,
             "bank",
@@ -237,8 +234,9 @@ fn bank(r: &mut Reader<'_>, t: &Table<'_>, base: &Path) -> ReadBank {
             dir: base.join("outbox").join(n),
         }),
     };
+    let before = r.problems.len();
     let window_tables = t.tables(r, "window");
-    if !t.has("window") {
+    if window_tables.is_empty() && r.problems.len() == before {
         r.problem(
             &t.span,
             t.field("window"),
@@ -506,10 +504,10 @@ fn window(r: &mut Reader<'_>, t: &Table<'_>) -> ReadWindow {
     }
     let settlement = time(r, t, "settlement", false);
     let lead = duration(r, t, "lead", |d| {
-        if d > MAX_LEAD {
+        if d > Window::MAX_LEAD {
             Err(Bad::expected(format!(
                 "a lead of at most {}",
-                format_duration(MAX_LEAD)
+                format_duration(Window::MAX_LEAD)
             )))
         } else {
             Ok(d)
@@ -534,7 +532,7 @@ fn window(r: &mut Reader<'_>, t: &Table<'_>) -> ReadWindow {
             lead: match lead {
                 Some(l) => l.value,
                 None if t.has("lead") => return None,
-                None => DEFAULT_LEAD,
+                None => Window::DEFAULT_LEAD,
             },
         })
     })();
@@ -572,6 +570,11 @@ fn describe(w: &Window) -> String {
 /// Two windows of one eligibility must not both be packaging at once: an entry must
 /// have one window to go in. Windows repeat daily, so each is compared with the
 /// other's phases of the dates around; and a phase over 24 h overlaps its own next.
+///
+/// Compared as wall-clock times of a day without a clock change. On a change day a
+/// lead, being real time, can reach an hour further or less far back across the
+/// change (between 01:00 and 03:00): windows that merely touch there may both be
+/// packaging for up to that hour, once a year.
 fn overlaps(r: &mut Reader<'_>, windows: &[ReadWindow]) {
     let whole: Vec<(&ReadWindow, &Window)> = windows
         .iter()
@@ -579,7 +582,7 @@ fn overlaps(r: &mut Reader<'_>, windows: &[ReadWindow]) {
         .collect();
     for (rw, w) in &whole {
         let (from, to) = phase(w);
-        if to - from > DAY && w.lead <= MAX_LEAD {
+        if to - from > DAY && w.lead <= Window::MAX_LEAD {
             let (field, span) = &rw.phase_at;
             r.problem(
                 span,

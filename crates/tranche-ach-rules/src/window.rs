@@ -78,6 +78,12 @@ pub struct Window {
 }
 
 impl Window {
+    /// The default lead: packaging starts 2 hours before the window opens.
+    pub const DEFAULT_LEAD: Duration = Duration::from_secs(2 * 3600);
+    /// The longest lead, a day: a longer one would start a date's packaging while the
+    /// previous date's of the same window is still going on.
+    pub const MAX_LEAD: Duration = Duration::from_secs(24 * 3600);
+
     /// Whether the window takes Same Day ACH entries.
     pub fn same_day(&self) -> bool {
         self.eligible == Eligible::SameDay

@@ -23,6 +23,8 @@ fn options(entries: u64) -> DayOptions {
 
 #[test]
 fn a_seed_gives_the_same_day() {
+    assert_eq!(DayOptions::default().same_day_share, 0.15);
+    assert_eq!(DayOptions::default().banks, ["first", "second"]);
     let a: Vec<Entry> = day(&options(5_000)).collect();
     let b: Vec<Entry> = day(&options(5_000)).collect();
     assert_eq!(a, b);
@@ -209,6 +211,13 @@ fn the_written_day_reads_back_as_the_same_entries() {
         .map(|b| b.same_day + b.next_day + b.bad)
         .sum();
     assert_eq!(per_bank, 3_000);
+
+    let shown = files.to_string();
+    assert!(shown.starts_with(&format!(
+        "{}: 3000 rows (2992 valid",
+        files.entries_csv.display()
+    )));
+    assert_eq!(shown.lines().count(), 5, "{shown}");
 
     // The rules beside it name the day's banks, with outboxes under the directory.
     let rules = Rules::load(&files.rules).unwrap();

@@ -299,9 +299,15 @@ fn a_bank_needs_a_window_and_rules_need_a_bank() {
     assert_eq!(all.len(), 1, "{all:#?}");
     assert_eq!((all[0].line, all[0].field.as_str()), (1, "bank[0].window"));
     assert_eq!(all[0].got, "none");
+    let all = problems(&format!("{}window = []\n", &BASE[..cut]));
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!(all[0].field, "bank[0].window");
     let all = problems("[engine]\ntick = \"5m\"\n");
     assert_eq!(all.len(), 1, "{all:#?}");
     assert_eq!(all[0].field, "bank");
+    let all = problems("bank = []\n");
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!(all[0].got, "none");
     let p = only("[[bank]]", "[bank]");
     assert_eq!(hint(&p), Some("write [[bank]]"));
 }

@@ -2,6 +2,7 @@
 //! its banks beside it.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -65,6 +66,36 @@ pub struct BankCounts {
     pub next_day: u64,
     /// Bad rows.
     pub bad: u64,
+}
+
+impl fmt::Display for DayFiles {
+    /// What a person wants to see after generating a day: where, and how many of what.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.counts;
+        writeln!(
+            f,
+            "{}: {} rows ({} valid, {} same-day; {} bad)",
+            self.entries_csv.display(),
+            c.rows,
+            c.valid(),
+            c.same_day(),
+            c.bad
+        )?;
+        write!(
+            f,
+            "{}: rules for {} banks",
+            self.rules.display(),
+            c.banks.len()
+        )?;
+        for (bank, b) in &c.banks {
+            write!(
+                f,
+                "\n  {bank}: {} same-day, {} next-day, {} bad",
+                b.same_day, b.next_day, b.bad
+            )?;
+        }
+        Ok(())
+    }
 }
 
 impl DayCounts {

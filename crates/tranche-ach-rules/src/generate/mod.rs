@@ -47,6 +47,14 @@ pub struct DayOptions {
     pub bad: u64,
 }
 
+impl Default for DayOptions {
+    /// 10,000 entries submitted on Monday 2 March 2026 (the next business day is the
+    /// day after), otherwise as [`DayOptions::new`].
+    fn default() -> Self {
+        DayOptions::new(10_000, NaiveDate::from_ymd_opt(2026, 3, 2).expect("a date"))
+    }
+}
+
 impl DayOptions {
     /// `entries` entries submitted on `date`, seed 1, through banks `first` and
     /// `second` (the example ach.toml's), 15 % same-day, none invalid.
