@@ -7,12 +7,16 @@
 //! A body that is not entries at all (a field of the wrong type, a routing number
 //! with a bad check digit) is refused whole, 400, naming `entries[i].field`.
 //! Account numbers are masked in answers unless the request may see personal data.
+//! A submission date's figures (`/v1/ach/status`) are counts and amounts per bank and
+//! window, so any token that may read entries may read them.
 
 use std::fmt;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use chrono::{DateTime, NaiveDate};
 use serde::{Deserialize, Serialize};
 use tranche_ach::Entry;
 use tranche_ach_ledger::{
@@ -24,8 +28,9 @@ use utoipa::{IntoParams, ToSchema};
 use crate::body::Json;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::personal_data::PersonalData;
+use crate::runs::query;
 use crate::state::AppState;
-use crate::wire::Reason;
+use crate::wire::{DayStatusOut, Reason};
 
 /// The ledger a server holds (a `Debug` that says only that it is there).
 #[derive(Clone)]
@@ -512,4 +517,59 @@ pub async fn cancel(
         }
     };
     Ok(axum::Json(answer))
+}
+
+/// The submission date of `/v1/ach/status`.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StatusQuery {
+    /// The submission date, `YYYY-MM-DD`; today (UTC, on the server's clock) when
+    /// absent.
+    #[param(value_type = Option<String>, format = Date)]
+    date: Option<String>,
+}
+
+/// `YYYY-MM-DD` exactly: chrono alone would also take `2026-3-2`.
+fn parse_date(text: &str) -> Result<NaiveDate, ApiError> {
+    let b = text.as_bytes();
+    match NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(date) if b.len() == 10 && b[4] == b'-' && b[7] == b'-' => Ok(date),
+        _ => Err(ApiError::invalid(
+            "date",
+            format!("expected a date as YYYY-MM-DD, got {text:?}"),
+        )),
+    }
+}
+
+/// A submission date's figures per bank: entries by effective state (counts and
+/// cents) and per window the files by state with their entries, debits and credits,
+/// and the window's times when the server has ACH rules.
+#[utoipa::path(
+    get,
+    path = "/v1/ach/status",
+    operation_id = "ach_status",
+    tag = "ach",
+    params(StatusQuery),
+    responses(
+        (status = 200, description = "The day's figures", body = DayStatusOut),
+        (status = 400, description = "`date` is not a date as YYYY-MM-DD, or another parameter was given (`field` names it)", body = ErrorBody),
+        (status = 404, description = "No ACH ledger configured (code `no_ledger`)", body = ErrorBody),
+    )
+)]
+pub async fn status(
+    State(app): State<AppState>,
+    q: Result<Query<StatusQuery>, QueryRejection>,
+) -> Result<axum::Json<DayStatusOut>, ApiError> {
+    let ledger = ledger(&app)?;
+    let date = match query(q)?.date {
+        Some(text) => parse_date(&text)?,
+        // The backend's clock, not the system's: the one time every handler reads.
+        None => DateTime::from_timestamp_micros(app.backend().clock().now().micros())
+            .unwrap_or_default()
+            .date_naive(),
+    };
+    let rules = app.config().ach_rules.as_deref();
+    let status = tranche_ach_pipeline::day_status(&*ledger, rules, date).await?;
+    Ok(axum::Json(status.into()))
 }

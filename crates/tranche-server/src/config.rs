@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::Tokens;
@@ -40,6 +41,10 @@ pub struct ServerConfig {
     /// The ACH entry ledger behind `/v1/ach/*`; without one those routes answer 404
     /// `no_ledger`.
     pub ledger: Option<crate::ach::LedgerHandle>,
+    /// The ACH rules whose banks and windows `/v1/ach/status` lists, with the windows'
+    /// times; without them it lists the banks and windows the day's entries and files
+    /// name, without times.
+    pub ach_rules: Option<Arc<tranche_ach_rules::Rules>>,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +63,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             show_personal_data: false,
             ledger: None,
+            ach_rules: None,
         }
     }
 }

@@ -13,7 +13,8 @@
 //! - **Remote workers** in any language poll in batches with a long-poll, heartbeat and
 //!   report in batches, under the engine's lease rules.
 //! - **ACH entries** (`/v1/ach/entries`): import up to 10,000 payment entries per
-//!   request into the entry ledger (per-entry results), read one, cancel one.
+//!   request into the entry ledger (per-entry results), read one, cancel one; and
+//!   `/v1/ach/status`, a submission date's entries and files per bank and window.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
 //! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
@@ -118,6 +119,7 @@ fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/v1/ach/entries", post(ach::import)),
         ("GET", "/v1/ach/entries/{id}", get(ach::entry)),
         ("POST", "/v1/ach/entries/{id}/cancel", post(ach::cancel)),
+        ("GET", "/v1/ach/status", get(ach::status)),
     ]
 }
 

@@ -78,6 +78,7 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         ach::import,
         ach::entry,
         ach::cancel,
+        ach::status,
     ),
     components(schemas(crate::error::ErrorCode)),
     modifiers(&SharedAnswers),
@@ -89,7 +90,7 @@ A request whose headers or body do not arrive within the server's timeouts is cu
         (name = "limits", description = "Rate limits and running caps per queue or task kind, for the whole fleet."),
         (name = "feed", description = "The change feed of job states."),
         (name = "workers", description = "Remote workers: the only endpoints a worker token may use."),
-        (name = "ach", description = "ACH payment entries: import into the entry ledger, read, cancel. Without a ledger configured (a server on --broker without --ledger) these answer 404 `no_ledger`. Account numbers are masked (`*****6789`) unless the token has the `pii` scope."),
+        (name = "ach", description = "ACH payment entries: import into the entry ledger, read, cancel; a submission date's entries and files per bank and window. Without a ledger configured (a server on --broker without --ledger) these answer 404 `no_ledger`. Account numbers are masked (`*****6789`) unless the token has the `pii` scope."),
         (name = "service", description = "The dashboard, health, readiness and metrics."),
     )
 )]

@@ -314,3 +314,148 @@ impl From<ReservedJob> for PolledJob {
         }
     }
 }
+
+// A submission date's ACH figures: `tranche_ach_pipeline::DayStatus` as served. The
+// pipeline knows nothing of OpenAPI, hence these mirrors; they also give its window
+// times as every other time of this API, microseconds since the Unix epoch.
+
+/// A submission date's ACH entries and files, per bank and window. Counts and
+/// amounts only: no entry is named.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AchDayStatus)]
+pub struct DayStatusOut {
+    /// The submission date, `YYYY-MM-DD`.
+    #[schema(value_type = String, format = Date)]
+    pub date: chrono::NaiveDate,
+    /// The banks of the server's ACH rules (`--ach-rules`) in their order, then any
+    /// other bank with entries or files that day.
+    pub banks: Vec<BankFiguresOut>,
+}
+
+/// One bank's figures.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AchBankFigures)]
+pub struct BankFiguresOut {
+    /// The bank's key, as entries name it.
+    pub bank: String,
+    /// Entries (and their amounts) by effective state, one per state in the order
+    /// accepted, packaged, submitted, rejected, cancelled.
+    pub entries: Vec<StateTallyOut>,
+    /// The bank's windows: those of the rules in their order, then any other window a
+    /// file of the day names.
+    pub windows: Vec<WindowFiguresOut>,
+}
+
+/// Entries in one effective state.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AchStateTally)]
+pub struct StateTallyOut {
+    /// The state.
+    #[schema(value_type = crate::ach::EntryState)]
+    pub state: &'static str,
+    /// How many entries.
+    pub entries: u64,
+    /// The sum of their amounts (credits and debits alike), in cents.
+    pub cents: u64,
+}
+
+/// One window's files on the day.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AchWindowFigures)]
+pub struct WindowFiguresOut {
+    /// The window's name.
+    pub window: String,
+    /// When its submission begins that day; `null` without rules, or for a window the
+    /// rules no longer have.
+    #[schema(required = true)]
+    pub begins: Option<Timestamp>,
+    /// When it ends (the bank's cut-off; the next day for a window crossing
+    /// midnight); `null` as `begins`.
+    #[schema(required = true)]
+    pub ends: Option<Timestamp>,
+    /// Files by state, one per state in the order packaged, submitting, submitted,
+    /// released.
+    pub files: Vec<FileCountOut>,
+    /// Entries in its files that are not released.
+    pub entries: u64,
+    /// Their debits, in cents.
+    pub debit_cents: u64,
+    /// Their credits, in cents.
+    pub credit_cents: u64,
+}
+
+/// Files in one state.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AchFileCount)]
+pub struct FileCountOut {
+    /// The state.
+    #[schema(value_type = FileStateDoc)]
+    pub state: &'static str,
+    /// How many files.
+    pub files: u64,
+}
+
+// Documentation only: the ledger's names are served as they are (`FileCountOut`).
+/// A payment file's state.
+#[allow(dead_code)]
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = AchFileState)]
+enum FileStateDoc {
+    /// Recorded with its entries, not being submitted.
+    Packaged,
+    /// Its upload began and has not ended (in progress, or in doubt after a crash).
+    Submitting,
+    /// Delivered to the bank.
+    Submitted,
+    /// Taken apart (its entries went back to accepted, or were cancelled).
+    Released,
+}
+
+fn micros(t: chrono::DateTime<chrono::Utc>) -> Timestamp {
+    Timestamp(t.timestamp_micros())
+}
+
+impl From<tranche_ach_pipeline::DayStatus> for DayStatusOut {
+    fn from(s: tranche_ach_pipeline::DayStatus) -> Self {
+        DayStatusOut {
+            date: s.date,
+            banks: s
+                .banks
+                .into_iter()
+                .map(|b| BankFiguresOut {
+                    bank: b.bank,
+                    entries: b
+                        .entries
+                        .into_iter()
+                        .map(|t| StateTallyOut {
+                            state: t.state,
+                            entries: t.entries,
+                            cents: t.cents,
+                        })
+                        .collect(),
+                    windows: b
+                        .windows
+                        .into_iter()
+                        .map(|w| WindowFiguresOut {
+                            window: w.window,
+                            begins: w.begins.map(micros),
+                            ends: w.ends.map(micros),
+                            files: w
+                                .files
+                                .into_iter()
+                                .map(|f| FileCountOut {
+                                    state: f.state,
+                                    files: f.files,
+                                })
+                                .collect(),
+                            entries: w.entries,
+                            debit_cents: w.debit_cents,
+                            credit_cents: w.credit_cents,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}

@@ -17,6 +17,8 @@ pub struct Live {
     pub backend: EngineClient,
     pub client: Client,
     pub token: Option<String>,
+    /// The server's ACH entry ledger, for setting up what the API only reads.
+    pub ledger: Option<Arc<dyn tranche_ach_ledger::Ledger>>,
     stop: CancellationToken,
     dir: tempfile::TempDir,
     ledger_dir: Option<tempfile::TempDir>,
@@ -33,12 +35,19 @@ pub async fn start() -> Live {
 }
 
 /// A server with an ACH entry ledger (SQLite, in its own temporary directory).
-pub async fn start_with_ledger(mut config: ServerConfig) -> Live {
+pub async fn start_with_ledger(config: ServerConfig) -> Live {
+    start_with_ledger_on(config, SqliteOptions::default().clock).await
+}
+
+/// [`start_with_ledger`], the backend reading time from `clock`.
+pub async fn start_with_ledger_on(mut config: ServerConfig, clock: Arc<dyn Clock>) -> Live {
     let dir = tempfile::tempdir().expect("temp dir");
-    let ledger = tranche_ach_ledger::SqliteLedger::open(dir.path()).expect("open ledger");
-    config.ledger = Some(tranche_server::LedgerHandle(Arc::new(ledger)));
-    let mut live = start_with(config).await;
+    let ledger: Arc<dyn tranche_ach_ledger::Ledger> =
+        Arc::new(tranche_ach_ledger::SqliteLedger::open(dir.path()).expect("open ledger"));
+    config.ledger = Some(tranche_server::LedgerHandle(ledger.clone()));
+    let mut live = start_on(config, clock).await;
     live.ledger_dir = Some(dir);
+    live.ledger = Some(ledger);
     live
 }
 
@@ -73,6 +82,7 @@ pub async fn start_on(mut config: ServerConfig, clock: Arc<dyn Clock>) -> Live {
         backend,
         client: Client::new(),
         token: None,
+        ledger: None,
         stop,
         dir,
         ledger_dir: None,

@@ -2,6 +2,7 @@
 //! backend in a temporary directory, driven with a real HTTP client.
 
 mod ach;
+mod ach_status;
 mod auth;
 mod dashboard;
 mod engine_worker;

@@ -173,7 +173,12 @@ fn ids(v: &Value) -> Vec<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_requests_and_answers_match_the_document() {
-    let s = crate::live::start_with_ledger(tranche_server::ServerConfig::default()).await;
+    // With ACH rules, so that the day's figures have windows with times and without.
+    let s = crate::live::start_with_ledger(tranche_server::ServerConfig {
+        ach_rules: Some(crate::ach_status::rules()),
+        ..tranche_server::ServerConfig::default()
+    })
+    .await;
     let mut c = Checked::new(&s).await;
 
     c.get("/", "/", 200).await;
@@ -562,6 +567,21 @@ async fn real_requests_and_answers_match_the_document() {
         .get("/v1/ach/entries/{id}", "/v1/ach/entries/A1", 200)
         .await;
     assert_eq!(cancelled["state"], "cancelled");
+
+    // A day's figures: files packaged, submitted and released, in windows of the
+    // rules (with times) and not (without).
+    crate::ach_status::set_up_the_day(&s).await;
+    let day = format!("/v1/ach/status?date={}", crate::ach_status::DAY);
+    let status = c.get("/v1/ach/status", &day, 200).await;
+    let windows = status["banks"][0]["windows"].as_array().unwrap();
+    assert!(
+        windows.iter().any(|w| w["begins"].is_null())
+            && windows.iter().any(|w| w["begins"].is_i64()),
+        "{status}"
+    );
+    c.get("/v1/ach/status", "/v1/ach/status", 200).await;
+    c.get("/v1/ach/status", "/v1/ach/status?date=tomorrow", 400)
+        .await;
 
     c.assert_every_success_met();
 }
