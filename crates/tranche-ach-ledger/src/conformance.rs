@@ -695,7 +695,9 @@ pub async fn entries_are_read_by_seq(ledger: &dyn Ledger) {
     ));
     // Out of order, repeated, with a gap and a seq no entry has.
     let unknown = seqs.iter().max().unwrap() + 1_000_000;
-    let asked = vec![seqs[5], seqs[0], unknown, seqs[3], seqs[1], seqs[2], seqs[0]];
+    let asked = vec![
+        seqs[5], seqs[0], unknown, seqs[3], seqs[1], seqs[2], seqs[0],
+    ];
     let got = ledger.entries_at(&asked).await.unwrap();
     let got: Vec<(i64, String, State)> = got
         .into_iter()

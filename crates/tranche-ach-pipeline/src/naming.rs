@@ -40,7 +40,10 @@ pub fn file_id(bank: &str, date: NaiveDate, modifier: char) -> String {
 
 /// The modifier a [`file_id`] ends with.
 pub fn modifier_of(file_id: &str) -> Option<char> {
-    file_id.chars().last().filter(|c| modifier_index(*c).is_some())
+    file_id
+        .chars()
+        .last()
+        .filter(|c| modifier_index(*c).is_some())
 }
 
 /// The file's name at the bank.
@@ -119,7 +122,11 @@ mod tests {
         assert_eq!(free_modifiers(&['A', 'C'], 3), vec!['B', 'D', 'E']);
         assert_eq!(free_modifiers(&[], 40).len(), 36);
         let key = file_key(d, &id, "00ff00ff00ff00ff00ff").unwrap();
-        assert!(key.as_str().ends_with("ach-file/2026-03-02/first-20260302-C-00ff00ff00ff00ff.ach"), "{key:?}");
+        assert!(
+            key.as_str()
+                .ends_with("ach-file/2026-03-02/first-20260302-C-00ff00ff00ff00ff.ach"),
+            "{key:?}"
+        );
         assert_eq!(
             run_name("first", "sd1", d).unwrap().as_str(),
             "ach/first/sd1/2026-03-02"

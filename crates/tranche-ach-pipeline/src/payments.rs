@@ -146,10 +146,12 @@ impl Payments {
     }
 
     pub(crate) fn bank(&self, name: &str) -> Result<&BankRules, StepError> {
-        self.inner
-            .rules
-            .bank(name)
-            .ok_or_else(|| StepError::permanent("finding the bank", format!("bank {name:?} is not in the rules")))
+        self.inner.rules.bank(name).ok_or_else(|| {
+            StepError::permanent(
+                "finding the bank",
+                format!("bank {name:?} is not in the rules"),
+            )
+        })
     }
 
     pub(crate) fn window(&self, scope: &Scope) -> Result<(&BankRules, &Window), StepError> {
@@ -161,7 +163,10 @@ impl Payments {
             .ok_or_else(|| {
                 StepError::permanent(
                     "finding the window",
-                    format!("bank {:?} has no window {:?} in the rules", scope.bank, scope.window),
+                    format!(
+                        "bank {:?} has no window {:?} in the rules",
+                        scope.bank, scope.window
+                    ),
                 )
             })?;
         Ok((bank, window))
@@ -179,9 +184,9 @@ impl Payments {
         let rules = self.bank(bank)?;
         let doing = "opening the bank's delivery";
         let d: Arc<dyn Delivery> = match &rules.delivery {
-            tranche_ach_rules::Delivery::Outbox { dir } => Arc::new(
-                Outbox::new(dir.clone()).map_err(|e| StepError::delivery(doing, e))?,
-            ),
+            tranche_ach_rules::Delivery::Outbox { dir } => {
+                Arc::new(Outbox::new(dir.clone()).map_err(|e| StepError::delivery(doing, e))?)
+            }
             tranche_ach_rules::Delivery::Sftp {
                 host,
                 port,

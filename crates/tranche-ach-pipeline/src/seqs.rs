@@ -118,7 +118,10 @@ mod tests {
         assert_eq!(s.len(), 7);
         assert_eq!(s.to_vec(), vec![1, 2, 3, 5, 7, 9, 10]);
         assert!(s.contains(2) && s.contains(10) && !s.contains(4) && !s.contains(11));
-        assert_eq!(serde_json::to_string(&s).unwrap(), "[[1,3],[5,5],[7,7],[9,10]]");
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            "[[1,3],[5,5],[7,7],[9,10]]"
+        );
     }
 
     #[test]

@@ -90,10 +90,7 @@ mod tests {
 
     #[test]
     fn whole_batches_fill_files_in_order() {
-        let files = split(
-            &[batch("A", 0, 3), batch("B", 10, 4), batch("C", 20, 2)],
-            6,
-        );
+        let files = split(&[batch("A", 0, 3), batch("B", 10, 4), batch("C", 20, 2)], 6);
         let sizes: Vec<(u64, u32)> = files.iter().map(|f| (f.entries, f.batches)).collect();
         // B does not fit beside A: it starts the second file, and C joins it.
         assert_eq!(sizes, vec![(3, 1), (6, 2)]);

@@ -118,7 +118,10 @@ impl Payments {
                         state: Some(FileState::Packaged),
                     })
                     .await?;
-                for f in files.iter().filter(|f| ended.contains(&f.file.window.as_str())) {
+                for f in files
+                    .iter()
+                    .filter(|f| ended.contains(&f.file.window.as_str()))
+                {
                     if let ReleaseOutcome::Released { .. } =
                         self.ledger().release_file(&f.file.file_id).await?
                     {

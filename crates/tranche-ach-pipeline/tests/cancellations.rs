@@ -21,7 +21,10 @@ async fn cancels_racing_packaging_and_submission_never_lose() {
     }
     // The seeds spread the cancels over every phase: before packaging, between
     // packaging and upload (the file is rebuilt), and after the upload began.
-    assert!(seen.iter().all(|&n| n > 0), "cancels per phase over all seeds: {seen:?}");
+    assert!(
+        seen.iter().all(|&n| n > 0),
+        "cancels per phase over all seeds: {seen:?}"
+    );
 }
 
 /// One seeded race; how many cancels landed before packaging, after it, too late.
@@ -63,7 +66,15 @@ async fn one_interleaving(seed: u64) -> [usize; 3] {
     let kinds = |f: fn(&CancelOutcome) -> bool| outcomes.iter().filter(|(_, o)| f(o)).count();
     let phases = [
         kinds(|o| matches!(o, CancelOutcome::Cancelled { file_id: None, .. })),
-        kinds(|o| matches!(o, CancelOutcome::Cancelled { file_id: Some(_), .. })),
+        kinds(|o| {
+            matches!(
+                o,
+                CancelOutcome::Cancelled {
+                    file_id: Some(_),
+                    ..
+                }
+            )
+        }),
         kinds(|o| matches!(o, CancelOutcome::TooLate { .. })),
     ];
     eprintln!(
@@ -76,10 +87,18 @@ async fn one_interleaving(seed: u64) -> [usize; 3] {
         match out {
             CancelOutcome::TooLate { file_id, .. } => {
                 too_late.insert(id.clone());
-                assert_eq!(submitted.get(id), Some(file_id), "seed {seed}: {id} was too late to cancel, so it went in {file_id}");
+                assert_eq!(
+                    submitted.get(id),
+                    Some(file_id),
+                    "seed {seed}: {id} was too late to cancel, so it went in {file_id}"
+                );
             }
             CancelOutcome::Cancelled { .. } | CancelOutcome::AlreadyCancelled(_) => {
-                assert!(!submitted.contains_key(id), "seed {seed}: cancelled {id} is in submitted file {}", submitted[id]);
+                assert!(
+                    !submitted.contains_key(id),
+                    "seed {seed}: cancelled {id} is in submitted file {}",
+                    submitted[id]
+                );
                 assert_eq!(h.state(id).await, State::Cancelled, "seed {seed}: {id}");
             }
         }
@@ -91,16 +110,27 @@ async fn one_interleaving(seed: u64) -> [usize; 3] {
         .collect();
     for e in &all {
         if !cancelled.contains(&e.entry_id) {
-            assert!(submitted.contains_key(&e.entry_id), "seed {seed}: {} was never submitted ({:?})", e.entry_id, h.state(&e.entry_id).await);
+            assert!(
+                submitted.contains_key(&e.entry_id),
+                "seed {seed}: {} was never submitted ({:?})",
+                e.entry_id,
+                h.state(&e.entry_id).await
+            );
         }
     }
     // The bytes at the bank agree: no cancelled entry in any delivered file.
     for (name, bytes) in outbox_files(&h.outbox("first")) {
         for (id, _, _) in detail_records(&bytes) {
-            assert!(!cancelled.contains(&id), "seed {seed}: {name} delivered cancelled {id}");
+            assert!(
+                !cancelled.contains(&id),
+                "seed {seed}: {name} delivered cancelled {id}"
+            );
         }
     }
-    assert!(h.files(Some(FileState::Packaged)).await.is_empty(), "seed {seed}: a file was left packaged");
+    assert!(
+        h.files(Some(FileState::Packaged)).await.is_empty(),
+        "seed {seed}: a file was left packaged"
+    );
     h.stop().await;
     phases
 }

@@ -25,7 +25,10 @@ async fn a_day_goes_out_in_valid_files_each_entry_once() {
     let mut day_entries = all.clone();
     day_entries.push(broken);
     h.ledger.import(day_entries).await.unwrap();
-    h.ledger.cancel("E000010", "the customer asked").await.unwrap();
+    h.ledger
+        .cancel("E000010", "the customer asked")
+        .await
+        .unwrap();
 
     // 07:00: sd1 is packaging (from 06:30), not yet submitting (08:30).
     let tick = h.tick(at(7, 0)).await;
@@ -41,8 +44,13 @@ async fn a_day_goes_out_in_valid_files_each_entry_once() {
         same_day.len() as u64,
         "every same-day entry but the cancelled one is packaged"
     );
-    assert!(packaged.iter().all(|f| f.entries <= 400 && f.file.window == "sd1"));
-    assert!(h.files(Some(FileState::Submitted)).await.is_empty(), "nothing is submitted before 08:30");
+    assert!(packaged
+        .iter()
+        .all(|f| f.entries <= 400 && f.file.window == "sd1"));
+    assert!(
+        h.files(Some(FileState::Submitted)).await.is_empty(),
+        "nothing is submitted before 08:30"
+    );
     assert!(outbox_files(&h.outbox("first")).is_empty());
 
     // 08:30: sd1 submits; 17:30: nd packages and submits for both banks.
@@ -56,7 +64,10 @@ async fn a_day_goes_out_in_valid_files_each_entry_once() {
         .map(|e| e.entry_id.clone())
         .collect();
     let got: BTreeSet<String> = submitted.keys().cloned().collect();
-    assert_eq!(got, want, "every valid uncancelled entry is in exactly one submitted file");
+    assert_eq!(
+        got, want,
+        "every valid uncancelled entry is in exactly one submitted file"
+    );
     assert_eq!(h.state("E000010").await, State::Cancelled);
     assert_eq!(h.state("BAD-1").await, State::Rejected);
     assert!(h.files(Some(FileState::Packaged)).await.is_empty());
@@ -74,9 +85,15 @@ async fn a_day_goes_out_in_valid_files_each_entry_once() {
             let report = validate(&bytes);
             assert!(report.is_valid(), "{name}: {:?}", report.findings);
             assert_file_checks_out(&name, &bytes);
-            let ids: BTreeSet<String> = detail_records(&bytes).into_iter().map(|(id, _, _)| id).collect();
+            let ids: BTreeSet<String> = detail_records(&bytes)
+                .into_iter()
+                .map(|(id, _, _)| id)
+                .collect();
             let ledger_ids: BTreeSet<String> = detail.entry_ids.iter().cloned().collect();
-            assert_eq!(ids, ledger_ids, "{name}: its records are the ledger's entries");
+            assert_eq!(
+                ids, ledger_ids,
+                "{name}: its records are the ledger's entries"
+            );
             let credits: u64 = report.credit_cents;
             assert_eq!(credits, detail.record.credit_cents, "{name}");
             assert_eq!(report.debit_cents, detail.record.debit_cents, "{name}");
@@ -89,7 +106,10 @@ async fn a_day_goes_out_in_valid_files_each_entry_once() {
         let mut traces = BTreeSet::new();
         for (_, bytes) in outbox_files(&h.outbox(bank)) {
             for (_, _, trace) in detail_records(&bytes) {
-                assert!(traces.insert(trace.clone()), "trace {trace} twice in {bank}'s day");
+                assert!(
+                    traces.insert(trace.clone()),
+                    "trace {trace} twice in {bank}'s day"
+                );
             }
         }
     }
@@ -101,7 +121,13 @@ async fn a_day_goes_out_in_valid_files_each_entry_once() {
         for f in &m.files {
             let detail = h.ledger.file(&f.file_id).await.unwrap().unwrap();
             assert_eq!(
-                (f.entries, f.credit_cents, f.debit_cents, f.hash.as_str(), m.window.as_str()),
+                (
+                    f.entries,
+                    f.credit_cents,
+                    f.debit_cents,
+                    f.hash.as_str(),
+                    m.window.as_str()
+                ),
                 (
                     detail.record.entries,
                     detail.record.credit_cents,

@@ -72,13 +72,19 @@ async fn interrupted(drop: Drop) {
     let mut deliveries: HashMap<String, Arc<dyn Delivery>> = HashMap::new();
     deliveries.insert("first".into(), flaky.clone());
     let h = Harness::embedded(1_000, deliveries).await;
-    let day: Vec<_> = (0..50).map(|i| entry(&format!("U{i:03}"), "first", true, i)).collect();
+    let day: Vec<_> = (0..50)
+        .map(|i| entry(&format!("U{i:03}"), "first", true, i))
+        .collect();
     h.ledger.import(day).await.unwrap();
     h.tick(at(8, 30)).await;
 
     let files = h.files(None).await;
     assert_eq!(files.len(), 1);
-    assert_eq!(files[0].state, FileState::Submitted, "the retried upload settled it");
+    assert_eq!(
+        files[0].state,
+        FileState::Submitted,
+        "the retried upload settled it"
+    );
     let delivered = outbox_files(outbox.path());
     assert_eq!(delivered.len(), 1);
     assert_eq!(
@@ -109,7 +115,9 @@ async fn an_upload_cut_before_the_bytes_arrived_is_sent_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_whose_window_ended_goes_to_the_next_window() {
     let h = Harness::embedded(1_000, HashMap::new()).await;
-    let day: Vec<_> = (0..40).map(|i| entry(&format!("W{i:03}"), "first", true, i)).collect();
+    let day: Vec<_> = (0..40)
+        .map(|i| entry(&format!("W{i:03}"), "first", true, i))
+        .collect();
     h.ledger.import(day).await.unwrap();
     // Packaged for sd1 at 07:00, but no engine ticked during sd1's submission.
     h.tick(at(7, 0)).await;
@@ -141,14 +149,19 @@ async fn a_dry_run_says_what_a_tick_would_do_and_does_nothing() {
     assert_eq!(s.files.iter().sum::<u64>(), same_day);
     assert!(s.files.iter().all(|n| *n <= 100));
     assert!(h.files(None).await.is_empty(), "a dry run records no file");
-    assert!(h.client.list_runs(10).await.unwrap().is_empty(), "a dry run enqueues nothing");
+    assert!(
+        h.client.list_runs(10).await.unwrap().is_empty(),
+        "a dry run enqueues nothing"
+    );
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
     let h = Harness::embedded(1_000, HashMap::new()).await;
-    let day: Vec<_> = (0..30).map(|i| entry(&format!("C{i:03}"), "first", true, i)).collect();
+    let day: Vec<_> = (0..30)
+        .map(|i| entry(&format!("C{i:03}"), "first", true, i))
+        .collect();
     h.ledger.import(day).await.unwrap();
     // A packager that claimed one of the entries and died: its chunk is left alone
     // until the claim lapses.
@@ -156,10 +169,16 @@ async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
     let keys = vec![tranche_ach_pipeline::naming::lock_key(seq)];
     let ttl = std::time::Duration::from_millis(300);
     let claimed = std::time::Instant::now();
-    h.client.claim_locks("ach-pass:dead:1", &keys, ttl).await.unwrap();
+    h.client
+        .claim_locks("ach-pass:dead:1", &keys, ttl)
+        .await
+        .unwrap();
     h.tick(at(7, 0)).await;
     if claimed.elapsed() < ttl {
-        assert!(h.files(None).await.is_empty(), "the one chunk is held elsewhere");
+        assert!(
+            h.files(None).await.is_empty(),
+            "the one chunk is held elsewhere"
+        );
     }
     // Later ticks (each a slot of its own) package the entries once the claim lapsed.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -168,7 +187,10 @@ async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
         if !h.files(None).await.is_empty() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the claim never lapsed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the claim never lapsed"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(claimed.elapsed() >= ttl, "packaged before the claim lapsed");

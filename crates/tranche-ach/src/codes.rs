@@ -244,7 +244,9 @@ impl<'de> serde::Deserialize<'de> for ServiceClass {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let code = u16::deserialize(d)?;
         ServiceClass::from_code(code).ok_or_else(|| {
-            serde::de::Error::custom(format!("expected a service class 200, 220 or 225, got {code}"))
+            serde::de::Error::custom(format!(
+                "expected a service class 200, 220 or 225, got {code}"
+            ))
         })
     }
 }

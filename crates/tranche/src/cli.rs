@@ -387,6 +387,12 @@ pub struct ServerArgs {
     /// job text instead of masking it. With tokens, give `TOKEN pii` instead.
     #[arg(long)]
     pub show_personal_data: bool,
+    /// ACH rules (as for `tranche ach engine`) whose banks and windows, with their
+    /// times, /v1/ach/status and the dashboard list; without them, the banks and
+    /// windows the day's entries and files name. Invalid rules: every problem is
+    /// printed and the server exits 2.
+    #[arg(long, value_name = "ach.toml")]
+    pub ach_rules: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -461,6 +467,105 @@ pub enum Ach {
         #[arg(long)]
         json: bool,
     },
+    /// Package and submit payment files. Every tick (ach.toml [engine] tick, 5 min by
+    /// default) it packages the entries of each bank's windows whose packaging time
+    /// has come (claim, group by batch, split into files, write, validate, record),
+    /// rebuilds packaged files that now hold a cancelled entry, and from each window's
+    /// submission_begin uploads its files with the bank's pacing. Several engines may
+    /// share one broker and ledger: each entry goes in one file. Runs until
+    /// SIGTERM; with --once, runs one tick and waits for what it enqueued.
+    Engine(AchEngineArgs),
+    /// Per bank and window: entries accepted, packaged, submitted, rejected and
+    /// cancelled (with amounts), files by state and their totals.
+    Status {
+        /// The submission date (YYYY-MM-DD; default today, UTC).
+        date: Option<chrono::NaiveDate>,
+        /// Read window names and times from these rules.
+        #[arg(long, value_name = "ach.toml")]
+        rules: Option<PathBuf>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a realistic day of entries (DIR/entries.csv: a few large employers'
+    /// payrolls, many small ones, vendor payments, collections, prenotes, over several
+    /// banks) and a commented DIR/ach.toml with the Same Day and next-day windows.
+    Generate {
+        /// How many entries.
+        #[arg(long, default_value_t = 100_000)]
+        entries: u64,
+        /// The submission date (YYYY-MM-DD).
+        #[arg(long)]
+        date: chrono::NaiveDate,
+        /// Where to write.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The banks, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "first,second")]
+        banks: Vec<String>,
+        /// Rows to make invalid (each reported by line and field on import).
+        #[arg(long, default_value_t = 0)]
+        bad: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// A day of payment files end to end on the embedded default: generate entries
+    /// and rules, import them, run every window of the day (package, validate,
+    /// submit to an outbox under DIR), and print where to look.
+    Demo(AchDemo),
+}
+
+#[derive(Debug, Args)]
+pub struct AchEngineArgs {
+    /// The banks and windows.
+    #[arg(long, default_value = "ach.toml", value_name = "ach.toml")]
+    pub rules: PathBuf,
+    /// Where files and manifests are kept: a directory or s3://bucket[/prefix]
+    /// (default DATA/ach/store). Engines of a fleet must share it.
+    #[arg(long, value_name = "DIR|s3://…")]
+    pub store: Option<String>,
+    /// Run one tick, wait until what it enqueued has finished, print the day's status
+    /// and exit (1 if a job failed): for cron, and to replay a moment with --at.
+    #[arg(long)]
+    pub once: bool,
+    /// The moment a --once tick or --dry-run acts at (RFC 3339, e.g.
+    /// 2026-03-03T08:30:00-05:00); default now.
+    #[arg(long, value_parser = parse_instant)]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Say what a tick would do (entries, batches, files, submissions), doing none
+    /// of it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// ACH jobs this process runs at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Only work the ACH jobs (no tick): more hands beside a ticking engine, on the
+    /// same --broker, --ledger and --store.
+    #[arg(long, conflicts_with_all = ["once", "dry_run", "at"])]
+    pub work_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AchDemo {
+    /// Where the demo goes (entries, rules, state, ledger, store, outboxes). A previous
+    /// demo there is replaced.
+    #[arg(long, default_value = "./tranche-ach-demo")]
+    pub dir: PathBuf,
+    /// How many entries.
+    #[arg(long, default_value_t = 20_000)]
+    pub entries: u64,
+    /// The submission date.
+    #[arg(long, default_value = "2026-11-24")]
+    pub date: chrono::NaiveDate,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// An instant as RFC 3339.
+pub fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("expected an instant like 2026-03-03T08:30:00-05:00, got {s:?} ({e})"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -631,6 +736,42 @@ pub enum Bench {
     /// a job by id, a page of the job list per filter, and gathering the first 50
     /// matches as `tranche jobs` does (p50/p99 per query).
     Browse(BenchBrowse),
+    /// Generate a realistic day of ACH entries (a few large employers, many small
+    /// ones, several banks), import it (CSV into the ledger) and package it into NACHA
+    /// files (claims, map, reduce, files written, validated and recorded), on the
+    /// embedded default or on --broker and --ledger with --processes workers; then the
+    /// file writer alone on one core. Prints entries/s for each, files, wall times and
+    /// peak memory. bench/ach-vs-moov.sh runs it beside moov-io/ach.
+    Ach(BenchAch),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchAch {
+    /// How many entries.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub entries: u64,
+    /// Entries per file at most (the banks' max_entries_per_file).
+    #[arg(long, default_value_t = 25_000)]
+    pub cap: u32,
+    /// Banks the entries are spread over.
+    #[arg(long, default_value_t = 4)]
+    pub banks: u32,
+    /// Work the jobs in N worker processes (`tranche ach engine --work-only`) sharing
+    /// --broker and --ledger, instead of in this one.
+    #[arg(long, default_value_t = 0)]
+    pub processes: usize,
+    /// ACH jobs a worker runs at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Keep everything (entries, ledger, state, files) in DIR instead of a temporary
+    /// directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// One JSON line instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

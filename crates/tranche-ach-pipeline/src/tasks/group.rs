@@ -75,7 +75,10 @@ fn by_batch(
     let mut kept = Vec::with_capacity(entries.len());
     for e in entries.iter().filter(|e| packageable(e, scope, same_day)) {
         // Entries come in seq order, so each key's seqs are ascending.
-        groups.entry(key_of(&e.entry, grouping)).or_default().push(e.seq);
+        groups
+            .entry(key_of(&e.entry, grouping))
+            .or_default()
+            .push(e.seq);
         kept.push(e.seq);
     }
     Grouped {

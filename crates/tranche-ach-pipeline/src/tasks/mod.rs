@@ -92,15 +92,21 @@ fn options(attempts: u32) -> TaskOptions {
 pub fn registry(payments: &Payments) -> Registry {
     let mut r = Registry::new();
     let p = payments.clone();
-    r.register(PLAN, options(10), move |ctx, a| plan::run(p.clone(), ctx, a));
+    r.register(PLAN, options(10), move |ctx, a| {
+        plan::run(p.clone(), ctx, a)
+    });
     let p = payments.clone();
-    r.register(GROUP, options(10), move |ctx, a| group::run(p.clone(), ctx, a));
+    r.register(GROUP, options(10), move |ctx, a| {
+        group::run(p.clone(), ctx, a)
+    });
     let p = payments.clone();
     r.register(REDUCE, options(10), move |ctx, a| {
         reduce::run(p.clone(), ctx, a)
     });
     let p = payments.clone();
-    r.register(WRITE, options(10), move |ctx, a| write::run(p.clone(), ctx, a));
+    r.register(WRITE, options(10), move |ctx, a| {
+        write::run(p.clone(), ctx, a)
+    });
     let p = payments.clone();
     r.register(FINISH, options(10), move |ctx, a| {
         finish::run(p.clone(), ctx, a)

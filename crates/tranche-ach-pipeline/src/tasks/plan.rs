@@ -76,7 +76,8 @@ pub(super) async fn run(p: Payments, ctx: JobContext, a: PlanArgs) -> Outcome<Pl
 async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned> {
     let (bank, window) = p.window(&a.scope)?;
     let tz = bank.time_zone;
-    let in_phase = window.packaging_from(a.scope.date, tz) <= a.at && a.at < window.ends(a.scope.date, tz);
+    let in_phase =
+        window.packaging_from(a.scope.date, tz) <= a.at && a.at < window.ends(a.scope.date, tz);
     if !in_phase {
         return Ok(Planned {
             out_of_window: true,

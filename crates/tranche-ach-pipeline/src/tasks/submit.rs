@@ -101,10 +101,7 @@ async fn submit(p: &Payments, a: SubmitArgs) -> StepResult<Submitted> {
         })
         .collect();
     if items.is_empty() {
-        return Ok(Submitted {
-            open,
-            uploads: 0,
-        });
+        return Ok(Submitted { open, uploads: 0 });
     }
     let out = p
         .client()

@@ -107,7 +107,10 @@ async fn upload(p: &Payments, a: UploadArgs) -> StepResult<Uploaded> {
                     .release_file(&a.file_id)
                     .await
                     .map_err(|e| StepError::ledger("releasing a file with a cancelled entry", e))?;
-                if matches!(released, ReleaseOutcome::Released { .. } | ReleaseOutcome::AlreadyReleased) {
+                if matches!(
+                    released,
+                    ReleaseOutcome::Released { .. } | ReleaseOutcome::AlreadyReleased
+                ) {
                     // At the submission's moment, which is inside the window's packaging
                     // phase: the new pass packages them for this window.
                     super::enqueue_plan(p, &a.scope, a.at, format!("plan/rebuild/{}", a.file_id))
@@ -134,7 +137,12 @@ async fn file_detail(p: &Payments, file_id: &str) -> StepResult<tranche_ach_ledg
         .await
         .map_err(|e| StepError::ledger("reading the file", e))?
         .map(|d| d.record)
-        .ok_or_else(|| StepError::permanent("reading the file", format!("{file_id} is not in the ledger")))
+        .ok_or_else(|| {
+            StepError::permanent(
+                "reading the file",
+                format!("{file_id} is not in the ledger"),
+            )
+        })
 }
 
 /// The file's name, hash and bytes, checked against the hash the ledger recorded.

@@ -9,7 +9,9 @@ use tranche_types::Outcome;
 
 use super::group::{key_of, packageable};
 use super::{At, Scope};
-use crate::naming::{self, file_id, file_key, file_name, first_trace_sequence, free_modifiers, modifier_of};
+use crate::naming::{
+    self, file_id, file_key, file_name, first_trace_sequence, free_modifiers, modifier_of,
+};
 use crate::seqs::SeqSet;
 use crate::step_error::{outcome, StepError, StepResult};
 use crate::Payments;
@@ -68,7 +70,11 @@ pub struct WrittenFile {
     pub dropped: u64,
 }
 
-pub(super) async fn run(p: Payments, ctx: JobContext, a: WriteArgs) -> Outcome<Option<WrittenFile>> {
+pub(super) async fn run(
+    p: Payments,
+    ctx: JobContext,
+    a: WriteArgs,
+) -> Outcome<Option<WrittenFile>> {
     // A retry of a writer whose file was recorded answers the same file (the effect
     // is recorded right after the ledger's commit).
     let effect = format!("ach-write/{}/{}", a.pass, a.index);
@@ -80,7 +86,11 @@ pub(super) async fn run(p: Payments, ctx: JobContext, a: WriteArgs) -> Outcome<O
     let result = write(&p, &a).await;
     if let Ok(Some(file)) = &result {
         let value = serde_json::to_string(file).expect("a written file serialises");
-        if let Err(e) = p.client().record_effect(&effect, Some(ctx.id()), &value).await {
+        if let Err(e) = p
+            .client()
+            .record_effect(&effect, Some(ctx.id()), &value)
+            .await
+        {
             return StepError::backend("recording the written file", e).into_outcome();
         }
     }
@@ -143,10 +153,19 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
         let bytes = written.out;
         let report = validate(&bytes);
         if !report.is_valid() {
-            let first: Vec<String> = report.findings.iter().take(3).map(ToString::to_string).collect();
+            let first: Vec<String> = report
+                .findings
+                .iter()
+                .take(3)
+                .map(ToString::to_string)
+                .collect();
             return Err(StepError::permanent(
                 "validating the file written",
-                format!("{id}: {} problems: {}", report.findings.len(), first.join("; ")),
+                format!(
+                    "{id}: {} problems: {}",
+                    report.findings.len(),
+                    first.join("; ")
+                ),
             ));
         }
         let hash = sha256_hex(&bytes);

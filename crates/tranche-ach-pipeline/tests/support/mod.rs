@@ -97,15 +97,27 @@ pub fn at(hh: u32, mm: u32) -> DateTime<Utc> {
 pub fn entry(id: &str, bank: &str, same_day: bool, i: u64) -> Entry {
     let date = day();
     let companies = ["ACME PAYROLL", "GLOBEX", "INITECH"];
-    let direction = if i % 5 == 4 { Direction::Debit } else { Direction::Credit };
+    let direction = if i % 5 == 4 {
+        Direction::Debit
+    } else {
+        Direction::Credit
+    };
     Entry {
         entry_id: id.into(),
         bank: bank.into(),
         company_name: companies[(i % 3) as usize].into(),
         company_id: format!("12345678{:02}", i % 3),
-        sec_code: if direction == Direction::Debit { SecCode::Web } else { SecCode::Ppd },
+        sec_code: if direction == Direction::Debit {
+            SecCode::Web
+        } else {
+            SecCode::Ppd
+        },
         transaction_code: TransactionCode::new(
-            if i % 7 == 0 { AccountKind::Savings } else { AccountKind::Checking },
+            if i % 7 == 0 {
+                AccountKind::Savings
+            } else {
+                AccountKind::Checking
+            },
             direction,
         ),
         rdfi_routing: ["021000021", "026009593", "011000015"][(i % 3) as usize]
@@ -117,7 +129,11 @@ pub fn entry(id: &str, bank: &str, same_day: bool, i: u64) -> Entry {
         individual_name: "JANE DOE".into(),
         entry_description: "PAYROLL".into(),
         descriptive_date: String::new(),
-        effective_date: if same_day { date } else { date.succ_opt().unwrap() },
+        effective_date: if same_day {
+            date
+        } else {
+            date.succ_opt().unwrap()
+        },
         submission_date: date,
         same_day,
         addenda: (i % 11 == 0 && direction == Direction::Credit).then(|| format!("INVOICE {i}")),
@@ -150,8 +166,11 @@ impl Harness {
     /// banks they name.
     pub async fn embedded(cap: u32, deliveries: HashMap<String, Arc<dyn Delivery>>) -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let client = Client::new(SqliteBackend::open(&dir.path().join("state"), SqliteOptions::default()).unwrap());
-        let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.path().join("ach")).unwrap());
+        let client = Client::new(
+            SqliteBackend::open(&dir.path().join("state"), SqliteOptions::default()).unwrap(),
+        );
+        let ledger: Arc<dyn Ledger> =
+            Arc::new(SqliteLedger::open(&dir.path().join("ach")).unwrap());
         Self::on(dir, client, ledger, cap, deliveries).await
     }
 
@@ -166,8 +185,13 @@ impl Harness {
         std::fs::write(&rules_file, rules_text(cap)).unwrap();
         let rules = Rules::load(&rules_file).unwrap();
         let store: Arc<dyn Storage> = Arc::new(LocalStore::new(dir.path().join("store")));
-        let payments =
-            Payments::with_deliveries(client.clone(), ledger.clone(), store.clone(), rules, deliveries);
+        let payments = Payments::with_deliveries(
+            client.clone(),
+            ledger.clone(),
+            store.clone(),
+            rules,
+            deliveries,
+        );
         payments.apply_pacing().await.unwrap();
         let mut h = Harness {
             dir,
@@ -214,7 +238,12 @@ impl Harness {
         for run in tick.runs() {
             let progress = self
                 .client
-                .wait_finished(&run, Duration::from_millis(50), Some(Duration::from_secs(120)), |_| {})
+                .wait_finished(
+                    &run,
+                    Duration::from_millis(50),
+                    Some(Duration::from_secs(120)),
+                    |_| {},
+                )
                 .await
                 .unwrap_or_else(|e| panic!("run {run} did not finish: {e}"));
             let failed = progress.failed;
@@ -250,7 +279,10 @@ impl Harness {
         for f in self.files(Some(FileState::Submitted)).await {
             let detail = self.ledger.file(&f.file.file_id).await.unwrap().unwrap();
             for id in detail.entry_ids {
-                assert!(out.insert(id.clone(), f.file.file_id.clone()).is_none(), "{id} is in two submitted files");
+                assert!(
+                    out.insert(id.clone(), f.file.file_id.clone()).is_none(),
+                    "{id} is in two submitted files"
+                );
             }
         }
         out
@@ -284,6 +316,11 @@ pub fn outbox_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     };
     read.map(|e| e.unwrap())
         .filter(|e| e.file_name().to_string_lossy().ends_with(".ach"))
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
         .collect()
 }

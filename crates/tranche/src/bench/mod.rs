@@ -4,6 +4,7 @@
 //! What more than one of them uses is in `figures` (percentiles, peak memory) and
 //! `noop` (the no-op task and its worker settings).
 
+mod ach;
 mod browse;
 mod engine;
 mod figures;
@@ -14,6 +15,7 @@ mod rate;
 mod server;
 mod state_dir;
 
+pub use ach::ach;
 pub use browse::browse;
 pub use engine::engine;
 pub use notes::notes;

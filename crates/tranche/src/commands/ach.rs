@@ -134,20 +134,50 @@ async fn required_ledger(at: &DataArgs) -> Result<Arc<dyn Ledger>> {
         .context("no ACH ledger configured")
 }
 
-#[derive(Default)]
-struct Tally {
-    rows: u64,
-    new: u64,
-    known: u64,
-    known_rejected: u64,
-    conflicts: u64,
-    rejected: u64,
+/// What an import did with a file's rows.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    /// Rows read.
+    pub rows: u64,
+    /// Stored now (accepted).
+    pub new: u64,
+    /// Already in the ledger with the same payload.
+    pub known: u64,
+    /// Of those, rejected when first imported.
+    pub known_rejected: u64,
+    /// Already in the ledger with another payload (the stored one kept).
+    pub conflicts: u64,
+    /// Not entries, or invalid (reported by line and field).
+    pub rejected: u64,
 }
 
 /// `tranche ach import ENTRIES.csv`: 0 when every row is stored (or known) valid, 1
 /// when a row was rejected or conflicts with a stored entry.
 pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
     let ledger = required_ledger(at).await?;
+    let name = file.display().to_string();
+    let tally = import_into(&*ledger, file, true).await?;
+    let known_rejected = if tally.known_rejected > 0 {
+        format!(" ({} of them rejected)", tally.known_rejected)
+    } else {
+        String::new()
+    };
+    println!(
+        "{name}: {} rows: {} accepted new, {} already known{known_rejected}, {} conflicts, {} rejected",
+        tally.rows, tally.new, tally.known, tally.conflicts, tally.rejected
+    );
+    Ok(
+        if tally.rejected + tally.conflicts + tally.known_rejected > 0 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
+
+/// Import a CSV file of entries into `ledger`, `IMPORT_BATCH` rows a transaction; each
+/// bad row is said on stderr by file, line and field; `progress` says every batch.
+pub async fn import_into(ledger: &dyn Ledger, file: &Path, progress: bool) -> Result<Tally> {
     let name = file.display().to_string();
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
@@ -183,27 +213,14 @@ pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
             }
         }
         if batch.len() == IMPORT_BATCH {
-            flush(&*ledger, &name, &mut batch, &mut tally).await?;
-            eprintln!("{name}: {} rows imported…", tally.rows);
+            flush(ledger, &name, &mut batch, &mut tally).await?;
+            if progress {
+                eprintln!("{name}: {} rows imported…", tally.rows);
+            }
         }
     }
-    flush(&*ledger, &name, &mut batch, &mut tally).await?;
-    let known_rejected = if tally.known_rejected > 0 {
-        format!(" ({} of them rejected)", tally.known_rejected)
-    } else {
-        String::new()
-    };
-    println!(
-        "{name}: {} rows: {} accepted new, {} already known{known_rejected}, {} conflicts, {} rejected",
-        tally.rows, tally.new, tally.known, tally.conflicts, tally.rejected
-    );
-    Ok(
-        if tally.rejected + tally.conflicts + tally.known_rejected > 0 {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    flush(ledger, &name, &mut batch, &mut tally).await?;
+    Ok(tally)
 }
 
 /// Entry's fields: all but the last three are required columns.

@@ -1,4 +1,6 @@
-mod ach;
+pub(crate) mod ach;
+mod ach_demo;
+pub(crate) mod ach_engine;
 mod feed;
 mod inspect;
 mod jobs;
@@ -64,6 +66,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(Bench::Notes(args)) => bench::notes(args).await,
         Command::Bench(Bench::Server(args)) => bench::server(at, args).await,
         Command::Bench(Bench::Browse(args)) => bench::browse(at, args).await,
+        Command::Bench(Bench::Ach(args)) => bench::ach(at, args).await,
         Command::Feed(Feed::Serve(args)) => feed::serve(args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
@@ -89,6 +92,19 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ach(Ach::Import { file }) => ach::import(at, &file).await,
         Command::Ach(Ach::Cancel { entry_id, reason }) => ach::cancel(at, &entry_id, &reason).await,
         Command::Ach(Ach::Entry { entry_id, json }) => ach::entry(at, &entry_id, json).await,
+        Command::Ach(Ach::Engine(args)) => ach_engine::engine(at, args).await,
+        Command::Ach(Ach::Status { date, rules, json }) => {
+            ach_engine::status(at, date, rules.as_deref(), json).await
+        }
+        Command::Ach(Ach::Generate {
+            entries,
+            date,
+            out,
+            banks,
+            bad,
+            seed,
+        }) => ach_demo::generate(entries, date, &out, banks, bad, seed),
+        Command::Ach(Ach::Demo(args)) => ach_demo::demo(at, args).await,
         Command::Notes(Notes::Run(args)) => notes_run::run(at, *args).await,
         Command::Notes(Notes::Demo(args)) => notes_run::demo(at, args).await,
         Command::Notes(Notes::RenderHelper { template }) => {

@@ -1,0 +1,383 @@
+//! `tranche bench ach`: a realistic day of payment entries imported and packaged into
+//! NACHA files, with intake and packaging rates, files, wall time and peak memory;
+//! and the file writer alone, on one core, on the shape moov-io/ach's peer yardstick
+//! writes (PPD credits, one batch per file), for the side-by-side in
+//! bench/ach-vs-moov.sh.
+
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use chrono::{NaiveDate, TimeZone, Utc};
+use serde::Serialize;
+use tranche_ach::{
+    validate, write_file, AccountKind, AccountNumber, BankProfile, Direction, Entry, FileOptions,
+    Grouping, SecCode, TransactionCode,
+};
+use tranche_ach_ledger::{Ledger, SqliteLedger, State};
+use tranche_ach_pipeline::Payments;
+use tranche_ach_rules::generate::{write_day, DayOptions};
+use tranche_ach_rules::Rules;
+use tranche_core::Client;
+
+use super::figures::peak_rss_mb;
+use super::state_dir::stamp;
+use crate::cli::{BenchAch, DataArgs};
+use crate::commands::ach::{import_into, open_ledger};
+use crate::commands::ach_engine::spawn_worker;
+use crate::data::{open_redis, open_with, riding_outages};
+
+/// The bench's submission date (a Tuesday).
+fn bench_date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 3, 3).expect("a date")
+}
+
+/// Banks named `bank1`…: each with a same-day window and a next-day one whose
+/// packaging phases are both open at 08:00 New York time (and neither submits then),
+/// so one tick packages the whole day.
+fn bench_rules(banks: u32, cap: u32) -> String {
+    let mut s = String::from("[engine]\ntick = \"5m\"\nclaim_ttl = \"10m\"\n");
+    let routings = [
+        "021000021",
+        "026009593",
+        "011000015",
+        "091000019",
+        "121000248",
+        "071000013",
+    ];
+    for b in 1..=banks {
+        let odfi = routings[(b as usize - 1) % routings.len()];
+        s.push_str(&format!(
+            r#"
+[[bank]]
+name = "bank{b}"
+odfi = "{odfi}"
+immediate_destination = "{odfi}"
+immediate_destination_name = "BANK {b}"
+immediate_origin = "1234567890"
+immediate_origin_name = "BENCH PAYROLL"
+max_entries_per_file = {cap}
+pacing = "0s"
+[bank.delivery]
+kind = "outbox"
+dir = "outbox/bank{b}"
+[[bank.window]]
+name = "sd1"
+eligible = "same-day"
+submission_begin = "08:30"
+submission_end = "10:30"
+lead = "2h"
+[[bank.window]]
+name = "nd"
+eligible = "next-day"
+submission_begin = "17:30"
+submission_end = "20:00"
+lead = "10h30m"
+"#
+        ));
+    }
+    s
+}
+
+#[derive(Serialize)]
+struct Report {
+    entries: u64,
+    banks: u32,
+    entries_per_file: u32,
+    backend: String,
+    ledger: String,
+    worker_processes: usize,
+    import_seconds: f64,
+    import_entries_per_sec: f64,
+    package_seconds: f64,
+    package_entries_per_sec: f64,
+    packaged_entries: u64,
+    files: u64,
+    writer_seconds: f64,
+    writer_entries_per_sec: f64,
+    writer_files: u64,
+    peak_rss_mb: f64,
+}
+
+pub async fn ach(at: &DataArgs, args: BenchAch) -> Result<ExitCode> {
+    let keep = args.dir.is_some();
+    let temp = tempfile::Builder::new()
+        .prefix("tranche-bench-ach-")
+        .tempdir()?;
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&dir)?;
+    let date = bench_date();
+    let banks: Vec<String> = (1..=args.banks).map(|b| format!("bank{b}")).collect();
+    eprintln!(
+        "generating {} entries over {} banks in {}",
+        args.entries,
+        args.banks,
+        dir.display()
+    );
+    let day = write_day(
+        &dir,
+        &DayOptions {
+            entries: args.entries,
+            date,
+            seed: args.seed,
+            banks,
+            ..DayOptions::default()
+        },
+    )?;
+    let rules_file = dir.join("ach.toml");
+    std::fs::write(&rules_file, bench_rules(args.banks, args.cap))?;
+    let rules = Rules::load(&rules_file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(day);
+
+    let ledger: Arc<dyn Ledger> = match &at.ledger {
+        Some(_) => open_ledger(at, false).await?.context("no ledger")?,
+        None => Arc::new(SqliteLedger::open(&dir.join("ledger"))?),
+    };
+    eprintln!("importing {}", dir.join("entries.csv").display());
+    let started = Instant::now();
+    let tally = import_into(&*ledger, &dir.join("entries.csv"), false).await?;
+    let import_seconds = started.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        tally.rejected + tally.conflicts == 0 && tally.new == args.entries,
+        "the import did not store every entry: {tally:?} (an empty --ledger is needed)"
+    );
+    eprintln!(
+        "  {} entries in {import_seconds:.2} s ({:.0}/s)",
+        tally.new,
+        tally.new as f64 / import_seconds
+    );
+
+    let prefix = format!("{{tranche-bench-ach-{}}}:", stamp());
+    let client: Client = match &at.broker {
+        Some(url) => riding_outages(open_redis(url, &prefix).await?, at),
+        None => open_with(&dir.join("state"), tranche_sqlite::SqliteOptions::default())?,
+    };
+    let store = tranche_storage::open_store(&dir.join("store").display().to_string())?;
+    let payments = Payments::new(client, ledger.clone(), store, rules);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (worker, mut children) = if args.processes == 0 {
+        (
+            Some(spawn_worker(&payments, args.concurrency, &stop)?),
+            Vec::new(),
+        )
+    } else {
+        (
+            None,
+            start_processes(at, &prefix, &rules_file, &dir, &args)?,
+        )
+    };
+
+    let moment = chrono_tz::America::New_York
+        .from_local_datetime(&date.and_hms_opt(8, 0, 0).expect("a time"))
+        .single()
+        .expect("no clock change at 08:00")
+        .with_timezone(&Utc);
+    eprintln!("packaging");
+    let started = Instant::now();
+    let tick = payments.tick(moment).await?;
+    for run in tick.runs() {
+        let p = payments
+            .client()
+            .wait_finished(&run, Duration::from_millis(20), None, |_| {})
+            .await?;
+        anyhow::ensure!(p.failed == 0, "{run}: {} jobs failed", p.failed);
+    }
+    let package_seconds = started.elapsed().as_secs_f64();
+    stop.cancel();
+    if let Some(w) = worker {
+        w.await??;
+    }
+    for c in &mut children {
+        let _ = c.start_kill();
+        let _ = c.wait().await;
+    }
+    let status = payments.status(date).await?;
+    let packaged: u64 = status
+        .banks
+        .iter()
+        .flat_map(|b| b.entries.iter())
+        .filter(|t| t.state == State::Packaged.as_str())
+        .map(|t| t.entries)
+        .sum();
+    let left: u64 = status
+        .banks
+        .iter()
+        .flat_map(|b| b.entries.iter())
+        .filter(|t| t.state == State::Accepted.as_str())
+        .map(|t| t.entries)
+        .sum();
+    anyhow::ensure!(left == 0, "{left} accepted entries were not packaged");
+    let files: u64 = status
+        .banks
+        .iter()
+        .flat_map(|b| b.windows.iter())
+        .flat_map(|w| w.files.iter())
+        .map(|f| f.files)
+        .sum();
+    eprintln!(
+        "  {packaged} entries into {files} files in {package_seconds:.2} s ({:.0}/s)",
+        packaged as f64 / package_seconds
+    );
+
+    eprintln!(
+        "the writer alone: {} PPD credits into files of {} on one core",
+        args.entries, args.cap
+    );
+    let (writer_seconds, writer_files) = writer_alone(args.entries, args.cap, &dir.join("writer"))?;
+    eprintln!(
+        "  {writer_files} files in {writer_seconds:.2} s ({:.0}/s)",
+        args.entries as f64 / writer_seconds
+    );
+    let report = Report {
+        entries: args.entries,
+        banks: args.banks,
+        entries_per_file: args.cap,
+        backend: if at.broker.is_some() {
+            "redis".into()
+        } else {
+            "sqlite".into()
+        },
+        ledger: if at.ledger.is_some() {
+            "postgres".into()
+        } else {
+            "sqlite".into()
+        },
+        worker_processes: args.processes,
+        import_seconds,
+        import_entries_per_sec: tally.new as f64 / import_seconds,
+        package_seconds,
+        package_entries_per_sec: packaged as f64 / package_seconds,
+        packaged_entries: packaged,
+        files,
+        writer_seconds,
+        writer_entries_per_sec: args.entries as f64 / writer_seconds,
+        writer_files,
+        peak_rss_mb: peak_rss_mb(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "ach: {} entries, {} banks, files of {}: import {:.0}/s ({:.2} s), packaging {:.0}/s ({:.2} s, {} files), writer alone {:.0}/s on one core, peak RSS {:.0} MB",
+            report.entries,
+            report.banks,
+            report.entries_per_file,
+            report.import_entries_per_sec,
+            report.import_seconds,
+            report.package_entries_per_sec,
+            report.package_seconds,
+            report.files,
+            report.writer_entries_per_sec,
+            report.peak_rss_mb
+        );
+    }
+    if keep {
+        eprintln!("kept in {}", dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Worker processes (this binary's `ach engine --work-only`) sharing the bench's broker,
+/// ledger and store.
+fn start_processes(
+    at: &DataArgs,
+    prefix: &str,
+    rules: &Path,
+    dir: &Path,
+    args: &BenchAch,
+) -> Result<Vec<tokio::process::Child>> {
+    anyhow::ensure!(
+        at.broker.is_some() && at.ledger.is_some(),
+        "--processes needs --broker and --ledger (the processes share them)"
+    );
+    let exe = std::env::current_exe().context("could not find this program to start workers")?;
+    (1..=args.processes)
+        .map(|i| {
+            tokio::process::Command::new(&exe)
+                .args(["--broker", at.broker.as_deref().unwrap_or_default()])
+                .args(["--prefix", prefix])
+                .args(["--ledger", at.ledger.as_deref().unwrap_or_default()])
+                .arg("--data")
+                .arg(dir.join(format!("worker{i}")))
+                .args(["ach", "engine", "--work-only"])
+                .arg("--rules")
+                .arg(rules)
+                .arg("--store")
+                .arg(dir.join("store"))
+                .args(["--concurrency", &args.concurrency.to_string()])
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("could not start worker process {i}"))
+        })
+        .collect()
+}
+
+/// Write `n` PPD credits (built here, as the peer builds its own) into files of `cap`,
+/// each validated by our validator and written to `dir`, on this thread: seconds and
+/// files.
+fn writer_alone(n: u64, cap: u32, dir: &Path) -> Result<(f64, u64)> {
+    std::fs::create_dir_all(dir)?;
+    let profile = BankProfile {
+        bank: "bench".into(),
+        odfi: "121042882".parse()?,
+        immediate_destination: "231380104".parse()?,
+        immediate_destination_name: "FEDERAL RESERVE BANK".into(),
+        immediate_origin: "121042882".into(),
+        immediate_origin_name: "TRANCHE TEST ODFI".into(),
+        reference_code: String::new(),
+    };
+    let date = bench_date();
+    let created = date.and_hms_opt(8, 0, 0).expect("a time");
+    let rdfi = "231380104".parse()?;
+    let started = Instant::now();
+    let mut files = 0;
+    let mut done = 0u64;
+    while done < n {
+        let count = (n - done).min(u64::from(cap));
+        let entries: Vec<Entry> = (done..done + count)
+            .map(|i| Entry {
+                entry_id: format!("W{i}"),
+                bank: "bench".into(),
+                company_name: "TRANCHE PAYROLL".into(),
+                company_id: "1234567890".into(),
+                sec_code: SecCode::Ppd,
+                transaction_code: TransactionCode::new(AccountKind::Checking, Direction::Credit),
+                rdfi_routing: rdfi,
+                account_number: AccountNumber::new(format!("{:012}", files * 10_000_000 + i)),
+                amount_cents: 1_000 + i % 500_000,
+                individual_id: format!("EMP{i:09}"),
+                individual_name: "RECEIVER NAME".into(),
+                entry_description: "PAYROLL".into(),
+                descriptive_date: String::new(),
+                effective_date: date.succ_opt().expect("a date"),
+                submission_date: date,
+                same_day: false,
+                addenda: None,
+            })
+            .collect();
+        let modifier = tranche_ach_pipeline::naming::MODIFIERS[files as usize % 36] as char;
+        let written = write_file(
+            Vec::with_capacity(count as usize * 95 + 1_000),
+            &profile,
+            &FileOptions::new(created, modifier),
+            &entries,
+            Grouping::Separate,
+        )?;
+        let report = validate(&written.out);
+        anyhow::ensure!(
+            report.is_valid(),
+            "the writer wrote an invalid file: {:?}",
+            report.findings.first()
+        );
+        std::fs::write(dir.join(format!("file{files:03}.ach")), &written.out)?;
+        files += 1;
+        done += count;
+    }
+    Ok((started.elapsed().as_secs_f64(), files))
+}

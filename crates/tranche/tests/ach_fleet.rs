@@ -1,0 +1,229 @@
+//! Two `tranche ach engine` processes on one Redis and one PostgreSQL ledger package a
+//! generated day together; one is killed with SIGKILL mid-packaging, and the other
+//! finishes the work: every entry ends in exactly one submitted file, every file passes
+//! our validator and moov-io's achcli, and what the banks received is what the ledger
+//! recorded.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+use tranche_test_support::nacha::assert_file_checks_out;
+use tranche_test_support::Postgres;
+
+const DAY: &str = "2026-03-03";
+
+/// Two banks, small files (a pass has many writers, so a kill lands mid-pass), claims
+/// that lapse after 3 s, no pacing.
+fn rules(dir: &Path) -> String {
+    let bank = |name: &str, odfi: &str| {
+        format!(
+            r#"
+[[bank]]
+name = "{name}"
+odfi = "{odfi}"
+immediate_destination = "{odfi}"
+immediate_destination_name = "BANK {name}"
+immediate_origin = "1234567890"
+immediate_origin_name = "ACME PAYROLL"
+max_entries_per_file = 200
+pacing = "0s"
+[bank.delivery]
+kind = "outbox"
+dir = "{dir}/outbox/{name}"
+[[bank.window]]
+name = "sd1"
+eligible = "same-day"
+submission_begin = "08:30"
+submission_end = "10:30"
+[[bank.window]]
+name = "nd"
+eligible = "next-day"
+submission_begin = "17:30"
+submission_end = "20:00"
+"#,
+            dir = dir.display()
+        )
+    };
+    format!(
+        "[engine]\ntick = \"5m\"\nclaim_ttl = \"3s\"\n{}{}",
+        bank("first", "021000021"),
+        bank("second", "026009593")
+    )
+}
+
+fn engine(redis: &str, ledger: &str, dir: &Path, data: &str, at: &str) -> Command {
+    let mut c = tranche();
+    c.args(["--broker", redis, "--ledger", ledger])
+        .arg("--data")
+        .arg(dir.join(data))
+        .args(["ach", "engine", "--once", "--at", at])
+        .arg("--rules")
+        .arg(dir.join("ach.toml"))
+        .arg("--store")
+        .arg(dir.join("store"))
+        .env("TRANCHE_LOG", "tranche_ach_pipeline=info");
+    c
+}
+
+fn count(pg: &Postgres, sql: &str) -> u64 {
+    let out = pg.psql("ach", sql);
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+#[test]
+fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("ach");
+    let dir = tempfile::tempdir().unwrap();
+    let (_redis, port) = redis(dir.path());
+    let redis_url = format!("redis://127.0.0.1:{port}");
+    let ledger = pg.url("ach");
+    let day = dir.path().join("day");
+    let out = tranche()
+        .args([
+            "ach",
+            "generate",
+            "--entries",
+            "8000",
+            "--date",
+            DAY,
+            "--banks",
+            "first,second",
+            "--out",
+        ])
+        .arg(&day)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(dir.path().join("ach.toml"), rules(dir.path())).unwrap();
+    let out = tranche()
+        .args(["--ledger", &ledger, "ach", "import"])
+        .arg(day.join("entries.csv"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let accepted = count(&pg, "SELECT count(*) FROM entries WHERE state = 0");
+    assert_eq!(accepted, 8000);
+    let same_day = count(&pg, "SELECT count(*) FROM entries WHERE same_day");
+    assert!(
+        same_day > 500,
+        "the generated day has same-day entries: {same_day}"
+    );
+
+    // 07:00 New York: sd1 packages. Both engines tick the same slot (one pass) and
+    // both work it; A is killed once a pass has claimed its entries.
+    let seven = "2026-03-03T07:00:00-05:00";
+    let mut a = Watched::spawn(
+        engine(&redis_url, &ledger, dir.path(), "a", seven),
+        dir.path().join("a.log"),
+        "engine A",
+    );
+    let mut b = Watched::spawn(
+        engine(&redis_url, &ledger, dir.path(), "b", seven),
+        dir.path().join("b.log"),
+        "engine B",
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !a.stderr().contains("ACH pass planned") && !b.stderr().contains("ACH pass planned") {
+        assert!(
+            Instant::now() < deadline,
+            "no pass was planned:\nA:\n{}\nB:\n{}",
+            a.stderr(),
+            b.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.child.kill().unwrap();
+    let _ = a.child.wait();
+    let packaged_at_kill = count(&pg, "SELECT count(*) FROM entries WHERE state = 1");
+    let (status, _, said) = b.finish(Duration::from_secs(180));
+    assert!(status.success(), "engine B: {said}");
+
+    // Whatever A held comes back: its jobs' leases expire and B's worker takes them;
+    // claims of an attempt that died lapse. Later ticks (new slots) package the rest.
+    let mut minute = 5;
+    while count(
+        &pg,
+        "SELECT count(*) FROM entries WHERE same_day AND state = 0",
+    ) > 0
+    {
+        assert!(
+            minute < 60,
+            "same-day entries still unpackaged after many ticks"
+        );
+        let at = format!("2026-03-03T07:{minute:02}:00-05:00");
+        let out = engine(&redis_url, &ledger, dir.path(), "b", &at)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        minute += 5;
+    }
+    eprintln!("at the kill {packaged_at_kill} of {same_day} same-day entries were packaged; {} ticks after", (minute - 5) / 5);
+
+    for at in ["2026-03-03T08:30:00-05:00", "2026-03-03T17:30:00-05:00"] {
+        let out = engine(&redis_url, &ledger, dir.path(), "b", at)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
+    // Every entry once, in a submitted file; files hold what their entries sum to.
+    assert_eq!(
+        count(&pg, "SELECT count(*) FROM entries WHERE state <> 2"),
+        0
+    );
+    assert_eq!(
+        count(&pg, "SELECT count(*) FROM entries WHERE file_id IS NULL"),
+        0
+    );
+    assert_eq!(
+        count(
+            &pg,
+            "SELECT coalesce(sum(entries), 0) FROM files WHERE state = 2"
+        ),
+        8000,
+        "the submitted files hold every entry once"
+    );
+    assert_eq!(
+        count(&pg, "SELECT count(*) FROM files WHERE state IN (0, 1)"),
+        0
+    );
+    let files = count(&pg, "SELECT count(*) FROM files WHERE state = 2");
+    let mut delivered = 0;
+    let mut records = 0;
+    for bank in ["first", "second"] {
+        for entry in std::fs::read_dir(dir.path().join("outbox").join(bank)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "ach") {
+                let bytes = std::fs::read(&path).unwrap();
+                let report = tranche_ach::validate(&bytes);
+                assert!(
+                    report.is_valid(),
+                    "{}: {:?}",
+                    path.display(),
+                    report.findings
+                );
+                assert_file_checks_out(&path.display().to_string(), &bytes);
+                records += report.entries;
+                delivered += 1;
+            }
+        }
+    }
+    assert_eq!(delivered, files, "each submitted file was delivered once");
+    assert_eq!(records, 8000, "the delivered files hold every entry once");
+}
