@@ -320,3 +320,79 @@ fn the_server_refuses_an_open_address_without_tokens() {
         "{err}"
     );
 }
+
+/// `--ach-rules`: the rules' banks and windows, with their times, in /v1/ach/status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_lists_the_windows_of_its_ach_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("ach.toml");
+    std::fs::write(&rules, ACH_RULES).unwrap();
+    let (server, base, _) = spawn_server(dir.path(), &["--ach-rules", rules.to_str().unwrap()]);
+    let status: Value = reqwest::get(format!("{base}/v1/ach/status?date=2026-03-02"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bank = &status["banks"][0];
+    assert_eq!(bank["bank"], "first", "{status}");
+    let windows: Vec<_> = bank["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["window"].clone(), w["begins"].clone()))
+        .collect();
+    // 08:30 in New York on 2 March 2026 (UTC-5), in microseconds.
+    assert_eq!(
+        windows,
+        [(json!("sd1"), json!(1_772_458_200_000_000_i64))],
+        "{status}"
+    );
+    stop(server).await;
+}
+
+/// Invalid `--ach-rules`: every problem printed, exit 2, nothing served.
+#[test]
+fn the_server_refuses_invalid_ach_rules_naming_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("ach.toml");
+    let bad = ACH_RULES
+        .replace("\"08:30\"", "\"8h30\"")
+        .replace("\"same-day\"", "\"sameday\"");
+    std::fs::write(&rules, bad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tranche"))
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["server", "--listen", "127.0.0.1:0", "--ach-rules"])
+        .arg(&rules)
+        .env_remove("TRANCHE_TOKENS")
+        .env_remove("TRANCHE_LEDGER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for field in [
+        "bank[0].window[0].submission_begin",
+        "bank[0].window[0].eligible",
+    ] {
+        assert!(err.contains(field), "{field} not reported: {err}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "{out:?}");
+}
+
+const ACH_RULES: &str = r#"
+[[bank]]
+name = "first"
+odfi = "021000021"
+immediate_destination = "021000021"
+immediate_destination_name = "FIRST NATIONAL"
+immediate_origin = "1234567890"
+immediate_origin_name = "ACME PAYROLL"
+time_zone = "America/New_York"
+
+[[bank.window]]
+name = "sd1"
+eligible = "same-day"
+submission_begin = "08:30"
+submission_end = "10:30"
+"#;

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -12,6 +13,17 @@ use crate::cli::ServerArgs;
 use crate::data::{open, riding_outages};
 
 pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
+    let ach_rules = match &args.ach_rules {
+        Some(path) => match tranche_ach_rules::Rules::load(path) {
+            Ok(rules) => Some(Arc::new(rules)),
+            Err(e) => {
+                // Every problem of the file at once, as `tranche ach engine` says them.
+                eprintln!("{}", tranche_types::one_line(&e));
+                return Ok(ExitCode::from(2));
+            }
+        },
+        None => None,
+    };
     let mut tokens = Tokens::default();
     if let Some(file) = &args.tokens {
         tokens.extend(Tokens::from_file(file)?);
@@ -34,6 +46,7 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         ledger: super::ach::open_ledger(at, true)
             .await?
             .map(tranche_server::LedgerHandle),
+        ach_rules,
         ..ServerConfig::default()
     };
     config.validate()?;
