@@ -151,14 +151,25 @@ impl Sshd {
         let Some(mut child) = self.child.lock().unwrap().take() else {
             return;
         };
-        // Sessions are forked children of the listener: find them before it dies.
-        let mut pids = descendants(child.id());
-        pids.push(child.id());
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .args(pids.iter().map(u32::to_string))
-            .stderr(Stdio::null())
-            .status();
+        // Freeze the listener, then every session below it, before killing any: a
+        // stopped process forks nothing, so the tree read here is complete. (Killed one
+        // by one, a session could die first and its client reconnect to the listener
+        // before that died too.)
+        let listener = child.id();
+        signal("STOP", &[listener]);
+        let mut frozen = vec![listener];
+        loop {
+            let new: Vec<u32> = descendants(listener)
+                .into_iter()
+                .filter(|p| !frozen.contains(p))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            signal("STOP", &new);
+            frozen.extend(new);
+        }
+        signal("KILL", &frozen);
         let _ = child.wait();
     }
 
@@ -229,6 +240,15 @@ fn banner(port: u16) -> Option<String> {
     let mut buf = [0u8; 64];
     let n = stream.read(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Send `SIGname` to `pids` with kill(1) (the crate has no unsafe code, so no libc).
+fn signal(name: &str, pids: &[u32]) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .args(pids.iter().map(u32::to_string))
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// `ssh-keygen -t ed25519 -N ''`: `path` (mode 0600) and `path.pub`.
