@@ -2,9 +2,11 @@
 //! as any client (with a bearer token when the server needs one) and follows the
 //! change feed (`after=latest`) to refresh runs' O(1) progress as soon as jobs move.
 //! Runs, queues (pause, resume), a job list (filters and keyset pages of `/v1/jobs`),
-//! a job page (attempts, result, retry, cancel, delete as its state allows) and the
-//! schedules with their next due time. Values from the API go in as text, never as
-//! markup, and personal data is shown as the API masks it for the token.
+//! a job page (attempts, result, retry, cancel, delete as its state allows), the
+//! schedules with their next due time, and a submission date's ACH payment files
+//! (per bank: entries by state, each window's times, files by state and totals).
+//! Values from the API go in as text, never as markup, and personal data is shown as
+//! the API masks it for the token.
 
 use axum::http::header;
 use axum::response::IntoResponse;

@@ -5,15 +5,19 @@
 //! re-queues a failed run, "cancel" ends the rest of a run and "pause"/"resume" hold a
 //! queue back and release it (with a badge while paused). The job list filters and
 //! pages jobs, a failed job's page shows its (masked) error and retries it, an
-//! available one's cancels it and then deletes it, and the schedules panel shows
-//! declared schedules with their next due time. Leaves a screenshot in the target dir.
+//! available one's cancels it and then deletes it, the schedules panel shows
+//! declared schedules with their next due time, and the ACH panel a day's entries and
+//! files per bank and window (and, on a server without a ledger, that it has none).
+//! Leaves a screenshot in the target dir.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
 
-use crate::live::{expect, ids, start, Live};
+use tranche_server::ServerConfig;
+
+use crate::live::{expect, ids, start, start_with_ledger, Live};
 
 /// node, chromium and playwright-core, or None (skip). Missing ones fail the test
 /// instead when it must run: `TRANCHE_REQUIRE_TOOLS=1` (set by `.ci/run`), `CI` or
@@ -48,7 +52,13 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
     if browser_tools(&dir).is_none() {
         return;
     }
-    let s = start().await;
+    let s = start_with_ledger(ServerConfig {
+        ach_rules: Some(crate::ach_status::rules()),
+        ..ServerConfig::default()
+    })
+    .await;
+    crate::ach_status::set_up_the_day(&s).await;
+    let no_ledger = start().await;
     let items: Vec<_> = (0..200)
         .map(|_| json!({"job": {"kind": "x", "queue": "dq"}}))
         .collect();
@@ -97,6 +107,8 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
         .arg(dir.join("dashboard.mjs"))
         .arg(&s.base)
         .arg(&shot)
+        .arg(&no_ledger.base)
+        .arg(crate::ach_status::DAY)
         .output()
         .await
         .expect("run node");

@@ -5,11 +5,13 @@
 // checks the page followed the change feed. Then the job list: pages through a queue's
 // jobs, filters by state, opens a failed job's page (its error masked) and retries
 // it, cancels and deletes an available job from its page; and the schedules panel
-// shows declared schedules with their next due time. Saves a screenshot.
-// Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH
+// shows declared schedules with their next due time. The ACH panel opens on today
+// and, given the scenario's day, shows its entries by state and its windows' times,
+// files and totals; a server without a ledger says it has none. Saves a screenshot.
+// Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH NO_LEDGER_BASE_URL ACH_DAY
 import { chromium } from "playwright-core";
 
-const [base, shot] = process.argv.slice(2);
+const [base, shot, noLedgerBase, achDay] = process.argv.slice(2);
 const api = async (path, body) => {
   const r = await fetch(base + path, body === undefined ? {} : {
     method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
@@ -69,6 +71,8 @@ try {
   page.on("pageerror", (e) => { console.error("page error:", e.message); process.exitCode = 1; });
   const feedReads = [];
   page.on("request", (r) => { if (r.url().includes("/v1/events?")) feedReads.push(r.url()); });
+  const achReads = [];
+  page.on("request", (r) => { if (r.url().includes("/v1/ach/status")) achReads.push(r.url()); });
   await page.goto(base + "/");
   await waitText(page, "dash/progress", "done", "0");
   await waitText(page, "dash/failing", "failed", "3");
@@ -231,7 +235,47 @@ try {
   await waitFor("dash-once's timing", scheduleCell("dash-once", "when"), "once at 2099-01-01 09:00:00.000 UTC");
   await waitFor("dash-once's next due time", scheduleCell("dash-once", "next-due"), "2099-01-01 09:00:00.000");
 
+  // The ACH panel: on today (the API's today, UTC) first, then the scenario's day,
+  // picked, as tests/api/ach_status.rs sets it up.
+  const achDate = page.locator('#ach-form input[name="date"]');
+  await until("the ACH date is today", async () => {
+    const [shown, today] = [await achDate.inputValue(), (await api("/v1/ach/status")).date];
+    return shown === today || { shown, today };
+  });
+  await achDate.fill(achDay);
+  const achBank = (bank) => page.locator(`#ach .ach-bank[data-bank="${bank}"]`);
+  const achEntries = (bank, row, state) => achBank(bank).locator(`.ach-entries tr.${row} td[data-state="${state}"]`);
+  const achWindow = (bank, w, cls) => achBank(bank).locator(`.ach-windows tr[data-window="${w}"] td.${cls}`);
+  await waitFor("first's submitted entries", achEntries("first", "count", "submitted"), "3");
+  await waitFor("first's submitted amount", achEntries("first", "amount", "submitted"), "$39.00");
+  await waitFor("first's cancelled amount", achEntries("first", "amount", "cancelled"), "$7.10");
+  await waitFor("nd-night opens", achWindow("first", "nd-night", "opens"), "2026-03-03 02:00");
+  await waitFor("nd-night closes", achWindow("first", "nd-night", "closes"), "2026-03-03 07:15");
+  await waitFor("nd-night's submitted files", achWindow("first", "nd-night", 'files[data-state="submitted"]'), "1");
+  await waitFor("nd-night's released files", achWindow("first", "nd-night", 'files[data-state="released"]'), "1");
+  await waitFor("nd-night's entries", achWindow("first", "nd-night", "entries"), "3");
+  await waitFor("nd-night's debits", achWindow("first", "nd-night", "debits"), "$4.00");
+  await waitFor("nd-night's credits", achWindow("first", "nd-night", "credits"), "$35.00");
+  await waitFor("late, in no rules, has no times", achWindow("first", "late", "opens"), "–");
+  await waitFor("second's accepted amount", achEntries("second", "amount", "accepted"), "$9.00");
+  const banks = await page.locator("#ach .ach-bank").evaluateAll((els) => els.map((e) => e.dataset.bank));
+  if (JSON.stringify(banks) !== JSON.stringify(["first", "second"])) throw new Error("ACH banks: " + JSON.stringify(banks));
+  // The figures stay on the picked day through the page's refreshes.
+  const reads = achReads.length;
+  await until("two refreshes of the picked day", async () =>
+    achReads.slice(reads).filter((u) => u.endsWith("?date=" + achDay)).length >= 2 || achReads.slice(reads));
+  if ((await achDate.inputValue()) !== achDay) throw new Error("the picked day was replaced: " + await achDate.inputValue());
+  await waitFor("first's submitted entries after a refresh", achEntries("first", "count", "submitted"), "3");
+
   await page.screenshot({ path: shot, fullPage: true });
+
+  // A server without a ledger: the panel says so and asks for no date.
+  const bare = await browser.newPage();
+  bare.on("pageerror", (e) => { console.error("page error:", e.message); process.exitCode = 1; });
+  await bare.goto(noLedgerBase + "/");
+  await waitFor("no ledger", bare.locator("#ach-msg"), "no ACH ledger on this server");
+  if (await bare.locator("#ach-form").isVisible()) throw new Error("the date picker shows without a ledger");
+  await bare.close();
   console.log("dashboard ok");
 } finally {
   await browser.close();
