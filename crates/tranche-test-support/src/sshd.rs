@@ -130,6 +130,19 @@ impl Sshd {
         path
     }
 
+    /// Accept one more client key: append the public key file `public_key` (a `.pub`)
+    /// to the server's authorized_keys (read at each login, so no restart).
+    pub fn authorize(&self, public_key: &Path) {
+        let key = std::fs::read_to_string(public_key)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", public_key.display()));
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("authorized_keys"))
+            .expect("open authorized_keys");
+        std::io::Write::write_all(&mut file, format!("{}\n", key.trim_end()).as_bytes())
+            .expect("append to authorized_keys");
+    }
+
     /// A fresh empty directory the user can write, for one test's files (an absolute
     /// path, the same on the server and for the test, which reads files back from it).
     pub fn remote_dir(&self) -> PathBuf {
