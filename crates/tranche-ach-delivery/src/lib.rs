@@ -36,7 +36,10 @@
 //! `Some(H)` means it arrived whole (mark it submitted), `None` means it did not (send
 //! it again; a temporary left behind never counts and never blocks), and another hash
 //! means someone else's file has that name (stop, a person looks). The hash is of the
-//! bytes at the destination, read back, not a record of what was sent.
+//! bytes at the destination, read back, not a record of what was sent. A bank that
+//! moves files away as it collects them makes `None` ambiguous (never arrived, or
+//! arrived and taken): for such a bank the in-doubt answer needs the bank's own
+//! acknowledgement, which this crate does not read.
 //!
 //! # Errors and secrets
 //!

@@ -401,7 +401,12 @@ async fn load_key(path: &Path) -> Result<Arc<PrivateKey>, DeliveryError> {
             None,
         ));
     }
-    let key = russh::keys::decode_secret_key(&text, None).map_err(|e| {
+    let key = russh::keys::decode_secret_key(&text, None);
+    // Leave no copy of the key text in freed memory (the decoded key zeroes itself).
+    let mut text = text.into_bytes();
+    text.fill(0);
+    std::hint::black_box(&text);
+    let key = key.map_err(|e| {
         fail(
             "expected an OpenSSH private key without a passphrase",
             Some(e.into()),

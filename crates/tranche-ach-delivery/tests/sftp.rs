@@ -324,3 +324,71 @@ fn partial_upload(remote: &Path, name: &str) -> bool {
             && e.metadata().is_ok_and(|m| m.len() > 1024 * 1024)
     })
 }
+
+#[tokio::test]
+async fn an_rsa_or_encrypted_key_is_refused_saying_why() {
+    let Some(sshd) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let keygen = |name: &str, args: &[&str]| {
+        let path = dir.path().join(name);
+        let out = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-C", name, "-f"])
+            .arg(&path)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        path
+    };
+    for (key, expect) in [
+        (keygen("rsa", &["-t", "rsa", "-b", "2048", "-N", ""]), "RSA"),
+        (
+            keygen("encrypted", &["-t", "ed25519", "-N", "a passphrase"]),
+            "without a passphrase",
+        ),
+    ] {
+        let mut t = target(&sshd, &sshd.remote_dir());
+        t.key_file = key.clone();
+        let err = Sftp::connect(t).await.unwrap_err();
+        assert!(
+            matches!(err, DeliveryError::KeyFile { .. }),
+            "{}: expected KeyFile, got {err:?}",
+            key.display()
+        );
+        assert!(!err.is_transient());
+        assert!(err.to_string().contains(expect), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn an_ecdsa_key_logs_in_too() {
+    let Some(sshd) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("id_ecdsa");
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ecdsa", "-b", "256", "-N", "", "-f"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sshd.authorize(&key.with_extension("pub"));
+    let remote = sshd.remote_dir();
+    let mut t = target(&sshd, &remote);
+    t.key_file = key;
+    let sftp = Sftp::connect(t)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", sshd.log()));
+    sftp.deliver("ecdsa.ach", b"101 ecdsa").await.unwrap();
+    assert_eq!(
+        std::fs::read(remote.join("ecdsa.ach")).unwrap(),
+        b"101 ecdsa"
+    );
+}
