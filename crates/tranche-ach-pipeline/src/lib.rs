@@ -43,7 +43,10 @@
 //! Rebuild: a packaged file holding a cancelled entry is released (its other entries
 //! go back to accepted) by the next plan of its window, or by its upload, and they are
 //! packaged again into a new file. A file whose window ended unsubmitted is released
-//! by the tick, so its entries go to the next window.
+//! by the tick: its entries are accepted again and a later window of their bank, date
+//! and kind takes them (after the day's last such window they stay accepted, and
+//! `tranche ach status` shows them). An upload that would begin after its window's
+//! cut-off does not begin.
 
 #![deny(missing_docs)]
 

@@ -19,8 +19,9 @@ pub struct Tick {
     pub at: DateTime<Utc>,
     /// The scopes that were due.
     pub scopes: Vec<TickScope>,
-    /// Packaged files of windows that ended unsubmitted, released so their entries go
-    /// to the next window.
+    /// Packaged files of windows that ended unsubmitted, released: their entries are
+    /// accepted again, for a later window of their bank, date and kind (same-day or
+    /// next-day) if the day has one.
     pub released_late: Vec<String>,
 }
 
@@ -95,8 +96,8 @@ impl Payments {
     /// Release packaged files of windows that ended by `at`.
     async fn release_ended(&self, at: DateTime<Utc>) -> Result<Vec<String>, PipelineError> {
         let mut released = Vec::new();
-        let today = at.date_naive();
         for bank in &self.rules().banks {
+            let today = at.with_timezone(&bank.time_zone).date_naive();
             for back in 0..=LOOK_BACK_DAYS {
                 let Some(date) = today.checked_sub_days(Days::new(back)) else {
                     continue;
@@ -125,7 +126,7 @@ impl Payments {
                     if let ReleaseOutcome::Released { .. } =
                         self.ledger().release_file(&f.file.file_id).await?
                     {
-                        tracing::warn!(file = %f.file.file_id, window = %f.file.window, "window ended before the file was submitted: released, its entries go to the next window");
+                        tracing::warn!(file = %f.file.file_id, window = %f.file.window, "window ended before the file was submitted: released, its entries wait for a later window of their kind");
                         released.push(f.file.file_id.clone());
                     }
                 }

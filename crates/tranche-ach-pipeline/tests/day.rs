@@ -165,3 +165,59 @@ async fn manifests(h: &Harness) -> Vec<Manifest> {
     }
     out
 }
+
+/// A bank reached over SFTP (a real OpenSSH server on loopback, as the rules configure
+/// it): its files arrive whole in its drop box, each once, as the ledger recorded them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bank_on_sftp_receives_its_files() {
+    let Some(sshd) = tranche_test_support::Sshd::start() else {
+        return;
+    };
+    let drop_box = sshd.remote_dir();
+    let sftp = format!(
+        "[bank.delivery]\nkind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nkey_file = \"{}\"\nknown_hosts = \"{}\"\nremote_dir = \"{}\"\n",
+        sshd.port(),
+        sshd.user(),
+        sshd.client_key().display(),
+        sshd.known_hosts().display(),
+        drop_box.display()
+    );
+    let rules = rules_text(300).replacen(
+        "[bank.delivery]\nkind = \"outbox\"\ndir = \"outbox/first\"\n",
+        &sftp,
+        1,
+    );
+    assert!(rules.contains("kind = \"sftp\""));
+    let h = Harness::with_rules(rules, HashMap::new()).await;
+    let day: Vec<_> = (0..1_000)
+        .map(|i| entry(&format!("F{i:05}"), "first", false, i))
+        .collect();
+    h.ledger.import(day).await.unwrap();
+    h.tick(at(17, 30)).await;
+
+    let submitted = h.files(Some(FileState::Submitted)).await;
+    let first: Vec<_> = submitted
+        .iter()
+        .filter(|f| f.file.bank == "first")
+        .collect();
+    assert_eq!(first.iter().map(|f| f.entries).sum::<u64>(), 1_000);
+    let arrived = outbox_files(&drop_box);
+    assert_eq!(
+        arrived.len(),
+        first.len(),
+        "each file arrived once: {:?}",
+        arrived.keys()
+    );
+    for f in first {
+        let bytes = &arrived[&f.file.name];
+        assert_eq!(sha256_hex(bytes), f.file.hash, "{}", f.file.name);
+        assert!(validate(bytes).is_valid());
+        let destination = f
+            .submission
+            .as_ref()
+            .map(|s| s.destination.clone())
+            .unwrap_or_default();
+        assert!(destination.starts_with("sftp://"), "{destination}");
+    }
+    h.stop().await;
+}

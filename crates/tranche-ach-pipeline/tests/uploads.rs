@@ -198,3 +198,73 @@ async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
     assert_eq!(files.iter().map(|f| f.entries).sum::<u64>(), 30);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_would_begin_after_the_cut_off_does_not_begin() {
+    use tranche_ach_pipeline::tasks::{Scope, UploadArgs, QUEUE};
+    use tranche_types::{EnqueueItem, EnqueueRequest, JobSpec};
+
+    let h = Harness::embedded(1_000, HashMap::new()).await;
+    let entries: Vec<_> = (0..20)
+        .map(|i| entry(&format!("K{i:03}"), "first", true, i))
+        .collect();
+    h.ledger.import(entries).await.unwrap();
+    h.tick(at(7, 0)).await;
+    let file = h.files(None).await.remove(0);
+    // Decided at 10:29, two minutes ago (waiting behind pacing and retries): its moment
+    // is 10:31, after sd1's 10:30 cut-off.
+    let scope = Scope {
+        bank: "first".into(),
+        window: "sd1".into(),
+        date: day(),
+    };
+    let decided = tranche_types::Timestamp(h.client.clock().now().0 - 120_000_000);
+    let args = UploadArgs {
+        scope: scope.clone(),
+        file_id: file.file.file_id.clone(),
+        at: at(10, 29),
+        decided,
+    };
+    let spec = JobSpec::new(
+        tranche_ach_pipeline::naming::upload_kind("first"),
+        serde_json::to_string(&args).unwrap(),
+    )
+    .queue(QUEUE);
+    let enqueued = h
+        .client
+        .enqueue(EnqueueRequest {
+            run: scope.run(),
+            items: vec![EnqueueItem::Job(spec)],
+            on_done: None,
+        })
+        .await
+        .unwrap();
+    let id = enqueued[0].ids[0];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let record = loop {
+        let job = h.client.job(id).await.unwrap().unwrap();
+        if job.state.is_terminal() {
+            break job;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upload never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        record.result.as_deref(),
+        Some("\"window_closed\""),
+        "{record:?}"
+    );
+    assert_eq!(
+        h.files(None).await[0].state,
+        FileState::Packaged,
+        "nothing was begun"
+    );
+    assert!(
+        outbox_files(&h.outbox("first")).is_empty(),
+        "nothing was sent"
+    );
+    h.stop().await;
+}

@@ -84,6 +84,7 @@ async fn submit(p: &Payments, a: SubmitArgs) -> StepResult<Submitted> {
         .map_err(|e| StepError::ledger("listing the window's files", e))?;
     // Submitting ones too: an upload a crash interrupted is settled by its next one.
     let kind = upload_kind(&a.scope.bank);
+    let decided = p.client().clock().now();
     let items: Vec<EnqueueItem> = files
         .iter()
         .filter(|f| f.file.window == a.scope.window)
@@ -93,6 +94,7 @@ async fn submit(p: &Payments, a: SubmitArgs) -> StepResult<Submitted> {
                 scope: a.scope.clone(),
                 file_id: f.file.file_id.clone(),
                 at: a.at,
+                decided,
             };
             EnqueueItem::Job(
                 job(&kind, &args, 20)

@@ -18,8 +18,11 @@ pub struct UploadArgs {
     pub scope: Scope,
     /// The file.
     pub file_id: String,
-    /// When its submission was decided.
+    /// When its submission was decided (the submit's moment).
     pub at: At,
+    /// The engine's clock when it was decided: `at` plus the time since is the
+    /// upload's moment, in a replayed day (`--once --at`) as in a live one.
+    pub decided: tranche_types::Timestamp,
 }
 
 /// What became of the file.
@@ -45,6 +48,9 @@ pub enum Uploaded {
     },
     /// Released or unknown: its entries are elsewhere.
     Gone,
+    /// Its window closed before the upload could begin: not sent (the next tick
+    /// releases the file, and its entries wait for a later window).
+    WindowClosed,
 }
 
 pub(super) async fn run(p: Payments, _ctx: JobContext, a: UploadArgs) -> Outcome<Uploaded> {
@@ -52,6 +58,19 @@ pub(super) async fn run(p: Payments, _ctx: JobContext, a: UploadArgs) -> Outcome
 }
 
 async fn upload(p: &Payments, a: UploadArgs) -> StepResult<Uploaded> {
+    // An upload waits behind its bank's pacing and its own retries: past the bank's
+    // cut-off it must not begin (a file that was begun is settled whatever the time).
+    let (bank, window) = p.window(&a.scope)?;
+    let since = p.client().clock().now().since(a.decided);
+    let now = a.at + chrono::Duration::from_std(since).unwrap_or_default();
+    if now >= window.ends(a.scope.date, bank.time_zone) {
+        // Only a file not yet begun is left; one begun (in doubt) is settled below.
+        let record = file_detail(p, &a.file_id).await?;
+        if record.state == tranche_ach_ledger::FileState::Packaged {
+            tracing::warn!(file = %a.file_id, "the window closed before the upload began: not sent");
+            return Ok(Uploaded::WindowClosed);
+        }
+    }
     let delivery = p.delivery(&a.scope.bank).await?;
     let destination = delivery.location();
     let ledger = p.ledger();

@@ -245,7 +245,7 @@ async fn next_modifier(p: &Payments, scope: &Scope) -> StepResult<char> {
         StepError::permanent(
             "choosing a file ID modifier",
             format!(
-                "bank {} has {} files on {}: no file ID modifier is left (raise max_entries_per_file)",
+                "bank {} has {} files on {} (released ones count): no file ID modifier is left; fewer, larger files (max_entries_per_file) leave more for rebuilds",
                 scope.bank,
                 naming::MODIFIERS.len(),
                 scope.date

@@ -165,24 +165,22 @@ impl Harness {
     /// Everything embedded, with `deliveries` instead of the rules' outboxes for the
     /// banks they name.
     pub async fn embedded(cap: u32, deliveries: HashMap<String, Arc<dyn Delivery>>) -> Harness {
+        Self::with_rules(rules_text(cap), deliveries).await
+    }
+
+    /// Everything embedded, under `rules` (an ach.toml's text).
+    pub async fn with_rules(
+        rules: String,
+        deliveries: HashMap<String, Arc<dyn Delivery>>,
+    ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let client = Client::new(
             SqliteBackend::open(&dir.path().join("state"), SqliteOptions::default()).unwrap(),
         );
         let ledger: Arc<dyn Ledger> =
             Arc::new(SqliteLedger::open(&dir.path().join("ach")).unwrap());
-        Self::on(dir, client, ledger, cap, deliveries).await
-    }
-
-    pub async fn on(
-        dir: tempfile::TempDir,
-        client: Client,
-        ledger: Arc<dyn Ledger>,
-        cap: u32,
-        deliveries: HashMap<String, Arc<dyn Delivery>>,
-    ) -> Harness {
         let rules_file = dir.path().join("ach.toml");
-        std::fs::write(&rules_file, rules_text(cap)).unwrap();
+        std::fs::write(&rules_file, rules).unwrap();
         let rules = Rules::load(&rules_file).unwrap();
         let store: Arc<dyn Storage> = Arc::new(LocalStore::new(dir.path().join("store")));
         let payments = Payments::with_deliveries(

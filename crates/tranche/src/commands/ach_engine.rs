@@ -180,7 +180,7 @@ fn print_tick(tick: &Tick) {
         );
     }
     for f in &tick.released_late {
-        eprintln!("{f}: its window ended before it was submitted: released, its entries go to the next window");
+        eprintln!("{f}: its window ended before it was submitted: released, its entries wait for a later window of their kind");
     }
 }
 
