@@ -197,6 +197,12 @@ fn help_explains_every_command() {
         &["wait", "--help"],
         &["bench", "engine", "--help"],
         &["feed", "serve", "--help"],
+        &["ach", "--help"],
+        &["ach", "engine", "--help"],
+        &["ach", "status", "--help"],
+        &["ach", "generate", "--help"],
+        &["ach", "demo", "--help"],
+        &["bench", "ach", "--help"],
     ] {
         let out = tranche(dir.path(), cmd);
         assert!(out.status.success(), "{cmd:?}");
