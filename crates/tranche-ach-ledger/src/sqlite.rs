@@ -108,6 +108,9 @@ pub struct SqliteLedger {
 
 struct Inner {
     conn: Mutex<Connection>,
+    /// Reads go through their own connection (WAL lets them run beside a write), so a
+    /// packager's reads of entries never wait for another's transaction.
+    reader: Mutex<Connection>,
     path: PathBuf,
     clock: Arc<dyn Clock>,
 }
@@ -195,9 +198,12 @@ impl SqliteLedger {
             doing: "migrating the schema",
             source: Box::new(e),
         })?;
+        let reader = Connection::open(&path).map_err(db("opening a reader"))?;
+        configure(&reader).map_err(db("configuring a reader"))?;
         Ok(SqliteLedger {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
+                reader: Mutex::new(reader),
                 path,
                 clock,
             }),
@@ -230,7 +236,7 @@ impl SqliteLedger {
         doing: &'static str,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> R<T> + Send + 'static,
     ) -> Result<T, LedgerError> {
-        self.blocking(doing, move |conn, _| {
+        self.on(true, doing, move |conn, _| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
             let out = f(&tx)?;
             tx.finish()?;
@@ -244,11 +250,23 @@ impl SqliteLedger {
         doing: &'static str,
         f: impl FnOnce(&mut Connection, Timestamp) -> R<T> + Send + 'static,
     ) -> Result<T, LedgerError> {
+        self.on(false, doing, f).await
+    }
+
+    /// Run `f` on the reader connection (`read`) or the writer one, on the blocking
+    /// pool.
+    async fn on<T: Send + 'static>(
+        &self,
+        read: bool,
+        doing: &'static str,
+        f: impl FnOnce(&mut Connection, Timestamp) -> R<T> + Send + 'static,
+    ) -> Result<T, LedgerError> {
         let inner = self.inner.clone();
         let location = || inner_location(&self.inner);
         let result = tokio::task::spawn_blocking(move || {
             let now = inner.clock.now();
-            let mut conn = inner.conn.lock().unwrap_or_else(|p| p.into_inner());
+            let conn = if read { &inner.reader } else { &inner.conn };
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut conn, now)
         })
         .await;

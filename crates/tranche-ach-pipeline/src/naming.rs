@@ -78,10 +78,42 @@ pub fn manifest_key(
     )
 }
 
-/// The engine lock that claims an entry for a pass: by the ledger's seq, which is
-/// stable and shorter than the caller's entry id.
-pub fn lock_key(seq: i64) -> String {
-    format!("ach-entry:{seq}")
+/// Seqs per claim key: a pass claims its entries a bucket of this many consecutive
+/// seqs at a time.
+pub const CLAIM_BUCKET: i64 = 1_000;
+
+/// The engine lock that claims, for a pass, the entries of one bank, submission date
+/// and same-day flag whose seqs fall in one bucket of [`CLAIM_BUCKET`].
+///
+/// Why buckets and not one lock per entry: a million entries would be a million lock
+/// rows claimed and released per pass, more work than the packaging. The entries of
+/// a bank, date and same-day flag are the only ones two passes can both want (a pass
+/// takes nothing else), so keying by them and a bucket of seqs conflicts exactly when
+/// two passes could touch the same entries — at the cost that a pass finding a bucket
+/// held leaves all of that bucket's entries to the holder, which packages them.
+pub fn claim_key(bank: &str, date: NaiveDate, same_day: bool, seq: i64) -> String {
+    let kind = if same_day { "sd" } else { "nd" };
+    format!("ach:{bank}:{date}:{kind}:{}", seq.div_euclid(CLAIM_BUCKET))
+}
+
+/// The claim keys covering `seqs` (each once, ascending).
+pub fn claim_keys(
+    bank: &str,
+    date: NaiveDate,
+    same_day: bool,
+    seqs: impl IntoIterator<Item = i64>,
+) -> Vec<String> {
+    let mut buckets: Vec<i64> = seqs
+        .into_iter()
+        .map(|s| s.div_euclid(CLAIM_BUCKET))
+        .collect();
+    buckets.dedup();
+    buckets.sort_unstable();
+    buckets.dedup();
+    buckets
+        .into_iter()
+        .map(|b| claim_key(bank, date, same_day, b * CLAIM_BUCKET))
+        .collect()
 }
 
 /// The task kind of a bank's uploads: one kind per bank, so the engine's kind limit
@@ -110,6 +142,27 @@ mod tests {
         assert!(last <= tranche_ach::MAX_TRACE_SEQUENCE, "{last}");
         assert_eq!(first_trace_sequence('A'), 1);
         assert_eq!(first_trace_sequence('B'), TRACE_BLOCK + 1);
+    }
+
+    #[test]
+    fn claims_cover_buckets_of_a_scope() {
+        let d = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+        assert_eq!(
+            claim_key("first", d, true, 1_999),
+            "ach:first:2026-03-02:sd:1"
+        );
+        assert_eq!(
+            claim_keys("first", d, false, [5, 999, 1_000, 3_500]),
+            vec![
+                "ach:first:2026-03-02:nd:0",
+                "ach:first:2026-03-02:nd:1",
+                "ach:first:2026-03-02:nd:3"
+            ]
+        );
+        assert_ne!(
+            claim_key("first", d, true, 5),
+            claim_key("second", d, true, 5)
+        );
     }
 
     #[test]

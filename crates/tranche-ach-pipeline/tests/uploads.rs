@@ -166,7 +166,12 @@ async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
     // A packager that claimed one of the entries and died: its chunk is left alone
     // until the claim lapses.
     let seq = h.ledger.entry("C007").await.unwrap().unwrap().seq;
-    let keys = vec![tranche_ach_pipeline::naming::lock_key(seq)];
+    let keys = vec![tranche_ach_pipeline::naming::claim_key(
+        "first",
+        support::day(),
+        true,
+        seq,
+    )];
     let ttl = std::time::Duration::from_millis(300);
     let claimed = std::time::Instant::now();
     h.client

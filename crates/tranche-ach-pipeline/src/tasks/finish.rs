@@ -25,6 +25,8 @@ pub struct FinishArgs {
     pub owner: String,
     /// The entries it claimed (and its groupers saw).
     pub claimed: SeqSet,
+    /// The window's same-day flag (part of the claims' keys).
+    pub same_day: bool,
 }
 
 /// The manifest's figures.
@@ -75,7 +77,14 @@ async fn finish(p: &Payments, ctx: &JobContext, a: FinishArgs) -> StepResult<Fin
         .put(&key, json)
         .await
         .map_err(|e| StepError::store("storing the manifest", e))?;
-    super::plan::release(p, &a.owner, std::slice::from_ref(&a.claimed)).await;
+    super::plan::release(
+        p,
+        &a.owner,
+        &a.scope,
+        a.same_day,
+        std::slice::from_ref(&a.claimed),
+    )
+    .await;
     if !manifest.files.is_empty() {
         super::enqueue_submit(p, &a.scope, a.at, format!("submit/pass/{}", a.pass))
             .await

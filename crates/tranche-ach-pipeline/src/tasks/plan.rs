@@ -6,7 +6,7 @@ use tranche_core::JobContext;
 use tranche_types::{EnqueueItem, EnqueueRequest, LockClaim, Outcome};
 
 use super::{job, At, GroupArgs, ReduceArgs, Scope, CHUNK, GROUP, PLAN, REDUCE};
-use crate::naming::lock_key;
+use crate::naming::claim_keys;
 use crate::seqs::SeqSet;
 use crate::step_error::{outcome, StepError, StepResult};
 use crate::Payments;
@@ -131,13 +131,14 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
     let ttl = p.rules().engine.claim_ttl;
     let mut claimed: Vec<SeqSet> = Vec::new();
     let mut held_elsewhere = 0;
+    let scope = &a.scope;
     for chunk in SeqSet::from_sorted(seqs).chunks(CHUNK) {
-        let keys: Vec<String> = chunk.iter().map(lock_key).collect();
+        let keys = claim_keys(&scope.bank, scope.date, same_day, chunk.iter());
         match p.client().claim_locks(&owner, &keys, ttl).await {
             Ok(LockClaim::Claimed) => claimed.push(chunk),
             Ok(LockClaim::Conflict { .. }) => held_elsewhere += chunk.len(),
             Err(e) => {
-                release(p, &owner, &claimed).await;
+                release(p, &owner, &a.scope, same_day, &claimed).await;
                 return Err(StepError::backend("claiming entries", e));
             }
         }
@@ -186,7 +187,7 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
         })
         .await;
     if let Err(e) = enqueued {
-        release(p, &owner, &claimed).await;
+        release(p, &owner, &a.scope, same_day, &claimed).await;
         return Err(StepError::backend("enqueueing the groupers", e));
     }
     tracing::info!(scope = %a.scope, eligible, claimed = claimed_count, held_elsewhere, "ACH pass planned");
@@ -236,14 +237,29 @@ async fn rebuild(p: &Payments, scope: &Scope) -> StepResult<Vec<String>> {
 }
 
 /// Give back claims (best effort: unreleased ones lapse after their TTL).
-pub(super) async fn release(p: &Payments, owner: &str, sets: &[SeqSet]) {
-    for set in sets {
-        for chunk in set.chunks(CHUNK) {
-            let keys: Vec<String> = chunk.iter().map(lock_key).collect();
-            if let Err(e) = p.client().release_locks(owner, &keys).await {
-                tracing::warn!(error = %tranche_types::one_line(&e), "could not release ACH claims; they lapse after their TTL");
-                return;
-            }
+pub(super) async fn release(
+    p: &Payments,
+    owner: &str,
+    scope: &Scope,
+    same_day: bool,
+    sets: &[SeqSet],
+) {
+    let keys = claim_keys(
+        &scope.bank,
+        scope.date,
+        same_day,
+        sets.iter().flat_map(|s| {
+            s.ranges().iter().flat_map(|&(a, b)| {
+                // One seq per bucket the range touches is enough to name the bucket.
+                let step = crate::naming::CLAIM_BUCKET;
+                (a.div_euclid(step)..=b.div_euclid(step)).map(move |k| (k * step).max(a))
+            })
+        }),
+    );
+    for chunk in keys.chunks(CHUNK as usize) {
+        if let Err(e) = p.client().release_locks(owner, chunk).await {
+            tracing::warn!(error = %tranche_types::one_line(&e), "could not release ACH claims; they lapse after their TTL");
+            return;
         }
     }
 }

@@ -89,7 +89,14 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
         failed_groupers,
     };
     if files.is_empty() {
-        super::plan::release(p, &a.owner, std::slice::from_ref(&claimed)).await;
+        super::plan::release(
+            p,
+            &a.owner,
+            &a.scope,
+            a.same_day,
+            std::slice::from_ref(&claimed),
+        )
+        .await;
         return Ok(reduced);
     }
     // Modifiers are only a first choice: a writer finding its modifier taken (another
@@ -134,6 +141,7 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
             pass: a.pass,
             owner: a.owner.clone(),
             claimed,
+            same_day: a.same_day,
         },
         10,
     )
