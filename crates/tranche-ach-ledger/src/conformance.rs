@@ -103,6 +103,7 @@ pub async fn exercise(a: Arc<dyn Ledger>, b: Arc<dyn Ledger>) {
     packaging_refuses_what_does_not_fit(&*a).await;
     eligible_pages_in_import_order(&*a).await;
     entries_are_read_by_seq(&*a).await;
+    packaging_by_seq_answers_as_by_id(&*a).await;
     status_counts_per_bank_and_state(&*a).await;
     nothing_shows_an_account_number(&*a).await;
     concurrent_packagers_never_share_an_entry(a.clone(), b.clone(), 7).await;
@@ -652,6 +653,21 @@ pub async fn eligible_pages_in_import_order(ledger: &dyn Ledger) {
         }
         assert!(page.len() <= 10);
         assert!(page.windows(2).all(|w| w[0].seq < w[1].seq), "in seq order");
+        let seqs = ledger
+            .eligible_seqs(&EligibleQuery {
+                bank: "elg".into(),
+                submission_date: d,
+                same_day: false,
+                after,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            seqs,
+            page.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            "the same page"
+        );
         after = page.last().map(|e| e.seq);
         seen.extend(page.into_iter().map(|e| e.entry.entry_id));
     }
@@ -715,6 +731,105 @@ pub async fn entries_are_read_by_seq(ledger: &dyn Ledger) {
     assert_eq!(whole.len(), 6);
     assert_eq!(whole[4].entry, sample_entry(&ids[4], "seq", d, 100));
     assert!(ledger.entries_at(&[]).await.unwrap().is_empty());
+}
+
+/// `package_seqs` is `package` with the entries named by seq: the same refusals
+/// (each naming the entry's id, or `seq:<n>` for a seq no entry has), the same repeat
+/// and file-id answers, the same file.
+pub async fn packaging_by_seq_answers_as_by_id(ledger: &dyn Ledger) {
+    let d = day(11);
+    let ids = ids("pbs", 8);
+    import_all(ledger, "pbs", d, &ids).await;
+    ledger
+        .import(vec![sample_entry("pbs-other", "pbs-x", d, 5)])
+        .await
+        .unwrap();
+    let mut seq = HashMap::new();
+    for id in ids.iter().chain(std::iter::once(&"pbs-other".to_string())) {
+        seq.insert(id.clone(), ledger.entry(id).await.unwrap().unwrap().seq);
+    }
+    ledger.cancel(&ids[1], "x").await.unwrap();
+    ledger.reject(&ids[2], "x").await.unwrap();
+    let unknown = seq.values().max().unwrap() + 1_000_000;
+    let asked = vec![
+        seq[&ids[0]],
+        seq[&ids[1]],
+        seq[&ids[2]],
+        seq[&ids[3]],
+        seq[&ids[3]],
+        seq["pbs-other"],
+        unknown,
+    ];
+    let PackageOutcome::Refused(conflicts) = ledger
+        .package_seqs(sample_file("pbs-F0", "pbs", d), asked)
+        .await
+        .unwrap()
+    else {
+        panic!("a file of conflicting seqs is refused");
+    };
+    let mut got: Vec<(String, ConflictReason)> =
+        conflicts.into_iter().map(|c| (c.entry_id, c.why)).collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut want = vec![
+        (ids[1].clone(), ConflictReason::State(State::Cancelled)),
+        (ids[2].clone(), ConflictReason::State(State::Rejected)),
+        (ids[3].clone(), ConflictReason::Duplicate),
+        ("pbs-other".to_string(), ConflictReason::OtherFile),
+        (format!("seq:{unknown}"), ConflictReason::Unknown),
+    ];
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(got, want);
+    assert_eq!(
+        state_of(ledger, &ids[0]).await,
+        State::Accepted,
+        "nothing changed"
+    );
+
+    // Consecutive and scattered seqs, in any order: one file, as by id.
+    let good: Vec<i64> = [7, 3, 0, 4, 6].iter().map(|&i| seq[&ids[i]]).collect();
+    let file = sample_file("pbs-F1", "pbs", d);
+    let PackageOutcome::Packaged(record) = ledger
+        .package_seqs(file.clone(), good.clone())
+        .await
+        .unwrap()
+    else {
+        panic!("good seqs are packaged");
+    };
+    assert_eq!((record.entries, record.credit_cents), (5, 500));
+    let detail = ledger.file("pbs-F1").await.unwrap().unwrap();
+    let mut held = detail.entry_ids.clone();
+    held.sort();
+    let mut expected: Vec<String> = [0, 3, 4, 6, 7].iter().map(|&i| ids[i].clone()).collect();
+    expected.sort();
+    assert_eq!(held, expected);
+    assert!(matches!(
+        ledger
+            .package_seqs(file.clone(), good.clone())
+            .await
+            .unwrap(),
+        PackageOutcome::AlreadyPackaged(_)
+    ));
+    assert_eq!(
+        ledger.package_seqs(file, vec![seq[&ids[5]]]).await.unwrap(),
+        PackageOutcome::FileIdTaken
+    );
+    assert_eq!(
+        ledger
+            .package_seqs(sample_file("pbs-F2", "pbs", d), vec![good[0]])
+            .await
+            .unwrap(),
+        PackageOutcome::Refused(vec![PackageConflict {
+            entry_id: ids[7].clone(),
+            why: ConflictReason::State(State::Packaged)
+        }])
+    );
+    assert_eq!(
+        ledger
+            .package_seqs(sample_file("pbs-F3", "pbs", d), Vec::new())
+            .await
+            .unwrap(),
+        PackageOutcome::Empty
+    );
 }
 
 /// `status` counts entries by bank and effective state, and files by state.

@@ -64,6 +64,7 @@
 
 mod columns;
 mod error;
+mod membership;
 mod postgres;
 mod sqlite;
 mod types;
@@ -136,6 +137,10 @@ pub trait Ledger: Send + Sync + 'static {
     /// A packager starts each pass from `after: None`, so such rows wait one pass.
     async fn eligible(&self, query: &EligibleQuery) -> Result<Vec<EligibleEntry>, LedgerError>;
 
+    /// The seqs of the entries [`Ledger::eligible`] lists for `query` (same filter,
+    /// order and paging), without reading the entries: what a planner claims.
+    async fn eligible_seqs(&self, query: &EligibleQuery) -> Result<Vec<i64>, LedgerError>;
+
     /// The entries numbered `seqs` (their [`StoredEntry::seq`]), each with its effective
     /// state, in seq order; a seq no entry has is left out, a repeated one answered
     /// once. What a packager's steps read: their jobs carry seqs, never entries, and a
@@ -153,6 +158,18 @@ pub trait Ledger: Send + Sync + 'static {
         &self,
         file: NewFile,
         entry_ids: Vec<String>,
+    ) -> Result<PackageOutcome, LedgerError>;
+
+    /// [`Ledger::package`] with the entries named by their seqs
+    /// ([`StoredEntry::seq`]): what a packager holds (its jobs carry seqs). The same
+    /// contract and answers; a conflict names the entry's id, or `seq:<n>` for a seq
+    /// no entry has. Repeating a committed call (same file id, same seqs) answers
+    /// [`PackageOutcome::AlreadyPackaged`]. Cheaper than by id for runs of consecutive
+    /// seqs: one range scan and one range update per run.
+    async fn package_seqs(
+        &self,
+        file: NewFile,
+        seqs: Vec<i64>,
     ) -> Result<PackageOutcome, LedgerError>;
 
     /// One file with its entry ids (in import order) and which of them are cancelled.

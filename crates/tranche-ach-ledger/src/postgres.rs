@@ -16,6 +16,7 @@ use tranche_types::{Clock, SystemClock, Timestamp};
 
 use crate::columns::{rejection, storable, EntryColumns};
 use crate::error::{mask_url, LedgerError};
+use crate::membership::repeated;
 use crate::sqlite::{is_credit, ENTRY_COLUMNS};
 use crate::types::*;
 use crate::Ledger;
@@ -792,25 +793,12 @@ async fn package_tx(
     if entry_ids.is_empty() {
         return Ok(PackageOutcome::Empty);
     }
-    let mut wanted = entry_ids.to_vec();
-    wanted.sort_unstable();
     if let Some(existing) = file_record(tx, &file.file_id).await? {
-        let mut held: Vec<String> = file_entries(tx, &file.file_id)
+        let held = file_entries(tx, &file.file_id)
             .await?
             .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        held.sort_unstable();
-        wanted.dedup();
-        let same = existing.state != FileState::Released
-            && existing.file == *file
-            && held == wanted
-            && wanted.len() == entry_ids.len();
-        return Ok(if same {
-            PackageOutcome::AlreadyPackaged(existing)
-        } else {
-            PackageOutcome::FileIdTaken
-        });
+            .map(|(id, _)| id);
+        return Ok(repeated(existing, file, held, entry_ids.to_vec()));
     }
     let rows = tx
         .query(
@@ -827,7 +815,7 @@ async fn package_tx(
     }
     let mut conflicts = Vec::new();
     let mut seen = std::collections::HashSet::with_capacity(entry_ids.len());
-    let (mut credit, mut debit) = (0u64, 0u64);
+    let mut totals = Totals::default();
     for id in entry_ids {
         if !seen.insert(id.as_str()) {
             conflicts.push(PackageConflict {
@@ -838,29 +826,7 @@ async fn package_tx(
         }
         let why = match found.get(id) {
             None => Some(ConflictReason::Unknown),
-            Some(r) if r.try_get::<_, bool>(2)? => Some(ConflictReason::State(State::Cancelled)),
-            Some(r) => {
-                let s = state(r.try_get(1)?, "entries.state")?;
-                let bank: &str = r.try_get(3)?;
-                let date: NaiveDate = r.try_get(4)?;
-                let same_day: bool = r.try_get(5)?;
-                if s != State::Accepted {
-                    Some(ConflictReason::State(s))
-                } else if bank != file.bank
-                    || date != file.submission_date
-                    || same_day != file.same_day
-                {
-                    Some(ConflictReason::OtherFile)
-                } else {
-                    let amount = r.try_get::<_, i64>(7)? as u64;
-                    if is_credit(i64::from(r.try_get::<_, i16>(6)?)) {
-                        credit += amount;
-                    } else {
-                        debit += amount;
-                    }
-                    None
-                }
-            }
+            Some(r) => totals.check(r, 1, file)?,
         };
         if let Some(why) = why {
             conflicts.push(PackageConflict {
@@ -872,6 +838,128 @@ async fn package_tx(
     if !conflicts.is_empty() {
         return Ok(PackageOutcome::Refused(conflicts));
     }
+    insert_file(tx, file, entry_ids.len(), &totals, now).await?;
+    let marked = tx
+        .execute(
+            "UPDATE entries SET state = 1, file_id = $1, packaged_at = $2 \
+             WHERE entry_id = ANY($3) AND state = 0 \
+             AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = entries.entry_id)",
+            &[&file.file_id, &now.0, &entry_ids],
+        )
+        .await?;
+    recorded(tx, file, marked, entry_ids.len()).await
+}
+
+/// [`package_tx`] with the entries named by seq.
+async fn package_seqs_tx(
+    tx: &deadpool_postgres::Transaction<'_>,
+    file: &NewFile,
+    seqs: &[i64],
+    now: Timestamp,
+) -> R<PackageOutcome> {
+    if seqs.is_empty() {
+        return Ok(PackageOutcome::Empty);
+    }
+    if let Some(existing) = file_record(tx, &file.file_id).await? {
+        let held: Vec<i64> = tx
+            .query(
+                "SELECT seq FROM entries WHERE file_id = $1",
+                &[&file.file_id],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()?;
+        return Ok(repeated(existing, file, held, seqs.to_vec()));
+    }
+    let rows = tx
+        .query(
+            "SELECT e.seq, e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, \
+             e.submission_date, e.same_day, e.transaction_code, e.amount_cents FROM entries e \
+             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.seq = ANY($1)",
+            &[&seqs],
+        )
+        .await?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        found.insert(r.try_get::<_, i64>(0)?, r);
+    }
+    let mut conflicts = Vec::new();
+    let mut seen = std::collections::HashSet::with_capacity(seqs.len());
+    let mut totals = Totals::default();
+    for &seq in seqs {
+        let Some(r) = found.get(&seq) else {
+            conflicts.push(PackageConflict {
+                entry_id: crate::membership::unknown_seq(seq),
+                why: ConflictReason::Unknown,
+            });
+            continue;
+        };
+        let why = if seen.insert(seq) {
+            totals.check(r, 2, file)?
+        } else {
+            Some(ConflictReason::Duplicate)
+        };
+        if let Some(why) = why {
+            conflicts.push(PackageConflict {
+                entry_id: r.try_get(1)?,
+                why,
+            });
+        }
+    }
+    if !conflicts.is_empty() {
+        return Ok(PackageOutcome::Refused(conflicts));
+    }
+    insert_file(tx, file, seqs.len(), &totals, now).await?;
+    let marked = tx
+        .execute(
+            "UPDATE entries SET state = 1, file_id = $1, packaged_at = $2 \
+             WHERE seq = ANY($3) AND state = 0 \
+             AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = entries.entry_id)",
+            &[&file.file_id, &now.0, &seqs],
+        )
+        .await?;
+    recorded(tx, file, marked, seqs.len()).await
+}
+
+/// Credits and debits of the entries found fit for a file.
+#[derive(Default)]
+struct Totals {
+    credit: u64,
+    debit: u64,
+}
+
+impl Totals {
+    /// Whether the probed entry in `r` (state, cancelled, bank, date, same-day, code,
+    /// amount from column `at`) may go in `file`; counted if so.
+    fn check(&mut self, r: &Row, at: usize, file: &NewFile) -> R<Option<ConflictReason>> {
+        let member = crate::membership::Member {
+            state: state(r.try_get(at)?, "entries.state")?,
+            cancelled: r.try_get(at + 1)?,
+            bank: r.try_get(at + 2)?,
+            submission_date: r.try_get(at + 3)?,
+            same_day: r.try_get(at + 4)?,
+        };
+        let why = member.conflict(file);
+        if why.is_none() {
+            let amount = r.try_get::<_, i64>(at + 6)? as u64;
+            if is_credit(i64::from(r.try_get::<_, i16>(at + 5)?)) {
+                self.credit += amount;
+            } else {
+                self.debit += amount;
+            }
+        }
+        Ok(why)
+    }
+}
+
+async fn insert_file(
+    tx: &deadpool_postgres::Transaction<'_>,
+    file: &NewFile,
+    entries: usize,
+    totals: &Totals,
+    now: Timestamp,
+) -> R<()> {
     tx.execute(
         "INSERT INTO files (file_id, bank, submission_date, same_day, submission_window, name, \
          hash, state, entries, credit_cents, debit_cents, created_at) \
@@ -884,22 +972,25 @@ async fn package_tx(
             &file.window,
             &file.name,
             &file.hash,
-            &(entry_ids.len() as i64),
-            &(credit as i64),
-            &(debit as i64),
+            &(entries as i64),
+            &(totals.credit as i64),
+            &(totals.debit as i64),
             &now.0,
         ],
     )
     .await?;
-    let marked = tx
-        .execute(
-            "UPDATE entries SET state = 1, file_id = $1, packaged_at = $2 \
-             WHERE entry_id = ANY($3) AND state = 0 \
-             AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = entries.entry_id)",
-            &[&file.file_id, &now.0, &entry_ids],
-        )
-        .await?;
-    if marked != entry_ids.len() as u64 {
+    Ok(())
+}
+
+/// The file just recorded, once every entry was marked (else the transaction is retried:
+/// a concurrent change slipped past the probe).
+async fn recorded(
+    tx: &deadpool_postgres::Transaction<'_>,
+    file: &NewFile,
+    marked: u64,
+    wanted: usize,
+) -> R<PackageOutcome> {
+    if marked != wanted as u64 {
         return Err(Fail::Retry);
     }
     let record = file_record(tx, &file.file_id)
@@ -1187,6 +1278,32 @@ impl Ledger for PostgresLedger {
         .await
     }
 
+    async fn eligible_seqs(&self, query: &EligibleQuery) -> Result<Vec<i64>, LedgerError> {
+        let q = query.clone();
+        self.read("listing eligible entries", move |tx| {
+            Box::pin(async move {
+                let rows = tx
+                    .query(
+                        "SELECT e.seq FROM entries e \
+                         WHERE e.state = 0 AND e.bank = $1 AND e.submission_date = $2 \
+                         AND e.same_day = $3 AND e.seq > $4 \
+                         AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
+                         ORDER BY e.seq LIMIT $5",
+                        &[
+                            &q.bank,
+                            &q.submission_date,
+                            &q.same_day,
+                            &q.after.unwrap_or(i64::MIN),
+                            &i64::from(q.limit),
+                        ],
+                    )
+                    .await?;
+                rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+            })
+        })
+        .await
+    }
+
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
         let mut wanted = seqs.to_vec();
         wanted.sort_unstable();
@@ -1226,6 +1343,16 @@ impl Ledger for PostgresLedger {
     ) -> Result<PackageOutcome, LedgerError> {
         serializable!(self, "packaging a file", |tx, now| package_tx(
             &tx, &file, &entry_ids, now
+        ))
+    }
+
+    async fn package_seqs(
+        &self,
+        file: NewFile,
+        seqs: Vec<i64>,
+    ) -> Result<PackageOutcome, LedgerError> {
+        serializable!(self, "packaging a file", |tx, now| package_seqs_tx(
+            &tx, &file, &seqs, now
         ))
     }
 

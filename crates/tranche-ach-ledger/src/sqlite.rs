@@ -554,36 +554,24 @@ fn package_tx(
     if entry_ids.is_empty() {
         return Ok(PackageOutcome::Empty);
     }
-    let mut wanted = entry_ids.clone();
-    wanted.sort_unstable();
     if let Some(existing) = file_record(tx, &file.file_id)? {
-        let mut held: Vec<String> = file_entries(tx, &file.file_id)?
+        let held = file_entries(tx, &file.file_id)?
             .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        held.sort_unstable();
-        wanted.dedup();
-        let same = existing.state != FileState::Released
-            && existing.file == file
-            && held == wanted
-            && wanted.len() == entry_ids.len();
-        return Ok(if same {
-            PackageOutcome::AlreadyPackaged(existing)
-        } else {
-            PackageOutcome::FileIdTaken
-        });
+            .map(|(id, _)| id);
+        return Ok(crate::membership::repeated(
+            existing, &file, held, entry_ids,
+        ));
     }
     let mut conflicts = Vec::new();
     let mut seen = std::collections::HashSet::with_capacity(entry_ids.len());
-    let mut credit: u64 = 0;
-    let mut debit: u64 = 0;
+    let mut totals = Totals::default();
+    let mut seqs = Vec::with_capacity(entry_ids.len());
     {
         let mut probe = tx.prepare_cached(
-            "SELECT e.state, c.entry_id IS NOT NULL, e.bank, e.submission_date, e.same_day, \
-             e.transaction_code, e.amount_cents FROM entries e \
+            "SELECT e.seq, e.state, c.entry_id IS NOT NULL, e.bank, e.submission_date, \
+             e.same_day, e.transaction_code, e.amount_cents FROM entries e \
              LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = ?1",
         )?;
-        let date = day_number(file.submission_date);
         for id in &entry_ids {
             if !seen.insert(id.as_str()) {
                 conflicts.push(PackageConflict {
@@ -592,36 +580,12 @@ fn package_tx(
                 });
                 continue;
             }
-            let row: Option<(i64, bool, String, i64, bool, i64, i64)> = probe
-                .query_row([id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                        r.get(6)?,
-                    ))
-                })
-                .optional()?;
-            let why = match row {
+            let mut rows = probe.query([id])?;
+            let why = match rows.next()? {
                 None => Some(ConflictReason::Unknown),
-                Some((_, true, ..)) => Some(ConflictReason::State(State::Cancelled)),
-                Some((code, false, bank, d, same_day, tcode, amount)) => {
-                    let s = state(code, "entries.state")?;
-                    if s != State::Accepted {
-                        Some(ConflictReason::State(s))
-                    } else if bank != file.bank || d != date || same_day != file.same_day {
-                        Some(ConflictReason::OtherFile)
-                    } else {
-                        if is_credit(tcode) {
-                            credit += amount as u64;
-                        } else {
-                            debit += amount as u64;
-                        }
-                        None
-                    }
+                Some(row) => {
+                    seqs.push(row.get::<_, i64>(0)?);
+                    totals.check(row, 1, &file)?
                 }
             };
             if let Some(why) = why {
@@ -635,6 +599,126 @@ fn package_tx(
     if !conflicts.is_empty() {
         return Ok(PackageOutcome::Refused(conflicts));
     }
+    record_file(tx, &file, &seqs, &totals, now)
+}
+
+/// [`package_tx`] with the entries named by seq: a range scan and a range update per
+/// run of consecutive seqs instead of an index lookup and an update per entry.
+fn package_seqs_tx(
+    tx: &rusqlite::Transaction<'_>,
+    file: NewFile,
+    seqs: Vec<i64>,
+    now: Timestamp,
+) -> R<PackageOutcome> {
+    if seqs.is_empty() {
+        return Ok(PackageOutcome::Empty);
+    }
+    if let Some(existing) = file_record(tx, &file.file_id)? {
+        let held: Vec<i64> = tx
+            .prepare_cached("SELECT seq FROM entries WHERE file_id = ?1")?
+            .query_map([&file.file_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        return Ok(crate::membership::repeated(existing, &file, held, seqs));
+    }
+    let mut conflicts = Vec::new();
+    let mut totals = Totals::default();
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    for pair in sorted.windows(2).filter(|w| w[0] == w[1]) {
+        conflicts.push(PackageConflict {
+            entry_id: id_of_seq(tx, pair[0])?,
+            why: ConflictReason::Duplicate,
+        });
+    }
+    sorted.dedup();
+    {
+        let mut probe = tx.prepare_cached(
+            "SELECT e.seq, e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, \
+             e.submission_date, e.same_day, e.transaction_code, e.amount_cents FROM entries e \
+             LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+             WHERE e.seq BETWEEN ?1 AND ?2 ORDER BY e.seq",
+        )?;
+        for (first, last) in seq_runs(&sorted) {
+            let mut expected = first;
+            let mut rows = probe.query(params![first, last])?;
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                for missing in expected..seq {
+                    conflicts.push(PackageConflict {
+                        entry_id: crate::membership::unknown_seq(missing),
+                        why: ConflictReason::Unknown,
+                    });
+                }
+                expected = seq + 1;
+                if let Some(why) = totals.check(row, 2, &file)? {
+                    conflicts.push(PackageConflict {
+                        entry_id: row.get(1)?,
+                        why,
+                    });
+                }
+            }
+            for missing in expected..=last {
+                conflicts.push(PackageConflict {
+                    entry_id: crate::membership::unknown_seq(missing),
+                    why: ConflictReason::Unknown,
+                });
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Ok(PackageOutcome::Refused(conflicts));
+    }
+    record_file(tx, &file, &sorted, &totals, now)
+}
+
+fn id_of_seq(tx: &rusqlite::Transaction<'_>, seq: i64) -> R<String> {
+    Ok(tx
+        .prepare_cached("SELECT entry_id FROM entries WHERE seq = ?1")?
+        .query_row([seq], |r| r.get(0))
+        .optional()?
+        .unwrap_or_else(|| crate::membership::unknown_seq(seq)))
+}
+
+/// Credits and debits of the entries found fit for a file.
+#[derive(Default)]
+struct Totals {
+    credit: u64,
+    debit: u64,
+}
+
+impl Totals {
+    /// Whether the probed entry in `row` (state, cancelled, bank, date, same-day, code,
+    /// amount from column `at`) may go in `file`; counted if so.
+    fn check(&mut self, row: &Row<'_>, at: usize, file: &NewFile) -> R<Option<ConflictReason>> {
+        let bank: String = row.get(at + 2)?;
+        let member = crate::membership::Member {
+            state: state(row.get(at)?, "entries.state")?,
+            cancelled: row.get(at + 1)?,
+            bank: &bank,
+            submission_date: date(row.get(at + 3)?, "entries.submission_date")?,
+            same_day: row.get(at + 4)?,
+        };
+        let why = member.conflict(file);
+        if why.is_none() {
+            let amount = row.get::<_, i64>(at + 6)? as u64;
+            if is_credit(row.get(at + 5)?) {
+                self.credit += amount;
+            } else {
+                self.debit += amount;
+            }
+        }
+        Ok(why)
+    }
+}
+
+/// Record `file` holding the entries `seqs` (checked fit, in this transaction).
+fn record_file(
+    tx: &rusqlite::Transaction<'_>,
+    file: &NewFile,
+    seqs: &[i64],
+    totals: &Totals,
+    now: Timestamp,
+) -> R<PackageOutcome> {
     tx.prepare_cached(
         "INSERT INTO files (file_id, bank, submission_date, same_day, submission_window, name, \
          hash, state, entries, credit_cents, debit_cents, created_at) \
@@ -649,20 +733,21 @@ fn package_tx(
         file.name,
         file.hash,
         FileState::Packaged.code(),
-        entry_ids.len() as i64,
-        credit as i64,
-        debit as i64,
+        seqs.len() as i64,
+        totals.credit as i64,
+        totals.debit as i64,
         now.0,
     ])?;
     {
         let mut mark = tx.prepare_cached(
             "UPDATE entries SET state = 1, file_id = ?1, packaged_at = ?2 \
-             WHERE entry_id = ?3 AND state = 0",
+             WHERE seq BETWEEN ?3 AND ?4 AND state = 0",
         )?;
-        for id in &entry_ids {
-            if mark.execute(params![file.file_id, now.0, id])? != 1 {
+        for (first, last) in seq_runs(seqs) {
+            let marked = mark.execute(params![file.file_id, now.0, first, last])?;
+            if marked as i64 != last - first + 1 {
                 return Err(corrupt(
-                    format!("entries.state of {id}"),
+                    format!("entries.state of seqs {first} to {last}"),
                     "accepted (checked in this transaction)",
                     "another state",
                 ));
@@ -796,6 +881,33 @@ impl Ledger for SqliteLedger {
         .await
     }
 
+    async fn eligible_seqs(&self, query: &EligibleQuery) -> Result<Vec<i64>, LedgerError> {
+        let q = query.clone();
+        self.read("listing eligible entries", move |tx| {
+            let mut stmt = tx.prepare_cached(
+                "SELECT e.seq FROM entries e \
+                 WHERE e.state = 0 AND e.bank = ?1 AND e.submission_date = ?2 \
+                 AND e.same_day = ?3 AND e.seq > ?4 \
+                 AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
+                 ORDER BY e.seq LIMIT ?5",
+            )?;
+            let seqs = stmt
+                .query_map(
+                    params![
+                        q.bank,
+                        day_number(q.submission_date),
+                        q.same_day,
+                        q.after.unwrap_or(i64::MIN),
+                        i64::from(q.limit),
+                    ],
+                    |r| r.get(0),
+                )?
+                .collect::<Result<_, _>>()?;
+            Ok(seqs)
+        })
+        .await
+    }
+
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
         let runs = seq_runs(seqs);
         self.read("reading entries by seq", move |tx| {
@@ -834,6 +946,17 @@ impl Ledger for SqliteLedger {
     ) -> Result<PackageOutcome, LedgerError> {
         self.write("packaging a file", move |tx, now| {
             package_tx(tx, file, entry_ids, now)
+        })
+        .await
+    }
+
+    async fn package_seqs(
+        &self,
+        file: NewFile,
+        seqs: Vec<i64>,
+    ) -> Result<PackageOutcome, LedgerError> {
+        self.write("packaging a file", move |tx, now| {
+            package_seqs_tx(tx, file, seqs, now)
         })
         .await
     }

@@ -106,7 +106,7 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
     let mut after = None;
     loop {
         let page = ledger
-            .eligible(&EligibleQuery {
+            .eligible_seqs(&EligibleQuery {
                 bank: a.scope.bank.clone(),
                 submission_date: a.scope.date,
                 same_day,
@@ -115,10 +115,10 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
             })
             .await
             .map_err(|e| StepError::ledger("listing eligible entries", e))?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.seq);
+        let Some(&last) = page.last() else { break };
+        after = Some(last);
         let full = page.len() as u32 == PAGE;
-        seqs.extend(page.iter().map(|e| e.seq));
+        seqs.extend(page);
         if !full {
             break;
         }

@@ -133,6 +133,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
         // Batches in key order, entries in import order: the same entries always make
         // the same bytes.
         keyed.sort_unstable_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+        let keyed_seqs: Vec<i64> = keyed.iter().map(|(_, seq, _)| *seq).collect();
         let entries: Vec<Entry> = keyed.into_iter().map(|(_, _, e)| e).collect();
 
         let m = match modifier {
@@ -176,7 +177,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             .put(&key, bytes)
             .await
             .map_err(|e| StepError::store("storing the file", e))?;
-        let ids: Vec<String> = entries.iter().map(|e| e.entry_id.clone()).collect();
+        let seqs: Vec<i64> = keyed_seqs;
         let file = NewFile {
             file_id: id.clone(),
             bank: a.scope.bank.clone(),
@@ -188,7 +189,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
         };
         let outcome = p
             .ledger()
-            .package(file, ids)
+            .package_seqs(file, seqs)
             .await
             .map_err(|e| StepError::ledger("recording the file", e))?;
         match outcome {
