@@ -1,13 +1,13 @@
 //! `ach.write`: one file written, validated, stored and recorded in the ledger.
 
 use serde::{Deserialize, Serialize};
-use tranche_ach::{validate, write_file, BatchKey, Entry, FileOptions};
+use tranche_ach::{validate, write_file, Entry, FileOptions};
 use tranche_ach_delivery::sha256_hex;
 use tranche_ach_ledger::{FileFilter, NewFile, PackageOutcome};
 use tranche_core::JobContext;
 use tranche_types::Outcome;
 
-use super::group::{key_of, packageable};
+use super::group::packageable;
 use super::{At, Scope};
 use crate::naming::{
     self, file_id, file_key, file_name, first_trace_sequence, free_modifiers, modifier_of,
@@ -121,20 +121,18 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             .entries_at(&a.seqs.to_vec())
             .await
             .map_err(|e| StepError::ledger("reading the file's entries", e))?;
-        let mut keyed: Vec<(BatchKey, i64, Entry)> = read
+        // In import order (the ledger answers in seq order): the writer makes a batch per
+        // batch key in the order their first entries come, so the same entries always
+        // make the same bytes.
+        let (seqs, entries): (Vec<i64>, Vec<Entry>) = read
             .into_iter()
             .filter(|e| packageable(e, &a.scope, a.same_day))
-            .map(|e| (key_of(&e.entry, bank.grouping), e.seq, e.entry))
-            .collect();
-        let dropped = a.seqs.len() - keyed.len() as u64;
-        if keyed.is_empty() {
+            .map(|e| (e.seq, e.entry))
+            .unzip();
+        let dropped = a.seqs.len() - entries.len() as u64;
+        if entries.is_empty() {
             return Ok(None);
         }
-        // Batches in key order, entries in import order: the same entries always make
-        // the same bytes.
-        keyed.sort_unstable_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
-        let keyed_seqs: Vec<i64> = keyed.iter().map(|(_, seq, _)| *seq).collect();
-        let entries: Vec<Entry> = keyed.into_iter().map(|(_, _, e)| e).collect();
 
         let m = match modifier {
             Some(m) => m,
@@ -177,7 +175,6 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             .put(&key, bytes)
             .await
             .map_err(|e| StepError::store("storing the file", e))?;
-        let seqs: Vec<i64> = keyed_seqs;
         let file = NewFile {
             file_id: id.clone(),
             bank: a.scope.bank.clone(),

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tranche_ach::{mask_account, Entry, Report, RoutingNumber, SecCode, TransactionCode};
 use tranche_ach_ledger::{
-    mask_url, CancelOutcome, ImportOutcome, Ledger, PostgresLedger, SqliteLedger, State,
+    mask_url, CancelOutcome, ImportOutcome, Imported, Ledger, PostgresLedger, SqliteLedger, State,
 };
 use tranche_server::EntryView;
 use tranche_types::Timestamp;
@@ -156,7 +156,7 @@ pub struct Tally {
 pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
     let ledger = required_ledger(at).await?;
     let name = file.display().to_string();
-    let tally = import_into(&*ledger, file, true).await?;
+    let tally = import_into(&ledger, file, true).await?;
     let known_rejected = if tally.known_rejected > 0 {
         format!(" ({} of them rejected)", tally.known_rejected)
     } else {
@@ -176,8 +176,10 @@ pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
 }
 
 /// Import a CSV file of entries into `ledger`, `IMPORT_BATCH` rows a transaction; each
-/// bad row is said on stderr by file, line and field; `progress` says every batch.
-pub async fn import_into(ledger: &dyn Ledger, file: &Path, progress: bool) -> Result<Tally> {
+/// bad row is said on stderr by file, line and field; `progress` says every batch. The
+/// next batch is read while the ledger stores the last (one in flight), so reading and
+/// storing use a core each.
+pub async fn import_into(ledger: &Arc<dyn Ledger>, file: &Path, progress: bool) -> Result<Tally> {
     let name = file.display().to_string();
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
@@ -190,6 +192,7 @@ pub async fn import_into(ledger: &dyn Ledger, file: &Path, progress: bool) -> Re
     check_header(&name, &headers)?;
     let mut tally = Tally::default();
     let mut batch: Vec<(u64, Entry)> = Vec::with_capacity(IMPORT_BATCH);
+    let mut in_flight: Option<Storing> = None;
     let mut record = csv::StringRecord::new();
     while reader
         .read_record(&mut record)
@@ -213,14 +216,37 @@ pub async fn import_into(ledger: &dyn Ledger, file: &Path, progress: bool) -> Re
             }
         }
         if batch.len() == IMPORT_BATCH {
-            flush(ledger, &name, &mut batch, &mut tally).await?;
+            if let Some(previous) = in_flight.take() {
+                account(&name, previous.await??, &mut tally);
+            }
+            in_flight = Some(store(ledger, &mut batch));
             if progress {
-                eprintln!("{name}: {} rows imported…", tally.rows);
+                eprintln!("{name}: {} rows read…", tally.rows);
             }
         }
     }
-    flush(ledger, &name, &mut batch, &mut tally).await?;
+    if let Some(previous) = in_flight.take() {
+        account(&name, previous.await??, &mut tally);
+    }
+    if !batch.is_empty() {
+        account(&name, store(ledger, &mut batch).await??, &mut tally);
+    }
     Ok(tally)
+}
+
+/// A batch being stored: its rows' lines and what the ledger did with each.
+type Storing = tokio::task::JoinHandle<Result<(Vec<u64>, Vec<Imported>)>>;
+
+fn store(ledger: &Arc<dyn Ledger>, batch: &mut Vec<(u64, Entry)>) -> Storing {
+    let (lines, entries): (Vec<u64>, Vec<Entry>) = batch.drain(..).unzip();
+    let ledger = ledger.clone();
+    tokio::spawn(async move {
+        let results = ledger
+            .import(entries)
+            .await
+            .context("could not import into the ledger")?;
+        Ok((lines, results))
+    })
 }
 
 /// Entry's fields: all but the last three are required columns.
@@ -277,20 +303,8 @@ fn check_header(name: &str, headers: &csv::StringRecord) -> Result<()> {
     Ok(())
 }
 
-async fn flush(
-    ledger: &dyn Ledger,
-    name: &str,
-    batch: &mut Vec<(u64, Entry)>,
-    tally: &mut Tally,
-) -> Result<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let (lines, entries): (Vec<u64>, Vec<Entry>) = batch.drain(..).unzip();
-    let results = ledger
-        .import(entries)
-        .await
-        .context("could not import into the ledger")?;
+/// Count what the ledger did with a batch, saying each conflict and unstorable row.
+fn account(name: &str, (lines, results): (Vec<u64>, Vec<Imported>), tally: &mut Tally) {
     for (line, r) in lines.into_iter().zip(results) {
         match r.outcome {
             ImportOutcome::New(State::Rejected) => tally.rejected += 1,
@@ -317,7 +331,6 @@ async fn flush(
             }
         }
     }
-    Ok(())
 }
 
 /// A row that is not an entry: `field X: expected …, got …` (account numbers masked).
