@@ -108,9 +108,12 @@ pub struct SqliteLedger {
 
 struct Inner {
     conn: Mutex<Connection>,
-    /// Reads go through their own connection (WAL lets them run beside a write), so a
-    /// packager's reads of entries never wait for another's transaction.
-    reader: Mutex<Connection>,
+    /// Reads go through connections of their own (WAL lets them run beside a write and
+    /// beside each other), one per core: a pass's groupers and writers read their
+    /// entries at once instead of in turn, and never wait for a write.
+    readers: Vec<Mutex<Connection>>,
+    /// The reader the next read tries first.
+    next_reader: std::sync::atomic::AtomicUsize,
     path: PathBuf,
     clock: Arc<dyn Clock>,
 }
@@ -198,12 +201,18 @@ impl SqliteLedger {
             doing: "migrating the schema",
             source: Box::new(e),
         })?;
-        let reader = Connection::open(&path).map_err(db("opening a reader"))?;
-        configure(&reader).map_err(db("configuring a reader"))?;
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let mut readers = Vec::with_capacity(cores.clamp(2, 8));
+        for _ in 0..readers.capacity() {
+            let reader = Connection::open(&path).map_err(db("opening a reader"))?;
+            configure(&reader).map_err(db("configuring a reader"))?;
+            readers.push(Mutex::new(reader));
+        }
         Ok(SqliteLedger {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
-                reader: Mutex::new(reader),
+                readers,
+                next_reader: std::sync::atomic::AtomicUsize::new(0),
                 path,
                 clock,
             }),
@@ -265,8 +274,11 @@ impl SqliteLedger {
         let location = || inner_location(&self.inner);
         let result = tokio::task::spawn_blocking(move || {
             let now = inner.clock.now();
-            let conn = if read { &inner.reader } else { &inner.conn };
-            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            let mut conn = if read {
+                inner.reader()
+            } else {
+                inner.conn.lock().unwrap_or_else(|p| p.into_inner())
+            };
             f(&mut conn, now)
         })
         .await;
@@ -293,6 +305,30 @@ impl SqliteLedger {
                 source: Box::new(join),
             }),
         }
+    }
+}
+
+/// How many seqs `runs` cover.
+fn seqs_len(runs: &[(i64, i64)]) -> usize {
+    runs.iter().map(|(a, b)| (b - a + 1) as usize).sum()
+}
+
+impl Inner {
+    /// A free reader if there is one (starting from the next in turn), else the next in
+    /// turn once it is free.
+    fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
+        let n = self.readers.len();
+        let first = self
+            .next_reader
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for i in 0..n {
+            if let Ok(guard) = self.readers[(first + i) % n].try_lock() {
+                return guard;
+            }
+        }
+        self.readers[first % n]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -884,25 +920,42 @@ impl Ledger for SqliteLedger {
     async fn eligible_seqs(&self, query: &EligibleQuery) -> Result<Vec<i64>, LedgerError> {
         let q = query.clone();
         self.read("listing eligible entries", move |tx| {
-            let mut stmt = tx.prepare_cached(
-                "SELECT e.seq FROM entries e \
-                 WHERE e.state = 0 AND e.bank = ?1 AND e.submission_date = ?2 \
-                 AND e.same_day = ?3 AND e.seq > ?4 \
-                 AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
-                 ORDER BY e.seq LIMIT ?5",
-            )?;
-            let seqs = stmt
+            // The partial index alone answers which accepted entries there are; the few
+            // cancelled among them are taken out after, instead of a lookup of every
+            // row's id in the cancellations table.
+            let day = day_number(q.submission_date);
+            let cancelled: std::collections::HashSet<i64> = tx
+                .prepare_cached(
+                    "SELECT e.seq FROM cancellations c JOIN entries e ON e.entry_id = c.entry_id \
+                     WHERE e.state = 0 AND e.bank = ?1 AND e.submission_date = ?2 \
+                     AND e.same_day = ?3 AND e.seq > ?4",
+                )?
                 .query_map(
-                    params![
-                        q.bank,
-                        day_number(q.submission_date),
-                        q.same_day,
-                        q.after.unwrap_or(i64::MIN),
-                        i64::from(q.limit),
-                    ],
+                    params![q.bank, day, q.same_day, q.after.unwrap_or(i64::MIN)],
                     |r| r.get(0),
                 )?
                 .collect::<Result<_, _>>()?;
+            let mut seqs = Vec::with_capacity(q.limit as usize);
+            let mut after = q.after.unwrap_or(i64::MIN);
+            // Pages of the index until `limit` uncancelled seqs are found or it ends.
+            loop {
+                let want = i64::from(q.limit) - seqs.len() as i64;
+                let page: Vec<i64> = tx
+                    .prepare_cached(
+                        "SELECT seq FROM entries INDEXED BY entries_eligible \
+                         WHERE state = 0 AND bank = ?1 AND submission_date = ?2 \
+                         AND same_day = ?3 AND seq > ?4 ORDER BY seq LIMIT ?5",
+                    )?
+                    .query_map(params![q.bank, day, q.same_day, after, want], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                let Some(&last) = page.last() else { break };
+                let full = page.len() as i64 == want;
+                after = last;
+                seqs.extend(page.into_iter().filter(|s| !cancelled.contains(s)));
+                if !full || seqs.len() as u32 >= q.limit {
+                    break;
+                }
+            }
             Ok(seqs)
         })
         .await
@@ -911,22 +964,33 @@ impl Ledger for SqliteLedger {
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
         let runs = seq_runs(seqs);
         self.read("reading entries by seq", move |tx| {
+            let (Some(&(low, _)), Some(&(_, high))) = (runs.first(), runs.last()) else {
+                return Ok(Vec::new());
+            };
+            // The few cancelled entries of the span, read once, rather than a lookup
+            // in the cancellations table for every row.
+            let cancelled: std::collections::HashSet<i64> = tx
+                .prepare_cached(
+                    "SELECT e.seq FROM cancellations c JOIN entries e ON e.entry_id = c.entry_id \
+                     WHERE e.seq BETWEEN ?1 AND ?2",
+                )?
+                .query_map(params![low, high], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
             let sql = format!(
-                "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL FROM entries e \
-                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                "SELECT {ENTRY_COLUMNS}, e.seq, e.state FROM entries e \
                  WHERE e.seq BETWEEN ?1 AND ?2 ORDER BY e.seq"
             );
             let mut stmt = tx.prepare_cached(&sql)?;
             let n = ENTRY_COLUMN_COUNT;
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(seqs_len(&runs));
             for (first, last) in runs {
                 let mut rows = stmt.query(params![first, last])?;
                 while let Some(row) = rows.next()? {
-                    let cancelled: bool = row.get(n + 2)?;
+                    let seq: i64 = row.get(n)?;
                     out.push(SeqEntry {
                         entry: entry_at(row)?,
-                        seq: row.get(n)?,
-                        state: if cancelled {
+                        seq,
+                        state: if cancelled.contains(&seq) {
                             State::Cancelled
                         } else {
                             state(row.get(n + 1)?, "entries.state")?

@@ -131,7 +131,7 @@ impl Payments {
     /// at a time. A bank with no pacing gets the running cap only.
     pub async fn apply_pacing(&self) -> Result<(), PipelineError> {
         for bank in &self.inner.rules.banks {
-            let starts = (bank.pacing >= Duration::from_millis(1)).then(|| StartRate {
+            let starts = (bank.pacing >= Duration::from_millis(1)).then_some(StartRate {
                 count: 1,
                 per_ms: bank.pacing.as_millis() as u64,
             });

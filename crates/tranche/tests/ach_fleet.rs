@@ -133,7 +133,7 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
         dir.path().join("a.log"),
         "engine A",
     );
-    let mut b = Watched::spawn(
+    let b = Watched::spawn(
         engine(&redis_url, &ledger, dir.path(), "b", seven),
         dir.path().join("b.log"),
         "engine B",

@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 use tranche_core::JobContext;
-use tranche_types::{JobState, MemberOutcome, Outcome};
+use tranche_types::{JobState, Outcome};
 
-use super::{At, Scope, WrittenFile};
+use super::{At, Member, Scope, WrittenFile};
 use crate::manifest::Manifest;
 use crate::naming::manifest_key;
 use crate::seqs::SeqSet;
@@ -45,7 +45,7 @@ pub(super) async fn run(p: Payments, ctx: JobContext, a: FinishArgs) -> Outcome<
 }
 
 async fn finish(p: &Payments, ctx: &JobContext, a: FinishArgs) -> StepResult<Finished> {
-    let members: Vec<MemberOutcome> = ctx
+    let members: Vec<Member<Option<WrittenFile>>> = ctx
         .input()
         .map_err(|e| StepError::permanent("reading the writers' outcomes", e))?
         .unwrap_or_default();
@@ -53,11 +53,7 @@ async fn finish(p: &Payments, ctx: &JobContext, a: FinishArgs) -> StepResult<Fin
     let mut failed_writers = 0;
     for m in members {
         match (m.state, m.result) {
-            (JobState::Succeeded, Some(r)) => {
-                let f: Option<WrittenFile> = serde_json::from_value(r)
-                    .map_err(|e| StepError::permanent("reading a writer's result", e))?;
-                files.extend(f);
-            }
+            (JobState::Succeeded, Some(f)) => files.extend(f),
             _ => failed_writers += 1,
         }
     }

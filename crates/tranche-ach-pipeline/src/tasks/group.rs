@@ -40,12 +40,22 @@ pub(super) async fn run(p: Payments, _ctx: JobContext, a: GroupArgs) -> Outcome<
 
 async fn group(p: &Payments, a: GroupArgs) -> StepResult<Grouped> {
     let grouping = p.bank(&a.scope.bank)?.grouping;
+    let started = std::time::Instant::now();
     let entries = p
         .ledger()
         .entries_at(&a.seqs.to_vec())
         .await
         .map_err(|e| StepError::ledger("reading the chunk's entries", e))?;
-    Ok(by_batch(&entries, &a.scope, a.same_day, grouping, &a.seqs))
+    let read_took = started.elapsed();
+    let grouped = by_batch(&entries, &a.scope, a.same_day, grouping, &a.seqs);
+    tracing::debug!(
+        scope = %a.scope,
+        entries = entries.len(),
+        read_us = read_took.as_micros() as u64,
+        grouped_us = started.elapsed().as_micros() as u64,
+        "ACH chunk grouped"
+    );
+    Ok(grouped)
 }
 
 /// Whether the pass of `scope` may still package `e`.

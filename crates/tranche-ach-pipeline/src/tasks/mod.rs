@@ -80,6 +80,19 @@ impl std::fmt::Display for Scope {
     }
 }
 
+/// A group member's ending as a callback reads it: `tranche_types::MemberOutcome`
+/// with its result read as the member's own type.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Member<T> {
+    state: tranche_types::JobState,
+    #[serde(default = "none")]
+    result: Option<T>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
 /// The time a pass acts at: the tick's (so `--once --at` replays a moment), carried
 /// by every job of the pass; files are dated by it.
 pub type At = DateTime<Utc>;

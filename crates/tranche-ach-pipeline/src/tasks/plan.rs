@@ -100,6 +100,7 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
         });
     }
     let released_files = rebuild(p, &a.scope).await?;
+    let started = std::time::Instant::now();
 
     let ledger = p.ledger();
     let mut seqs = Vec::new();
@@ -124,6 +125,7 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
         }
     }
     let eligible = seqs.len() as u64;
+    let listed_took = started.elapsed();
 
     // Claims belong to this attempt: a redelivered plan cannot take a lost attempt's
     // claims for its own; those lapse after the TTL and their entries wait a pass.
@@ -190,7 +192,15 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
         release(p, &owner, &a.scope, same_day, &claimed).await;
         return Err(StepError::backend("enqueueing the groupers", e));
     }
-    tracing::info!(scope = %a.scope, eligible, claimed = claimed_count, held_elsewhere, "ACH pass planned");
+    tracing::info!(
+        scope = %a.scope,
+        eligible,
+        claimed = claimed_count,
+        held_elsewhere,
+        listed_ms = listed_took.as_millis() as u64,
+        took_ms = started.elapsed().as_millis() as u64,
+        "ACH pass planned"
+    );
     Ok(Planned {
         eligible,
         claimed: claimed_count,

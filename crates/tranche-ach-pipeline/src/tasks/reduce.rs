@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 use tranche_ach::BatchKey;
 use tranche_ach_ledger::FileFilter;
 use tranche_core::JobContext;
-use tranche_types::{EnqueueItem, EnqueueRequest, JobState, MemberOutcome, Outcome};
+use tranche_types::{EnqueueItem, EnqueueRequest, JobState, Outcome};
 
-use super::{job, At, FinishArgs, Grouped, Scope, WriteArgs, FINISH, WRITE};
+use super::{job, At, FinishArgs, Grouped, Member, Scope, WriteArgs, FINISH, WRITE};
 use crate::naming::{free_modifiers, modifier_of};
 use crate::seqs::SeqSet;
 use crate::split::split;
@@ -48,7 +48,10 @@ pub(super) async fn run(p: Payments, ctx: JobContext, a: ReduceArgs) -> Outcome<
 }
 
 async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Reduced> {
-    let members: Vec<MemberOutcome> = ctx
+    let started = std::time::Instant::now();
+    // Read straight into the groupers' result type (not through JSON values): a
+    // day's reduce reads a thousand of them.
+    let members: Vec<Member<Grouped>> = ctx
         .input()
         .map_err(|e| StepError::permanent("reading the groupers' outcomes", e))?
         .unwrap_or_default();
@@ -56,15 +59,13 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
     let mut claimed: Vec<SeqSet> = Vec::new();
     let mut failed_groupers = 0;
     for m in members {
-        let result = match (m.state, m.result) {
-            (JobState::Succeeded, Some(r)) => r,
+        let g = match (m.state, m.result) {
+            (JobState::Succeeded, Some(g)) => g,
             _ => {
                 failed_groupers += 1;
                 continue;
             }
         };
-        let g: Grouped = serde_json::from_value(result)
-            .map_err(|e| StepError::permanent("reading a grouper's result", e))?;
         for (key, seqs) in g.groups {
             batches.entry(key).or_default().extend(seqs.iter());
             claimed.push(seqs);
@@ -157,5 +158,6 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
         })
         .await
         .map_err(|e| StepError::backend("enqueueing the file writers", e))?;
+    tracing::debug!(scope = %a.scope, files = reduced.files, took_ms = started.elapsed().as_millis() as u64, "ACH batches split into files");
     Ok(reduced)
 }

@@ -116,6 +116,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
     let created = a.at.with_timezone(&bank.time_zone).naive_local();
     let mut modifier = a.modifier;
     for _ in 0..ROUNDS {
+        let started = std::time::Instant::now();
         let read = p
             .ledger()
             .entries_at(&a.seqs.to_vec())
@@ -134,6 +135,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             return Ok(None);
         }
 
+        let read_took = started.elapsed();
         let m = match modifier {
             Some(m) => m,
             None => next_modifier(p, &a.scope).await?,
@@ -167,6 +169,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
                 ),
             ));
         }
+        let written_took = started.elapsed();
         let hash = sha256_hex(&bytes);
         let key = file_key(a.scope.date, &id, &hash)
             .map_err(|e| StepError::permanent("naming the file in the store", e))?;
@@ -184,6 +187,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             name: file_name(&id),
             hash: hash.clone(),
         };
+        let stored_took = started.elapsed();
         let outcome = p
             .ledger()
             .package_seqs(file, seqs)
@@ -191,6 +195,15 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             .map_err(|e| StepError::ledger("recording the file", e))?;
         match outcome {
             PackageOutcome::Packaged(_) | PackageOutcome::AlreadyPackaged(_) => {
+                tracing::debug!(
+                    file = %id,
+                    entries = entries.len(),
+                    read_ms = read_took.as_millis() as u64,
+                    written_ms = written_took.as_millis() as u64,
+                    stored_ms = stored_took.as_millis() as u64,
+                    recorded_ms = started.elapsed().as_millis() as u64,
+                    "ACH file written"
+                );
                 let s = written.summary;
                 let first = first_trace_sequence(m);
                 return Ok(Some(WrittenFile {

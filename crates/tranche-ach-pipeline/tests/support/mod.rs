@@ -113,7 +113,7 @@ pub fn entry(id: &str, bank: &str, same_day: bool, i: u64) -> Entry {
             SecCode::Ppd
         },
         transaction_code: TransactionCode::new(
-            if i % 7 == 0 {
+            if i.is_multiple_of(7) {
                 AccountKind::Savings
             } else {
                 AccountKind::Checking
@@ -136,7 +136,8 @@ pub fn entry(id: &str, bank: &str, same_day: bool, i: u64) -> Entry {
         },
         submission_date: date,
         same_day,
-        addenda: (i % 11 == 0 && direction == Direction::Credit).then(|| format!("INVOICE {i}")),
+        addenda: (i.is_multiple_of(11) && direction == Direction::Credit)
+            .then(|| format!("INVOICE {i}")),
     }
 }
 
@@ -175,7 +176,7 @@ impl Harness {
     ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let client = Client::new(
-            SqliteBackend::open(&dir.path().join("state"), SqliteOptions::default()).unwrap(),
+            SqliteBackend::open(dir.path().join("state"), SqliteOptions::default()).unwrap(),
         );
         let ledger: Arc<dyn Ledger> =
             Arc::new(SqliteLedger::open(&dir.path().join("ach")).unwrap());

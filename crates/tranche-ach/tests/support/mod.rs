@@ -116,4 +116,5 @@ pub fn random_entry(rng: &mut fastrand::Rng, i: usize) -> Entry {
     }
 }
 
-pub use tranche_test_support::nacha::{achcli, file_control, recount, Recount};
+#[allow(unused_imports)] // each test file uses a part
+pub use tranche_test_support::nacha::{achcli, file_control, recount};

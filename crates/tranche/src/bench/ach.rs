@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use chrono::{NaiveDate, TimeZone, Utc};
+use futures::StreamExt;
 use serde::Serialize;
 use tranche_ach::{
     validate, write_file, AccountKind, AccountNumber, BankProfile, Direction, Entry, FileOptions,
@@ -91,6 +92,8 @@ struct Report {
     worker_processes: usize,
     import_seconds: f64,
     import_entries_per_sec: f64,
+    http_import_seconds: f64,
+    http_import_entries_per_sec: f64,
     package_seconds: f64,
     package_entries_per_sec: f64,
     packaged_entries: u64,
@@ -150,6 +153,14 @@ pub async fn ach(at: &DataArgs, args: BenchAch) -> Result<ExitCode> {
         "  {} entries in {import_seconds:.2} s ({:.0}/s)",
         tally.new,
         tally.new as f64 / import_seconds
+    );
+
+    eprintln!("importing the same day over HTTP (POST /v1/ach/entries, 10,000 a request) into a fresh ledger");
+    let http_import_seconds = http_intake(&dir, &day_rows(&dir.join("entries.csv"))?).await?;
+    eprintln!(
+        "  {} entries in {http_import_seconds:.2} s ({:.0}/s)",
+        args.entries,
+        args.entries as f64 / http_import_seconds
     );
 
     let prefix = format!("{{tranche-bench-ach-{}}}:", stamp());
@@ -250,6 +261,8 @@ pub async fn ach(at: &DataArgs, args: BenchAch) -> Result<ExitCode> {
         worker_processes: args.processes,
         import_seconds,
         import_entries_per_sec: tally.new as f64 / import_seconds,
+        http_import_seconds,
+        http_import_entries_per_sec: args.entries as f64 / http_import_seconds,
         package_seconds,
         package_entries_per_sec: packaged as f64 / package_seconds,
         packaged_entries: packaged,
@@ -263,12 +276,13 @@ pub async fn ach(at: &DataArgs, args: BenchAch) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "ach: {} entries, {} banks, files of {}: import {:.0}/s ({:.2} s), packaging {:.0}/s ({:.2} s, {} files), writer alone {:.0}/s on one core, peak RSS {:.0} MB",
+            "ach: {} entries, {} banks, files of {}: import {:.0}/s ({:.2} s), over HTTP {:.0}/s, packaging {:.0}/s ({:.2} s, {} files), writer alone {:.0}/s on one core, peak RSS {:.0} MB",
             report.entries,
             report.banks,
             report.entries_per_file,
             report.import_entries_per_sec,
             report.import_seconds,
+            report.http_import_entries_per_sec,
             report.package_entries_per_sec,
             report.package_seconds,
             report.files,
@@ -280,6 +294,69 @@ pub async fn ach(at: &DataArgs, args: BenchAch) -> Result<ExitCode> {
         eprintln!("kept in {}", dir.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The day's entries, read back from its CSV (for the HTTP intake).
+fn day_rows(csv_file: &Path) -> Result<Vec<Entry>> {
+    let mut reader = csv::Reader::from_path(csv_file)?;
+    Ok(reader.deserialize().collect::<Result<_, _>>()?)
+}
+
+/// Serve the HTTP API on loopback over a fresh SQLite ledger in `dir/ledger-http` and
+/// post `entries` to it, 10,000 a request, two requests in flight (bodies made before
+/// the clock starts): seconds.
+async fn http_intake(dir: &Path, entries: &[Entry]) -> Result<f64> {
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.join("ledger-http"))?);
+    let backend = open_with(
+        &dir.join("state-http"),
+        tranche_sqlite::SqliteOptions::default(),
+    )?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let config = tranche_server::ServerConfig {
+        listen: listener.local_addr()?,
+        ledger: Some(tranche_server::LedgerHandle(ledger)),
+        ..tranche_server::ServerConfig::default()
+    };
+    let url = format!("http://{}/v1/ach/entries", config.listen);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(tranche_server::serve(
+        listener,
+        backend,
+        config,
+        stop.clone(),
+    ));
+    let bodies: Vec<Vec<u8>> = entries
+        .chunks(10_000)
+        .map(|c| serde_json::to_vec(&serde_json::json!({ "entries": c })))
+        .collect::<Result<_, _>>()?;
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let mut pending = futures::stream::iter(bodies.into_iter().map(|body| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let r = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await?;
+            anyhow::ensure!(
+                r.status().is_success(),
+                "POST /v1/ach/entries: {}",
+                r.status()
+            );
+            r.bytes().await?;
+            Ok(())
+        }
+    }))
+    .buffer_unordered(2);
+    while let Some(r) = pending.next().await {
+        r?;
+    }
+    let took = started.elapsed().as_secs_f64();
+    stop.cancel();
+    server.await??;
+    Ok(took)
 }
 
 /// Worker processes (this binary's `ach engine --work-only`) sharing the bench's broker,

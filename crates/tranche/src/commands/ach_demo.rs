@@ -75,15 +75,9 @@ fn demo_pacing(rules: &Path) -> Result<()> {
         .with_context(|| format!("cannot read {}", rules.display()))?;
     let paced: Vec<String> = text
         .lines()
-        .map(|l| {
-            if l.starts_with("pacing = ") {
-                format!(
-                    "pacing = \"1s\"  # the demo's; the example says {}",
-                    &l[9..]
-                )
-            } else {
-                l.to_string()
-            }
+        .map(|l| match l.strip_prefix("pacing = ") {
+            Some(shipped) => format!("pacing = \"1s\"  # the demo's; the example says {shipped}"),
+            None => l.to_string(),
         })
         .collect();
     std::fs::write(rules, paced.join("\n") + "\n")
