@@ -222,6 +222,9 @@ struct Batch {
     service_class_raw: [u8; 3],
     company_id: [u8; 10],
     sec: [u8; 3],
+    /// Its SEC code is one whose entries name their receiver (decided once per batch,
+    /// not per entry).
+    names_receivers: bool,
     odfi: [u8; 8],
     number: [u8; 7],
     same_day: bool,
@@ -555,6 +558,7 @@ impl Validator {
             service_class_raw: [0; 3],
             company_id: [0; 10],
             sec: [0; 3],
+            names_receivers: false,
             odfi: [0; 8],
             number: [0; 7],
             same_day,
@@ -564,6 +568,12 @@ impl Validator {
         b.service_class_raw.copy_from_slice(class_raw);
         b.company_id.copy_from_slice(f::COMPANY_ID.of(rec));
         b.sec.copy_from_slice(sec);
+        // The SEC codes whose entries name their receiver (moov-io/ach's list).
+        const NAMED: [&[u8; 3]; 13] = [
+            b"ARC", b"BOC", b"CIE", b"DNE", b"ENR", b"MTE", b"POP", b"POS", b"PPD", b"RCK", b"SHR",
+            b"TEL", b"WEB",
+        ];
+        b.names_receivers = NAMED.contains(&&b.sec);
         b.odfi.copy_from_slice(f::ODFI.of(rec));
         b.number.copy_from_slice(f::BATCH_NUMBER.of(rec));
         self.batch = Some(b);
@@ -632,15 +642,8 @@ impl Validator {
                 );
             }
         }
-        if let Some(b) = &self.batch {
-            // The SEC codes whose entries name their receiver (moov-io/ach's list).
-            const NAMED: [&[u8; 3]; 13] = [
-                b"ARC", b"BOC", b"CIE", b"DNE", b"ENR", b"MTE", b"POP", b"POS", b"PPD", b"RCK",
-                b"SHR", b"TEL", b"WEB",
-            ];
-            if NAMED.contains(&&b.sec) {
-                self.not_blank(line, rec, f::INDIVIDUAL_NAME);
-            }
+        if self.batch.as_ref().is_some_and(|b| b.names_receivers) {
+            self.not_blank(line, rec, f::INDIVIDUAL_NAME);
         }
         let indicator = f::ADDENDA_INDICATOR.of(rec)[0];
         if !matches!(indicator, b'0' | b'1') {

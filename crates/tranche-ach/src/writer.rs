@@ -462,6 +462,12 @@ impl<W: Write> NachaWriter<W> {
 
     /// Write an entry (and its addenda) into the open batch. Returns its trace number.
     pub fn add(&mut self, entry: &Entry) -> Result<TraceNumber, WriteError> {
+        self.add_checked(entry, true)
+    }
+
+    /// [`NachaWriter::add`], checking that the entry fits the open batch only when
+    /// `check_batch` ([`write_file`] grouped its entries by key already).
+    fn add_checked(&mut self, entry: &Entry, check_batch: bool) -> Result<TraceNumber, WriteError> {
         entry.validate().map_err(|errors| WriteError::Entry {
             entry_id: entry.entry_id.clone(),
             errors,
@@ -471,7 +477,7 @@ impl<W: Write> NachaWriter<W> {
                 entry_id: entry.entry_id.clone(),
             });
         };
-        if !entry.fits(&batch.key) {
+        if check_batch && !entry.fits(&batch.key) {
             return Err(WriteError::NotInBatch {
                 entry_id: entry.entry_id.clone(),
                 batch: batch.number,
@@ -740,7 +746,7 @@ pub fn write_file<W: Write>(
     for (key, members) in &groups {
         w.begin_batch(key)?;
         for &i in members {
-            traces[i] = w.add(&entries[i])?;
+            traces[i] = w.add_checked(&entries[i], false)?;
         }
     }
     let (out, summary) = w.finish()?;
