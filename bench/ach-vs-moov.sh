@@ -11,8 +11,11 @@
 #   1. tranche bench ach --entries N --cap PER: a generated day (4 banks, a few large
 #      employers, many small ones, same-day and next-day) imported from CSV into the
 #      embedded ledger, packaged into files (claims, map, reduce, write, validate,
-#      record), then Tranche's file writer alone on one core on the peer's shape;
-#   2. achgen (the peer yardstick in $PEERS/ach-moov, moov-io/ach v1.63.3) writing N PPD
+#      record), then imported again over HTTP into a fresh ledger;
+#   2. tranche bench ach --writer-only: Tranche's file writer alone on one core, in a
+#      process of its own, on the peer's shape (N PPD credits, files of PER, each file
+#      validated and written to disk);
+#   3. achgen (the peer yardstick in $PEERS/ach-moov, moov-io/ach v1.63.3) writing N PPD
 #      credits into files of PER, on one core (-workers 1) and on both (-workers 2).
 # With BROKER=redis://… and LEDGER=postgres://… (an empty database) it also runs the
 # packaging on them with two worker processes.
@@ -58,8 +61,11 @@ run_tranche() {
     local round=$1 dir="$tmp/tranche-$1"
     "$tranche" bench ach --entries "$entries" --cap "$per" --dir "$dir" --json > "$tmp/tranche-$round.json"
     check "tranche packaged, round $round" "$dir/store"
-    check "tranche writer alone, round $round" "$dir/writer"
     rm -rf "$dir"
+    "$tranche" bench ach --writer-only --entries "$entries" --cap "$per" --dir "$dir-writer" --json \
+        > "$tmp/writer-$round.json"
+    check "tranche writer alone, round $round" "$dir-writer"
+    rm -rf "$dir-writer"
 }
 
 run_moov() {
@@ -77,6 +83,7 @@ for round in $(seq "$rounds"); do
         run_moov "$round" 2; run_moov "$round" 1; run_tranche "$round"
     fi
     log "round $round: tranche $(cat "$tmp/tranche-$round.json")"
+    log "round $round: tranche writer alone $(cat "$tmp/writer-$round.json")"
     log "round $round: moov 1 worker: $(tail -1 "$tmp/moov-$round-1.txt")"
     log "round $round: moov 2 workers: $(tail -1 "$tmp/moov-$round-2.txt")"
 done
@@ -94,15 +101,15 @@ json() { python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[s
 echo "machine: $machine"
 echo "command: ENTRIES=$entries PER=$per ROUNDS=$rounds bench/ach-vs-moov.sh"
 echo
-echo "| round | Tranche import entries/s | Tranche packaging s (entries/s) | files | peak RSS MB | Tranche writer alone, 1 core, entries/s | moov-io/ach 1 worker entries/s | moov-io/ach 2 workers entries/s | writer / moov 1 worker |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| round | CSV import entries/s | HTTP import entries/s | packaging s (entries/s) | files | packaging peak RSS MB | writer alone, 1 core, entries/s | moov-io/ach 1 worker entries/s | moov-io/ach 2 workers entries/s | writer / moov 1 worker |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for round in $(seq "$rounds"); do
     t="$tmp/tranche-$round.json"
-    w=$(json "$t" writer_entries_per_sec)
+    w=$(json "$tmp/writer-$round.json" entries_per_sec)
     m1=$(moov_rate "$tmp/moov-$round-1.txt")
     m2=$(moov_rate "$tmp/moov-$round-2.txt")
     ratio=$(python3 -c "print(round($w / $m1, 2))")
-    echo "| $round | $(json "$t" import_entries_per_sec) | $(json "$t" package_seconds) ($(json "$t" package_entries_per_sec)) | $(json "$t" files) | $(json "$t" peak_rss_mb) | $w | $m1 | $m2 | $ratio |"
+    echo "| $round | $(json "$t" import_entries_per_sec) | $(json "$t" http_import_entries_per_sec) | $(json "$t" package_seconds) ($(json "$t" package_entries_per_sec)) | $(json "$t" files) | $(json "$t" package_peak_rss_mb) | $w | $m1 | $m2 | $ratio |"
 done
 if [ -f "$tmp/fleet.json" ]; then
     f="$tmp/fleet.json"

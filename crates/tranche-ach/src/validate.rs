@@ -93,6 +93,8 @@ pub fn validate(bytes: &[u8]) -> Report {
     let mut v = Validator::default();
     let lines = split_lines(bytes, &mut v);
     let total = lines.len();
+    // A trace number per entry line at most: room for them all up front.
+    v.traces.reserve(total);
     let mut rec = [b' '; RECORD_LEN];
     for (i, raw) in lines.iter().enumerate() {
         let line = i + 1;

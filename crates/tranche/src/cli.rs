@@ -740,8 +740,9 @@ pub enum Bench {
     /// ones, several banks), import it (CSV into the ledger) and package it into NACHA
     /// files (claims, map, reduce, files written, validated and recorded), on the
     /// embedded default or on --broker and --ledger with --processes workers; then the
-    /// file writer alone on one core. Prints entries/s for each, files, wall times and
-    /// peak memory. bench/ach-vs-moov.sh runs it beside moov-io/ach.
+    /// day over HTTP into a fresh ledger. Prints entries/s for each, files, wall times
+    /// and peak memory. With --writer-only, the file writer alone on one core.
+    /// bench/ach-vs-moov.sh runs both beside moov-io/ach.
     Ach(BenchAch),
 }
 
@@ -769,6 +770,11 @@ pub struct BenchAch {
     pub dir: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Only the file writer, on one core: N PPD credits built, written into files of
+    /// --cap, each validated and written to disk, in a process of its own (the shape
+    /// of moov-io/ach's yardstick, which bench/ach-vs-moov.sh runs beside it).
+    #[arg(long)]
+    pub writer_only: bool,
     /// One JSON line instead of a sentence.
     #[arg(long)]
     pub json: bool,
