@@ -10,10 +10,13 @@
 //! - [`PostgresLedger`], for a fleet (`--ledger postgres://…`): several machines
 //!   import, package and submit against one database. The URL carries no password;
 //!   it comes from `TRANCHE_LEDGER_PASSWORD` or `TRANCHE_LEDGER_PASSWORD_FILE`.
-//!   Every transition that must not race (cancel, package, begin and mark a
-//!   submission, release) runs `SERIALIZABLE` and is retried on a serialisation
-//!   failure: PostgreSQL's SSI aborts one of two transactions that would otherwise
-//!   interleave badly, without either waiting for a lock the other holds.
+//!   Every transition that must not race (cancel, begin and mark a submission,
+//!   release) runs `SERIALIZABLE` and is retried on a serialisation failure:
+//!   PostgreSQL's SSI aborts one of two transactions that would otherwise interleave
+//!   badly, without either waiting for a lock the other holds. Packagers also take
+//!   turns (a transaction-scoped advisory lock): each reads and writes thousands of
+//!   rows, and under SSI any two at once aborted each other over and over. Cancels and
+//!   submissions never take that turn.
 //!
 //! # States
 //!

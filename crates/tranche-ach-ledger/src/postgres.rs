@@ -241,7 +241,8 @@ fn retryable(f: &Fail) -> bool {
         Fail::Retry => true,
         Fail::Db(e) => matches!(
             e.code(),
-            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
         ),
         _ => false,
     }
@@ -250,21 +251,56 @@ fn retryable(f: &Fail) -> bool {
 /// Run `$body` (an expression using the transaction `$tx`, giving a future of
 /// `R<T>`) in a serialisable transaction, retried on serialisation failures.
 macro_rules! serializable {
-    ($self:ident, $doing:expr, |$tx:ident, $now:ident| $body:expr) => {{
+    ($self:ident, $doing:expr, |$tx:ident, $now:ident| $body:expr) => {
+        in_transaction!($self, None, $doing, |$tx, $now| $body)
+    };
+}
+
+/// [`serializable!`] in the packagers' turn (see [`PACKAGING_LOCK`]): the session
+/// takes the advisory lock before the transaction begins, so the transaction's
+/// snapshot is taken after the previous packager committed.
+macro_rules! serializable_in_turn {
+    ($self:ident, $doing:expr, |$tx:ident, $now:ident| $body:expr) => {
+        in_transaction!($self, Some(PACKAGING_LOCK), $doing, |$tx, $now| $body)
+    };
+}
+
+macro_rules! in_transaction {
+    ($self:ident, $turn:expr, $doing:expr, |$tx:ident, $now:ident| $body:expr) => {{
+        let turn: Option<i64> = $turn;
         let mut attempt = 0;
         loop {
             attempt += 1;
             let result: R<_> = async {
                 let mut client = $self.client().await?;
-                let $tx = client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::Serializable)
-                    .start()
-                    .await?;
-                let $now = $self.clock.now();
-                let out = $body.await?;
-                $tx.commit().await?;
-                Ok(out)
+                if let Some(key) = turn {
+                    client
+                        .execute("SELECT pg_advisory_lock($1)", &[&key])
+                        .await?;
+                }
+                let out: R<_> = async {
+                    let $tx = client
+                        .build_transaction()
+                        .isolation_level(IsolationLevel::Serializable)
+                        .start()
+                        .await?;
+                    let $now = $self.clock.now();
+                    let out = $body.await?;
+                    $tx.commit().await?;
+                    Ok(out)
+                }
+                .await;
+                if let Some(key) = turn {
+                    let unlocked = client
+                        .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                        .await;
+                    if unlocked.is_err() {
+                        // A session that may still hold the turn must not go back to
+                        // the pool: closing it releases the lock.
+                        drop(deadpool_postgres::Object::take(client));
+                    }
+                }
+                out
             }
             .await;
             match result {
@@ -783,6 +819,15 @@ async fn import_tx(
     }
     Ok(out)
 }
+
+/// The advisory lock packagers take in turn (any number, unique to this use).
+///
+/// Packagers take turns: each reads and writes thousands of entry rows, so under SSI
+/// any two running at once conflicted (their predicate locks grow to the whole table)
+/// and aborted each other over and over, at any number of files. One at a time, each
+/// is quick; cancels and submissions take no part in the turn and never wait for it,
+/// and SSI still orders a packager against a cancel.
+const PACKAGING_LOCK: i64 = 0x7472_616e_6368_6501;
 
 async fn package_tx(
     tx: &deadpool_postgres::Transaction<'_>,
@@ -1341,7 +1386,7 @@ impl Ledger for PostgresLedger {
         file: NewFile,
         entry_ids: Vec<String>,
     ) -> Result<PackageOutcome, LedgerError> {
-        serializable!(self, "packaging a file", |tx, now| package_tx(
+        serializable_in_turn!(self, "packaging a file", |tx, now| package_tx(
             &tx, &file, &entry_ids, now
         ))
     }
@@ -1351,7 +1396,7 @@ impl Ledger for PostgresLedger {
         file: NewFile,
         seqs: Vec<i64>,
     ) -> Result<PackageOutcome, LedgerError> {
-        serializable!(self, "packaging a file", |tx, now| package_seqs_tx(
+        serializable_in_turn!(self, "packaging a file", |tx, now| package_seqs_tx(
             &tx, &file, &seqs, now
         ))
     }
