@@ -145,5 +145,24 @@ pub(crate) fn job<A: Serialize>(kind: &str, args: &A, attempts: u32) -> JobSpec 
     JobSpec::new(kind, args).queue(QUEUE).max_attempts(attempts)
 }
 
+/// Enqueue `spec` into `scope`'s run once per unique `key`: true when this call added
+/// it (false: an engine's earlier call did).
+pub(crate) async fn enqueue_once(
+    p: &Payments,
+    scope: &Scope,
+    spec: JobSpec,
+    key: String,
+) -> Result<bool, tranche_types::BackendError> {
+    let out = p
+        .client()
+        .enqueue(tranche_types::EnqueueRequest {
+            run: scope.run(),
+            items: vec![tranche_types::EnqueueItem::Job(spec.unique_key(key))],
+            on_done: None,
+        })
+        .await?;
+    Ok(out.first().is_some_and(|e| !e.existed))
+}
+
 pub(crate) use plan::enqueue_plan;
 pub(crate) use submit::enqueue_submit;

@@ -49,24 +49,11 @@ pub(crate) async fn enqueue_plan(
     at: At,
     key: String,
 ) -> Result<bool, tranche_types::BackendError> {
-    let spec = job(
-        PLAN,
-        &PlanArgs {
-            scope: scope.clone(),
-            at,
-        },
-        10,
-    )
-    .unique_key(key);
-    let out = p
-        .client()
-        .enqueue(EnqueueRequest {
-            run: scope.run(),
-            items: vec![EnqueueItem::Job(spec)],
-            on_done: None,
-        })
-        .await?;
-    Ok(out.first().is_some_and(|e| !e.existed))
+    let args = PlanArgs {
+        scope: scope.clone(),
+        at,
+    };
+    super::enqueue_once(p, scope, job(PLAN, &args, 10), key).await
 }
 
 pub(super) async fn run(p: Payments, ctx: JobContext, a: PlanArgs) -> Outcome<Planned> {

@@ -42,24 +42,11 @@ pub(crate) async fn enqueue_submit(
     at: At,
     key: String,
 ) -> Result<bool, BackendError> {
-    let spec = job(
-        SUBMIT,
-        &SubmitArgs {
-            scope: scope.clone(),
-            at,
-        },
-        10,
-    )
-    .unique_key(key);
-    let out = p
-        .client()
-        .enqueue(EnqueueRequest {
-            run: scope.run(),
-            items: vec![EnqueueItem::Job(spec)],
-            on_done: None,
-        })
-        .await?;
-    Ok(out.first().is_some_and(|e| !e.existed))
+    let args = SubmitArgs {
+        scope: scope.clone(),
+        at,
+    };
+    super::enqueue_once(p, scope, job(SUBMIT, &args, 10), key).await
 }
 
 pub(super) async fn run(p: Payments, _ctx: JobContext, a: SubmitArgs) -> Outcome<Submitted> {
