@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, Utc};
 use tranche_ach_rules::generate::{write_day, DayOptions};
 
@@ -45,29 +45,6 @@ pub fn generate(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Make `dir` ready for a demo: new, empty, or a previous demo's (replaced).
-fn clear_demo_dir(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        if dir.join(DEMO_MARKER).exists() {
-            std::fs::remove_dir_all(dir)
-                .with_context(|| format!("cannot clear the previous demo in {}", dir.display()))?;
-        } else if std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read {}", dir.display()))?
-            .next()
-            .is_some()
-        {
-            bail!(
-                "{} exists and was not made by `tranche ach demo`: pass --dir with a new or empty directory",
-                dir.display()
-            );
-        }
-    }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    std::fs::write(dir.join(DEMO_MARKER), "made by tranche ach demo\n")
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    Ok(())
-}
-
 /// The demo's uploads go a second apart, so a day runs in seconds: the shipped rules'
 /// pacing (15 s, 30 s) is what banks ask, and the demo says it changed it.
 fn demo_pacing(rules: &Path) -> Result<()> {
@@ -86,7 +63,7 @@ fn demo_pacing(rules: &Path) -> Result<()> {
 
 pub async fn demo(_global: &DataArgs, args: AchDemo) -> Result<ExitCode> {
     let dir = &args.dir;
-    clear_demo_dir(dir)?;
+    super::demo_dir::prepare(dir, DEMO_MARKER, "tranche ach demo")?;
     let banks = vec!["first".to_string(), "second".to_string()];
     // A few invalid rows on purpose: the import names each by line and field.
     let files = write_day(

@@ -1,6 +1,7 @@
 pub(crate) mod ach;
 mod ach_demo;
 pub(crate) mod ach_engine;
+mod demo_dir;
 mod feed;
 mod inspect;
 mod jobs;

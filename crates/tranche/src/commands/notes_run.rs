@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tranche_notes::generate::GenerateOptions;
 use tranche_notes::night::{generated_day, read_day, NightSummary};
 use tranche_notes::pipeline::{run_name, Corrections, ReportRow};
@@ -101,26 +101,10 @@ const DEMO_MARKER: &str = ".tranche-demo";
 
 pub async fn demo(global: &DataArgs, args: NotesDemo) -> Result<ExitCode> {
     let dir = &args.dir;
-    if dir.exists() {
-        if dir.join(DEMO_MARKER).exists() {
-            std::fs::remove_dir_all(dir)
-                .with_context(|| format!("cannot clear the previous demo in {}", dir.display()))?;
-        } else if std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read {}", dir.display()))?
-            .next()
-            .is_some()
-        {
-            bail!(
-                "{} exists and was not made by `tranche notes demo`: pass --dir with a new or empty directory",
-                dir.display()
-            );
-        }
-    }
+    super::demo_dir::prepare(dir, DEMO_MARKER, "tranche notes demo")?;
     let input = dir.join("input");
     std::fs::create_dir_all(&input)
         .with_context(|| format!("cannot create {}", input.display()))?;
-    std::fs::write(dir.join(DEMO_MARKER), "made by tranche notes demo\n")
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
     let date = args.date;
     let (g, day) = generated_day(
         &input,
