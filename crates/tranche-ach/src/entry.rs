@@ -143,6 +143,32 @@ pub struct BatchKey {
 }
 
 impl Entry {
+    /// An entry's fields as CSV columns (and JSON keys), in the order serde writes
+    /// them: the header row of an entries file (`tranche ach import` reads columns by
+    /// name, in any order).
+    pub const CSV_COLUMNS: [&'static str; 17] = [
+        "entry_id",
+        "bank",
+        "company_name",
+        "company_id",
+        "sec_code",
+        "transaction_code",
+        "rdfi_routing",
+        "account_number",
+        "amount_cents",
+        "individual_id",
+        "individual_name",
+        "entry_description",
+        "descriptive_date",
+        "effective_date",
+        "submission_date",
+        "same_day",
+        "addenda",
+    ];
+
+    /// The columns an entries file may leave out (their fields have defaults).
+    pub const OPTIONAL_CSV_COLUMNS: [&'static str; 3] = ["descriptive_date", "same_day", "addenda"];
+
     /// Credit or debit.
     pub fn direction(&self) -> Direction {
         self.transaction_code.direction
@@ -386,6 +412,32 @@ pub(crate) mod tests {
         let errors = e.validate().unwrap_err();
         assert_eq!(errors.len(), 1, "{errors:?}");
         errors.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn csv_columns_are_the_fields_in_serde_order() {
+        let json = serde_json::to_value(good()).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut columns = Entry::CSV_COLUMNS.to_vec();
+        let mut sorted_keys = keys.clone();
+        columns.sort_unstable();
+        sorted_keys.sort_unstable();
+        assert_eq!(sorted_keys, columns, "every field is a column");
+        let text = serde_json::to_string(&good()).unwrap();
+        let mut at = 0;
+        for c in Entry::CSV_COLUMNS {
+            let found = text.find(&format!("\"{c}\":")).unwrap();
+            assert!(found >= at, "{c} out of serde's order");
+            at = found;
+        }
+        assert!(Entry::OPTIONAL_CSV_COLUMNS
+            .iter()
+            .all(|c| Entry::CSV_COLUMNS.contains(c)));
     }
 
     #[test]

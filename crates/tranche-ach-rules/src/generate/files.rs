@@ -11,28 +11,9 @@ use tranche_ach::Entry;
 use super::{rows, DayOptions, Flaw};
 use crate::{example_for, Rules};
 
-/// The CSV header: an [`Entry`]'s fields in the order serde writes them (the import
-/// reads columns by name, so any order would do; this one lets rows be serialized
-/// straight from entries).
-pub const CSV_HEADER: [&str; 17] = [
-    "entry_id",
-    "bank",
-    "company_name",
-    "company_id",
-    "sec_code",
-    "transaction_code",
-    "rdfi_routing",
-    "account_number",
-    "amount_cents",
-    "individual_id",
-    "individual_name",
-    "entry_description",
-    "descriptive_date",
-    "effective_date",
-    "submission_date",
-    "same_day",
-    "addenda",
-];
+/// The CSV header: an [`Entry`]'s fields in the order serde writes them, so rows can be
+/// serialized straight from entries.
+pub const CSV_HEADER: [&str; 17] = Entry::CSV_COLUMNS;
 
 /// The files of a generated day, and what is in them.
 #[derive(Debug, Clone, PartialEq, Eq)]

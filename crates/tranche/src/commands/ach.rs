@@ -249,41 +249,22 @@ fn store(ledger: &Arc<dyn Ledger>, batch: &mut Vec<(u64, Entry)>) -> Storing {
     })
 }
 
-/// Entry's fields: all but the last three are required columns.
-const COLUMNS: [&str; 17] = [
-    "entry_id",
-    "bank",
-    "company_name",
-    "company_id",
-    "sec_code",
-    "transaction_code",
-    "rdfi_routing",
-    "account_number",
-    "amount_cents",
-    "individual_id",
-    "individual_name",
-    "entry_description",
-    "effective_date",
-    "submission_date",
-    "descriptive_date",
-    "same_day",
-    "addenda",
-];
-
 /// A header row missing a required column fails the whole file (rather than every
 /// row); a column that is no field of an entry is refused too (a misspelt optional
 /// column would otherwise be ignored).
 fn check_header(name: &str, headers: &csv::StringRecord) -> Result<()> {
-    let missing: Vec<&str> = COLUMNS[..14]
+    let columns = Entry::CSV_COLUMNS;
+    let missing: Vec<&str> = columns
         .iter()
         .copied()
+        .filter(|c| !Entry::OPTIONAL_CSV_COLUMNS.contains(c))
         .filter(|c| !headers.iter().any(|h| h == *c))
         .collect();
-    let unknown: Vec<&str> = headers.iter().filter(|h| !COLUMNS.contains(h)).collect();
+    let unknown: Vec<&str> = headers.iter().filter(|h| !columns.contains(h)).collect();
     if !missing.is_empty() || !unknown.is_empty() {
         bail!(
             "{name}: line 1: expected a header row of an entry's fields ({}), got {}{}",
-            COLUMNS.join(","),
+            columns.join(","),
             if missing.is_empty() {
                 String::new()
             } else {
