@@ -87,8 +87,10 @@ impl FeedTokens {
         self.tokens.is_empty()
     }
 
-    /// The grant of `presented`, comparing against every token in constant time.
-    fn check(&self, presented: &[u8]) -> Option<Grant> {
+    /// The grant of `presented` (a token as sent, without `Bearer `), comparing
+    /// against every token in constant time; `None` for an unknown one. For other
+    /// protocols serving the feed with the same tokens.
+    pub fn check(&self, presented: &[u8]) -> Option<Grant> {
         let mut found = None;
         for (token, grant) in &self.tokens {
             if bool::from(token.as_slice().ct_eq(presented)) {

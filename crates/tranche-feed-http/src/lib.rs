@@ -74,7 +74,15 @@ const GROUP_EVENTS: usize = 65_536;
 /// One request's batch on its way to the writer task.
 struct Job {
     events: Vec<Event>,
-    reply: oneshot::Sender<Result<Cursor, Refused>>,
+    reply: oneshot::Sender<Done>,
+}
+
+/// The writer task's answer: the outcome, and the batch's buffer handed back (emptied)
+/// so that a connection streaming batches can reuse it.
+#[derive(Debug)]
+struct Done {
+    result: Result<Cursor, Refused>,
+    events: Vec<Event>,
 }
 
 /// Why [`Ingest::apply`] did not apply a batch: in every case nothing of it was.
@@ -115,12 +123,64 @@ impl Ingest {
     /// (the position of the last event), or refused. Batches queued together are
     /// group-committed.
     pub async fn apply(&self, events: Vec<Event>) -> Result<Cursor, Refused> {
+        self.submit(events).await?.wait().await
+    }
+
+    /// Queues `events` for the writer task, waiting only for room in its queue, and
+    /// returns what resolves once they are applied and durable. Batches one caller
+    /// submits one after the other are applied in that order, so a connection can
+    /// pipeline: submit the next batch before the last one is durable, and await the
+    /// answers in order.
+    pub async fn submit(&self, events: Vec<Event>) -> Result<Pending, Refused> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Job { events, reply })
             .await
             .map_err(|_| Refused::Closed)?;
-        answer.await.map_err(|_| Refused::Closed)?
+        Ok(Pending { answer })
+    }
+}
+
+/// A batch queued by [`Ingest::submit`].
+#[derive(Debug)]
+pub struct Pending {
+    answer: oneshot::Receiver<Done>,
+}
+
+impl Pending {
+    /// Waits until the batch is applied and durable (the position of its last event),
+    /// or refused.
+    pub async fn wait(self) -> Result<Cursor, Refused> {
+        self.wait_reclaim().await.0
+    }
+
+    /// [`Pending::wait`], also handing back the batch's `Vec` (emptied, its capacity
+    /// kept) for the next batch; an empty new `Vec` if the writer task has stopped.
+    pub async fn wait_reclaim(self) -> (Result<Cursor, Refused>, Vec<Event>) {
+        match self.answer.await {
+            Ok(done) => (done.result, done.events),
+            Err(_) => (Err(Refused::Closed), Vec::new()),
+        }
+    }
+
+    /// [`Pending::wait_reclaim`]'s answer if the writer task has given it already,
+    /// else `None` (without waiting): a connection answering several batches writes
+    /// the answers that are ready together, and waits only for the next one that is
+    /// not.
+    pub fn try_reclaim(&mut self) -> Option<(Result<Cursor, Refused>, Vec<Event>)> {
+        match self.answer.try_recv() {
+            Ok(done) => Some((done.result, done.events)),
+            Err(oneshot::error::TryRecvError::Empty) => None,
+            Err(oneshot::error::TryRecvError::Closed) => Some((Err(Refused::Closed), Vec::new())),
+        }
+    }
+}
+
+impl Job {
+    fn answer(self, result: Result<Cursor, Refused>) {
+        let mut events = self.events;
+        events.clear();
+        let _ = self.reply.send(Done { result, events });
     }
 }
 
@@ -180,13 +240,13 @@ async fn run_writer(
         match outcome {
             Ok(results) => {
                 for (job, result) in jobs.into_iter().zip(results) {
-                    let _ = job.reply.send(result.map_err(Refused::Batch));
+                    job.answer(result.map_err(Refused::Batch));
                 }
             }
             Err(error) => {
                 tracing::error!(%error, batches = jobs.len(), "feed: a group write failed");
                 for job in jobs {
-                    let _ = job.reply.send(Err(Refused::Store));
+                    job.answer(Err(Refused::Store));
                 }
             }
         }

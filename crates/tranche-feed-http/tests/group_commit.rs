@@ -84,3 +84,27 @@ async fn under_interval_durability_the_task_syncs_on_close_and_a_reopen_keeps_it
     let (store, _writer) = Store::open(dir.path(), options).unwrap();
     assert_eq!(store.len(), 2);
 }
+
+#[tokio::test]
+async fn submitted_batches_are_applied_in_order_and_hand_their_buffers_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
+    let (ingest, task) = spawn_writer(writer, None);
+    // Queued before any is awaited: were they applied out of order, a later seq would
+    // land first and refuse the earlier one.
+    let mut pending = Vec::new();
+    for seq in 1..=20 {
+        let mut events = Vec::with_capacity(16);
+        events.push(insert(seq));
+        pending.push(ingest.submit(events).await.unwrap());
+    }
+    for (seq, pending) in (1..=20).zip(pending) {
+        let (result, events) = pending.wait_reclaim().await;
+        assert_eq!(result, Ok(Cursor::new(seq, seq)));
+        assert!(events.is_empty());
+        assert!(events.capacity() >= 16, "the batch's own buffer comes back");
+    }
+    assert_eq!(store.len(), 20);
+    drop(ingest);
+    task.await.unwrap().unwrap();
+}
