@@ -1,0 +1,436 @@
+//! The polling clients: filtered ones (one firm each) and unfiltered ones, each
+//! following every shard with a cursor of its own, timing each row's delivery and
+//! checking what it receives.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tranche_feed::{Cursor, Filter, FirmId};
+
+use crate::check::{Expected, ShardView, Verdict};
+use crate::latency::Latency;
+use crate::link::{Connector, FeedLink, LinkError, PageBody, PageHead, ReadRequest};
+
+/// What a clients run is asked to do.
+#[derive(Clone, Debug)]
+pub struct ClientsPlan {
+    /// Clients that follow one firm each: client `i` follows firm `1 + i % firms`.
+    pub filtered: usize,
+    /// Clients that follow every order.
+    pub unfiltered: usize,
+    /// The book's firms (its [`crate::BookConfig::firms`]).
+    pub firms: u32,
+    /// Rows per poll at most.
+    pub limit: usize,
+    /// A poll waits for this many rows…
+    pub min_batch: usize,
+    /// …or this many milliseconds.
+    pub wait_ms: u64,
+    /// Pages whose rows may still be arriving while the next poll is sent (0: wait for
+    /// each page's rows before the next poll).
+    pub pipeline: usize,
+    /// Once the final state is known, how long clients have to reach it.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ClientsPlan {
+    fn default() -> ClientsPlan {
+        ClientsPlan {
+            filtered: 20,
+            unfiltered: 2,
+            firms: 20,
+            limit: 1_000,
+            min_batch: 1,
+            wait_ms: 1_000,
+            pipeline: 1,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ClientsPlan {
+    /// The filters of the clients, filtered ones first.
+    pub fn filters(&self) -> Vec<Filter> {
+        let firms = self.firms.max(1);
+        (0..self.filtered)
+            .map(|i| Filter::Firm(FirmId(1 + (i as u32) % firms)))
+            .chain((0..self.unfiltered).map(|_| Filter::All))
+            .collect()
+    }
+}
+
+/// Why a clients run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientsError {
+    /// A client's link failed.
+    #[error("client {client} ({filter:?}), shard {shard}: {source}")]
+    Link {
+        /// The client's number.
+        client: usize,
+        /// Its filter.
+        filter: Filter,
+        /// The shard.
+        shard: usize,
+        /// What failed.
+        #[source]
+        source: LinkError,
+    },
+    /// The final state does not have the connector's number of shards.
+    #[error("the final state has {expected} shards, the targets {got}")]
+    Shards {
+        /// In the final state.
+        expected: usize,
+        /// Targets.
+        got: usize,
+    },
+}
+
+/// What the clients saw and what the checks found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClientsReport {
+    /// Clients run.
+    pub clients: usize,
+    /// Polls answered.
+    pub polls: u64,
+    /// Of which with no rows.
+    pub empty_polls: u64,
+    /// Rows received.
+    pub rows: u64,
+    /// Seconds the clients ran.
+    pub elapsed_s: f64,
+    /// From an order version's stamp (`updated_at`, the core's clock; `created_at` for
+    /// a new order) to the arrival of the page holding it (this process's clock), µs.
+    pub latency: Latency,
+    /// Whether the final state was known and every view compared with it.
+    pub checked: bool,
+    /// Whether every client reached the last position of its filter in every shard.
+    pub caught_up: bool,
+    /// Orders the views should hold (every client's filter, every shard).
+    pub expected: u64,
+    /// Orders (or their last versions) a view lacks.
+    pub omissions: u64,
+    /// Rows received out of `(seq, rec)` order, or an older version after a newer.
+    pub reorderings: u64,
+    /// Orders a view holds with contents the final state does not have.
+    pub mismatches: u64,
+    /// Rows that do not pass their client's filter.
+    pub misfiltered: u64,
+    /// The first few problems, in words.
+    pub problems: Vec<String>,
+}
+
+impl ClientsReport {
+    /// Rows received per second.
+    pub fn rows_per_sec(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.rows as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Share of polls answered with no rows.
+    pub fn empty_share(&self) -> f64 {
+        if self.polls > 0 {
+            self.empty_polls as f64 / self.polls as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether everything was checked and found right.
+    pub fn clean(&self) -> bool {
+        self.checked
+            && self.caught_up
+            && self.omissions == 0
+            && self.reorderings == 0
+            && self.mismatches == 0
+            && self.misfiltered == 0
+    }
+
+    /// Adds another process's report (its clients ran alongside these).
+    pub fn merge(&mut self, other: &ClientsReport) {
+        let first = self.clients == 0;
+        self.clients += other.clients;
+        self.polls += other.polls;
+        self.empty_polls += other.empty_polls;
+        self.rows += other.rows;
+        self.elapsed_s = self.elapsed_s.max(other.elapsed_s);
+        self.latency.merge(&other.latency);
+        self.checked = (first || self.checked) && other.checked;
+        self.caught_up = (first || self.caught_up) && other.caught_up;
+        self.expected += other.expected;
+        self.omissions += other.omissions;
+        self.reorderings += other.reorderings;
+        self.mismatches += other.mismatches;
+        self.misfiltered += other.misfiltered;
+        for problem in &other.problems {
+            if self.problems.len() < PROBLEMS {
+                self.problems.push(problem.clone());
+            }
+        }
+    }
+}
+
+const PROBLEMS: usize = 10;
+
+/// What one client did on one shard.
+struct Followed {
+    client: usize,
+    shard: usize,
+    view: ShardView,
+    latency: Latency,
+    caught_up: bool,
+}
+
+/// The final state, once known: `None` until then; a run whose core failed never
+/// has one (clients then stop at `stop`).
+type Final = Option<Arc<Expected>>;
+
+/// Runs the clients of `plan` against every shard of `connector` until they have
+/// caught up with the final state `expected` resolves to (then they are checked
+/// against it), or until `stop` (then nothing is checked unless the final state was
+/// known). `expected` resolving to `None` means there will be no final state (the
+/// core failed): the clients stop at once and are not checked.
+pub async fn run_clients<C: Connector>(
+    connector: &C,
+    plan: &ClientsPlan,
+    expected: impl Future<Output = Option<Expected>> + Send,
+    stop: CancellationToken,
+) -> Result<ClientsReport, ClientsError> {
+    let started = Instant::now();
+    let shards = connector.shards();
+    let filters = plan.filters();
+    let (final_tx, final_rx) = watch::channel::<Final>(None);
+    let halt = stop.child_token();
+    let mut tasks = JoinSet::new();
+    for (client, &filter) in filters.iter().enumerate() {
+        for shard in 0..shards {
+            let link = connector
+                .feed(shard)
+                .await
+                .map_err(|source| ClientsError::Link {
+                    client,
+                    filter,
+                    shard,
+                    source,
+                })?;
+            let plan = plan.clone();
+            let final_rx = final_rx.clone();
+            let halt = halt.clone();
+            tasks.spawn(async move {
+                follow(link, client, shard, filter, &plan, final_rx, halt)
+                    .await
+                    .map_err(|source| ClientsError::Link {
+                        client,
+                        filter,
+                        shard,
+                        source,
+                    })
+            });
+        }
+    }
+    drop(final_rx);
+    // The final state arrives while the clients poll.
+    let known = {
+        let halt = halt.clone();
+        let mut tasks_done = std::pin::pin!(async {
+            let mut out = Vec::new();
+            while let Some(joined) = tasks.join_next().await {
+                out.push(joined.expect("a client does not panic"));
+            }
+            out
+        });
+        let mut expected = std::pin::pin!(expected);
+        let mut known: Final = None;
+        let results = loop {
+            tokio::select! {
+                results = &mut tasks_done => break results,
+                got = &mut expected, if known.is_none() && !halt.is_cancelled() => {
+                    match got {
+                        Some(e) => {
+                            let e = Arc::new(e);
+                            known = Some(e.clone());
+                            final_tx.send_replace(Some(e));
+                        }
+                        None => halt.cancel(),
+                    }
+                }
+            }
+        };
+        (known, results)
+    };
+    let (known, results) = known;
+    let elapsed = started.elapsed();
+    let mut report = ClientsReport {
+        clients: filters.len(),
+        elapsed_s: elapsed.as_secs_f64(),
+        checked: known.is_some(),
+        caught_up: true,
+        ..ClientsReport::default()
+    };
+    let mut followed = Vec::with_capacity(results.len());
+    let mut first_error = None;
+    for result in results {
+        match result {
+            Ok(f) => followed.push(f),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    if let Some(expected) = &known {
+        if expected.shards.len() != shards {
+            return Err(ClientsError::Shards {
+                expected: expected.shards.len(),
+                got: shards,
+            });
+        }
+    }
+    followed.sort_by_key(|f| (f.client, f.shard));
+    for f in &followed {
+        let label = format!(
+            "client {} ({:?}), shard {}",
+            f.client,
+            f.view.filter(),
+            f.shard
+        );
+        report.polls += f.view.pages;
+        report.empty_polls += f.view.empty_pages;
+        report.rows += f.view.rows;
+        report.latency.merge(&f.latency);
+        report.reorderings += f.view.reorderings;
+        report.misfiltered += f.view.misfiltered;
+        report.caught_up &= f.caught_up;
+        for problem in &f.view.problems {
+            if report.problems.len() < PROBLEMS {
+                report.problems.push(format!("{label}: {problem}"));
+            }
+        }
+        if let Some(expected) = &known {
+            let shard = &expected.shards[f.shard];
+            let verdict: Verdict = f.view.compare(shard);
+            report.expected += verdict.expected;
+            report.omissions += verdict.omissions;
+            report.mismatches += verdict.mismatches;
+            if verdict.omissions + verdict.mismatches > 0 {
+                for difference in f.view.describe_differences(shard) {
+                    if report.problems.len() < PROBLEMS {
+                        report.problems.push(format!("{label}: {difference}"));
+                    }
+                }
+            }
+        }
+    }
+    if known.is_none() {
+        report.caught_up = false;
+    }
+    Ok(report)
+}
+
+/// One client on one shard: polls from the start until it reaches the last position
+/// of its filter in the final state (or the drain timeout, or `halt`).
+async fn follow<L: FeedLink>(
+    mut link: L,
+    client: usize,
+    shard: usize,
+    filter: Filter,
+    plan: &ClientsPlan,
+    mut final_rx: watch::Receiver<Final>,
+    halt: CancellationToken,
+) -> Result<Followed, LinkError> {
+    let mut view = ShardView::new(filter);
+    let mut latency = Latency::new();
+    let mut target: Option<(Cursor, Instant)> = None;
+    let mut in_flight: VecDeque<(
+        PageHead,
+        tokio::task::JoinHandle<Result<PageBody, LinkError>>,
+    )> = VecDeque::new();
+    let mut cursor = Cursor::START;
+    let mut final_open = true;
+    loop {
+        if target.is_none() {
+            if let Some(expected) = final_rx.borrow_and_update().as_ref() {
+                if let Some(state) = expected.shards.get(shard) {
+                    target = Some((
+                        state.last_position(filter),
+                        Instant::now() + plan.drain_timeout,
+                    ));
+                }
+            }
+        }
+        if let Some((last, deadline)) = target {
+            if cursor >= last || Instant::now() >= deadline {
+                break;
+            }
+        }
+        let draining = target.is_some();
+        let request = ReadRequest {
+            cursor,
+            filter,
+            limit: plan.limit,
+            min_batch: if draining { 1 } else { plan.min_batch },
+            wait_ms: if draining {
+                plan.wait_ms.min(100)
+            } else {
+                plan.wait_ms
+            },
+        };
+        let read = tokio::select! {
+            biased;
+            () = halt.cancelled() => break,
+            // A long poll is cut short when the final state becomes known, so the
+            // client switches to draining at once.
+            changed = final_rx.changed(), if final_open && !draining => {
+                final_open = changed.is_ok();
+                continue;
+            }
+            read = link.read(request) => read?,
+        };
+        let (head, body) = read;
+        cursor = head.next;
+        in_flight.push_back((head, tokio::spawn(body)));
+        while in_flight.len() > plan.pipeline {
+            let (head, body) = in_flight.pop_front().expect("not empty");
+            take(
+                &mut view,
+                &mut latency,
+                head,
+                body.await.expect("a body does not panic")?,
+            );
+        }
+    }
+    while let Some((head, body)) = in_flight.pop_front() {
+        take(
+            &mut view,
+            &mut latency,
+            head,
+            body.await.expect("a body does not panic")?,
+        );
+    }
+    let caught_up = target.is_some_and(|(last, _)| view.cursor() >= last);
+    Ok(Followed {
+        client,
+        shard,
+        view,
+        latency,
+        caught_up,
+    })
+}
+
+fn take(view: &mut ShardView, latency: &mut Latency, head: PageHead, body: PageBody) {
+    for order in &body.orders {
+        latency.record(body.received_at.saturating_sub(order.updated_at) / 1_000);
+    }
+    view.accept(head.next, &body.orders);
+}

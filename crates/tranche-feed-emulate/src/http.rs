@@ -1,0 +1,416 @@
+//! The links over the feed's HTTP API (`tranche-feed-http`): one keep-alive
+//! connection pool (reqwest) shared by every core and client of a process.
+//!
+//! A core posts JSON batches to `POST /v1/feed/events`. A client long-polls
+//! `GET /v1/feed/orders`; the answer's header fields (`next_cursor`, `count`) come
+//! first in its JSON, so the link reads the body's first chunk, takes the next cursor
+//! from it and hands the rest of the body back as a future: the client sends its next
+//! poll (on another pooled connection) while this one's rows still arrive and parse.
+
+use std::time::Duration;
+
+use tranche_feed::{
+    BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, Order, OrderId, CURSOR_CHARS,
+};
+use tranche_feed_http::wire::{ErrorBody, OrdersPage, WireEvent, WireOrder};
+use url::Url;
+
+use crate::link::{
+    now_ns, BodyFuture, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
+};
+
+/// Connects to the shards' HTTP servers: shard `i` is `targets[i]`.
+#[derive(Clone)]
+pub struct HttpConnector {
+    client: reqwest::Client,
+    targets: Vec<Url>,
+    core_token: Option<String>,
+    read_token: Option<String>,
+}
+
+/// By hand: tokens are left out.
+impl std::fmt::Debug for HttpConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConnector")
+            .field(
+                "targets",
+                &self.targets.iter().map(Url::as_str).collect::<Vec<_>>(),
+            )
+            .field("core_token", &self.core_token.as_ref().map(|_| "…"))
+            .field("read_token", &self.read_token.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+impl HttpConnector {
+    /// A connector to these base URLs (e.g. `http://127.0.0.1:8090`), one per shard.
+    pub fn new(targets: Vec<Url>) -> Result<HttpConnector, LinkError> {
+        let client = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| LinkError::Transport {
+                target: "reqwest".into(),
+                message: error_chain(&e),
+            })?;
+        let targets = targets
+            .into_iter()
+            .map(|mut url| {
+                if !url.path().ends_with('/') {
+                    let path = format!("{}/", url.path());
+                    url.set_path(&path);
+                }
+                url
+            })
+            .collect();
+        Ok(HttpConnector {
+            client,
+            targets,
+            core_token: None,
+            read_token: None,
+        })
+    }
+
+    /// Sends `core` as the bearer token of cores and `read` as that of clients.
+    pub fn with_tokens(mut self, core: Option<String>, read: Option<String>) -> HttpConnector {
+        self.core_token = core;
+        self.read_token = read;
+        self
+    }
+
+    fn endpoint(&self, shard: usize, path: &str) -> Result<Url, LinkError> {
+        let base = self
+            .targets
+            .get(shard)
+            .ok_or_else(|| LinkError::Transport {
+                target: format!("shard {shard}"),
+                message: format!("no target for it ({} given)", self.targets.len()),
+            })?;
+        base.join(path).map_err(|e| LinkError::Transport {
+            target: base.to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+impl Connector for HttpConnector {
+    type Core = HttpCore;
+    type Feed = HttpFeed;
+
+    fn shards(&self) -> usize {
+        self.targets.len()
+    }
+
+    async fn core(&self, shard: usize) -> Result<HttpCore, LinkError> {
+        Ok(HttpCore {
+            client: self.client.clone(),
+            url: self.endpoint(shard, "v1/feed/events")?,
+            token: self.core_token.clone(),
+        })
+    }
+
+    async fn feed(&self, shard: usize) -> Result<HttpFeed, LinkError> {
+        Ok(HttpFeed {
+            client: self.client.clone(),
+            url: self.endpoint(shard, "v1/feed/orders")?,
+            token: self.read_token.clone(),
+        })
+    }
+}
+
+/// A core's link: `POST /v1/feed/events`.
+pub struct HttpCore {
+    client: reqwest::Client,
+    url: Url,
+    token: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct Batch {
+    events: Vec<WireEvent>,
+}
+
+fn wire_event(event: &Event) -> WireEvent {
+    use tranche_feed_http::wire::EventType;
+    match event {
+        Event::Insert(e) => WireEvent {
+            kind: Some(EventType::Insert),
+            seq: Some(e.seq),
+            rec: Some(e.rec),
+            id: Some(e.id.0),
+            firm: Some(e.firm.0),
+            broker: Some(e.broker.0),
+            instrument: Some(e.instrument.0),
+            side: Some(e.side.into()),
+            price: Some(e.price),
+            quantity: Some(e.quantity),
+            created_at: Some(e.created_at),
+            ..WireEvent::default()
+        },
+        Event::Change(e) => WireEvent {
+            kind: Some(EventType::Change),
+            seq: Some(e.seq),
+            id: Some(e.id.0),
+            price: Some(e.price),
+            quantity: Some(e.quantity),
+            filled: Some(e.filled),
+            status: Some(e.status.into()),
+            updated_at: Some(e.updated_at),
+            ..WireEvent::default()
+        },
+    }
+}
+
+/// A reqwest error with its causes on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn transport(url: &Url, error: reqwest::Error) -> LinkError {
+    LinkError::Transport {
+        target: url.to_string(),
+        message: error_chain(&error),
+    }
+}
+
+/// The error an unsuccessful answer carries.
+async fn refused(url: &Url, response: reqwest::Response) -> LinkError {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(body) => LinkError::Refused {
+            target: url.to_string(),
+            status,
+            code: body.error.code,
+            message: body.error.message,
+        },
+        Err(_) => LinkError::Refused {
+            target: url.to_string(),
+            status,
+            code: String::new(),
+            message: text.chars().take(200).collect(),
+        },
+    }
+}
+
+impl CoreLink for HttpCore {
+    async fn send(&mut self, events: &[Event]) -> Result<(), LinkError> {
+        let batch = Batch {
+            events: events.iter().map(wire_event).collect(),
+        };
+        let body = serde_json::to_vec(&batch).expect("events serialise");
+        let mut request = self
+            .client
+            .post(self.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(Duration::from_secs(60))
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| transport(&self.url, e))?;
+        if !response.status().is_success() {
+            return Err(refused(&self.url, response).await);
+        }
+        // Read the (small) answer so the connection goes back to the pool.
+        response
+            .bytes()
+            .await
+            .map_err(|e| transport(&self.url, e))?;
+        Ok(())
+    }
+}
+
+/// A client's link: `GET /v1/feed/orders`, pipelined on the header.
+pub struct HttpFeed {
+    client: reqwest::Client,
+    url: Url,
+    token: Option<String>,
+}
+
+/// The header at the start of a page's JSON as the server writes it,
+/// `{"next_cursor":"<28 characters>","count":<digits>,`; `None` if `bytes` does not
+/// (yet) hold it in that form.
+fn parse_head(bytes: &[u8]) -> Option<PageHead> {
+    const OPEN: &[u8] = b"{\"next_cursor\":\"";
+    const COUNT: &[u8] = b"\",\"count\":";
+    let rest = bytes.strip_prefix(OPEN)?;
+    let cursor = rest.get(..CURSOR_CHARS)?;
+    let rest = rest[CURSOR_CHARS..].strip_prefix(COUNT)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    // The count is whole only once something follows it.
+    if digits == 0 || rest.len() == digits {
+        return None;
+    }
+    let next: Cursor = std::str::from_utf8(cursor).ok()?.parse().ok()?;
+    let count = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    Some(PageHead { next, count })
+}
+
+fn order(o: &WireOrder) -> Order {
+    Order {
+        id: OrderId(o.id),
+        firm: FirmId(o.firm),
+        broker: BrokerId(o.broker),
+        instrument: InstrumentId(o.instrument),
+        side: o.side.into(),
+        price: o.price,
+        quantity: o.quantity,
+        filled: o.filled,
+        status: o.status.into(),
+        created_at: o.created_at,
+        updated_at: o.updated_at,
+        seq: o.seq,
+        rec: o.rec,
+    }
+}
+
+/// Parses a whole page, checking it against the header read first (if any).
+fn parse_page(
+    url: &Url,
+    bytes: &[u8],
+    head: Option<PageHead>,
+    received_at: u64,
+) -> Result<(PageHead, PageBody), LinkError> {
+    let protocol = |message: String| LinkError::Protocol {
+        target: url.to_string(),
+        message,
+    };
+    let page: OrdersPage = serde_json::from_slice(bytes).map_err(|e| protocol(e.to_string()))?;
+    let next: Cursor = page
+        .next_cursor
+        .parse()
+        .map_err(|e| protocol(format!("next_cursor: {e}")))?;
+    if page.count != page.orders.len() {
+        return Err(protocol(format!(
+            "count says {} orders, the page has {}",
+            page.count,
+            page.orders.len()
+        )));
+    }
+    let parsed = PageHead {
+        next,
+        count: page.count,
+    };
+    if let Some(head) = head {
+        if head != parsed {
+            return Err(protocol(format!(
+                "the header read first ({head:?}) differs from the whole page's ({parsed:?})"
+            )));
+        }
+    }
+    Ok((
+        parsed,
+        PageBody {
+            orders: page.orders.iter().map(order).collect(),
+            received_at,
+        },
+    ))
+}
+
+impl FeedLink for HttpFeed {
+    async fn read(&mut self, request: ReadRequest) -> Result<(PageHead, BodyFuture), LinkError> {
+        let mut url = self.url.clone();
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair("cursor", &request.cursor.to_string());
+            match request.filter {
+                Filter::All => {}
+                Filter::Firm(f) => {
+                    query.append_pair("firm", &f.to_string());
+                }
+                Filter::Broker(b) => {
+                    query.append_pair("broker", &b.to_string());
+                }
+                Filter::Instrument(i) => {
+                    query.append_pair("instrument", &i.to_string());
+                }
+            }
+            query.append_pair("limit", &request.limit.to_string());
+            query.append_pair("min_batch", &request.min_batch.to_string());
+            query.append_pair("wait_ms", &request.wait_ms.to_string());
+        }
+        let mut get = self
+            .client
+            .get(url)
+            .timeout(Duration::from_millis(request.wait_ms) + Duration::from_secs(60));
+        if let Some(token) = &self.token {
+            get = get.bearer_auth(token);
+        }
+        let mut response = get.send().await.map_err(|e| transport(&self.url, e))?;
+        if !response.status().is_success() {
+            return Err(refused(&self.url, response).await);
+        }
+        let mut bytes = Vec::new();
+        let head = loop {
+            match response
+                .chunk()
+                .await
+                .map_err(|e| transport(&self.url, e))?
+            {
+                Some(chunk) => {
+                    bytes.extend_from_slice(&chunk);
+                    if let Some(head) = parse_head(&bytes) {
+                        break Some(head);
+                    }
+                }
+                None => break None,
+            }
+        };
+        let url = self.url.clone();
+        match head {
+            Some(head) => {
+                let body = async move {
+                    while let Some(chunk) =
+                        response.chunk().await.map_err(|e| transport(&url, e))?
+                    {
+                        bytes.extend_from_slice(&chunk);
+                    }
+                    let received_at = now_ns();
+                    parse_page(&url, &bytes, Some(head), received_at).map(|(_, body)| body)
+                };
+                Ok((head, Box::pin(body)))
+            }
+            None => {
+                // The whole page arrived without a header in the expected form.
+                let (head, body) = parse_page(&url, &bytes, None, now_ns())?;
+                Ok((head, Box::pin(std::future::ready(Ok(body)))))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_is_read_from_the_first_bytes_only_when_whole() {
+        let cursor = Cursor::new(42, 7).to_string();
+        let text = format!("{{\"next_cursor\":\"{cursor}\",\"count\":12,\"oldest_created_at\":1");
+        let bytes = text.as_bytes();
+        assert_eq!(
+            parse_head(bytes),
+            Some(PageHead {
+                next: Cursor::new(42, 7),
+                count: 12
+            })
+        );
+        // Cut inside the count: not yet.
+        let cut = text.find("12").unwrap() + 1;
+        assert_eq!(parse_head(&bytes[..cut]), None);
+        assert_eq!(parse_head(&bytes[..20]), None);
+        // Another layout (spaces): left to the whole page's parse.
+        assert_eq!(parse_head(text.replace(':', ": ").as_bytes()), None);
+    }
+}

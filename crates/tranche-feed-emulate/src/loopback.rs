@@ -1,0 +1,116 @@
+//! A feed server in this process on a free loopback port (`tranche-feed-http`'s router
+//! over a store): for tests and `tranche bench feed`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use std::future::IntoFuture;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tranche_feed::{Durability, FeedOptions, Store, StoreError};
+use tranche_feed_http::FeedTokens;
+use url::Url;
+
+/// Why a loopback server did not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopbackError {
+    /// The store.
+    #[error("feed store in {dir}: {source}")]
+    Store {
+        /// Its directory.
+        dir: String,
+        /// The error.
+        #[source]
+        source: StoreError,
+    },
+    /// The listener or the server.
+    #[error("loopback feed server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running feed server on `127.0.0.1`.
+pub struct LoopbackServer {
+    /// Its base URL (`http://127.0.0.1:PORT/`).
+    pub url: Url,
+    /// Its store (for figures: orders held, waiters).
+    pub store: Store,
+    shutdown: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+    writer: JoinHandle<Result<(), StoreError>>,
+}
+
+impl std::fmt::Debug for LoopbackServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopbackServer")
+            .field("url", &self.url.as_str())
+            .finish()
+    }
+}
+
+/// Opens a store in `dir` (created if missing) with `durability` and serves it on a
+/// free loopback port, without tokens.
+pub async fn serve_loopback(
+    dir: &Path,
+    durability: Durability,
+) -> Result<LoopbackServer, LoopbackError> {
+    std::fs::create_dir_all(dir)?;
+    let options = FeedOptions {
+        durability,
+        ..FeedOptions::default()
+    };
+    let owned = dir.to_owned();
+    let (store, writer) = tokio::task::spawn_blocking(move || Store::open(&owned, options))
+        .await
+        .expect("opening a store does not panic")
+        .map_err(|source| LoopbackError::Store {
+            dir: dir.display().to_string(),
+            source,
+        })?;
+    let sync_every = match durability {
+        Durability::Interval(every) => Some(every),
+        _ => None,
+    };
+    let (ingest, writer) = tranche_feed_http::spawn_writer(writer, sync_every);
+    let shutdown = CancellationToken::new();
+    let app = tranche_feed_http::router(
+        store.clone(),
+        ingest,
+        shutdown.clone(),
+        FeedTokens::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = Url::parse(&format!("http://{}/", listener.local_addr()?)).expect("a valid URL");
+    let server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future(),
+    );
+    Ok(LoopbackServer {
+        url,
+        store,
+        shutdown,
+        server,
+        writer,
+    })
+}
+
+impl LoopbackServer {
+    /// Stops serving (waiting polls answer at once), waits up to `grace` for open
+    /// connections to finish, then for the writer to sync and end.
+    pub async fn stop(self, grace: Duration) -> Result<(), LoopbackError> {
+        self.shutdown.cancel();
+        match tokio::time::timeout(grace, self.server).await {
+            Ok(joined) => joined.expect("the server does not panic")?,
+            // Keep-alive connections still open: the writer ends once they close.
+            Err(_) => return Ok(()),
+        }
+        self.writer
+            .await
+            .expect("the writer does not panic")
+            .map_err(|source| LoopbackError::Store {
+                dir: self.store.dir().display().to_string(),
+                source,
+            })
+    }
+}

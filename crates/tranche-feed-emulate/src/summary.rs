@@ -1,0 +1,127 @@
+//! One summary of a run: what the cores wrote and what the clients received.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clients::ClientsReport;
+use crate::latency::LatencySummary;
+use crate::paced::CoreReport;
+
+/// The figures of a run (cores and clients together), as `tranche bench feed` prints
+/// them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Summary {
+    /// Events asked per second.
+    pub asked_rate: f64,
+    /// Events acknowledged per second.
+    pub writes_per_sec: f64,
+    /// Events acknowledged.
+    pub events: u64,
+    /// Whether the cores kept to the rate asked (at least 95 %).
+    pub kept_up: bool,
+    /// Clients.
+    pub clients: usize,
+    /// Rows the clients received per second.
+    pub delivered_rows_per_sec: f64,
+    /// Rows received.
+    pub rows: u64,
+    /// Delivery latency: an order version's stamp to its arrival at a client.
+    pub latency: LatencySummary,
+    /// Share of polls answered with no rows.
+    pub empty_share: f64,
+    /// Whether the views were compared with the final state.
+    pub checked: bool,
+    /// Whether every client reached the end of its filter.
+    pub caught_up: bool,
+    /// Orders or versions a client lacked at the end.
+    pub omissions: u64,
+    /// Rows received out of order.
+    pub reorderings: u64,
+    /// Rows with contents the final state does not have.
+    pub mismatches: u64,
+    /// Rows outside their client's filter.
+    pub misfiltered: u64,
+}
+
+impl Summary {
+    /// The summary of a core report and a clients report (merge several processes'
+    /// reports first).
+    pub fn new(core: &CoreReport, clients: &ClientsReport) -> Summary {
+        Summary {
+            asked_rate: core.asked_rate,
+            writes_per_sec: core.achieved_rate,
+            events: core.total_events(),
+            kept_up: core.kept_up,
+            clients: clients.clients,
+            delivered_rows_per_sec: clients.rows_per_sec(),
+            rows: clients.rows,
+            latency: clients.latency.summary(),
+            empty_share: clients.empty_share(),
+            checked: clients.checked,
+            caught_up: clients.caught_up,
+            omissions: clients.omissions,
+            reorderings: clients.reorderings,
+            mismatches: clients.mismatches,
+            misfiltered: clients.misfiltered,
+        }
+    }
+
+    /// Whether the run was checked and nothing was lost, reordered or wrong.
+    pub fn correct(&self) -> bool {
+        self.checked
+            && self.caught_up
+            && self.omissions == 0
+            && self.reorderings == 0
+            && self.mismatches == 0
+            && self.misfiltered == 0
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = &self.latency;
+        writeln!(
+            f,
+            "writes      {:>12.0} events/s (asked {:.0}/s{}), {} events",
+            self.writes_per_sec,
+            self.asked_rate,
+            if self.kept_up { "" } else { ", FELL BEHIND" },
+            self.events
+        )?;
+        writeln!(
+            f,
+            "delivered   {:>12.0} rows/s to {} clients, {} rows, {:.1} % of polls empty",
+            self.delivered_rows_per_sec,
+            self.clients,
+            self.rows,
+            self.empty_share * 100.0
+        )?;
+        writeln!(
+            f,
+            "latency     avg {:.0} us, p50 {} us, p99 {} us, max {} us (stamp to arrival)",
+            l.avg_us, l.p50_us, l.p99_us, l.max_us
+        )?;
+        if self.checked {
+            write!(
+                f,
+                "checked     {} omissions, {} reorderings, {} mismatches, {} misfiltered{}",
+                self.omissions,
+                self.reorderings,
+                self.mismatches,
+                self.misfiltered,
+                if self.caught_up {
+                    ""
+                } else {
+                    " (NOT every client caught up)"
+                }
+            )
+        } else {
+            write!(
+                f,
+                "checked     NOT CHECKED (no final state); {} reorderings, {} misfiltered",
+                self.reorderings, self.misfiltered
+            )
+        }
+    }
+}

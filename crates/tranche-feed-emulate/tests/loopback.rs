@@ -1,0 +1,272 @@
+//! The emulators against real feed servers (`tranche-feed-http` on loopback ports):
+//! a two-shard core and filtered and unfiltered clients see no omission and no
+//! reordering; a link that loses a row and swaps two is caught; a core whose target
+//! does not answer stops saying it fell behind.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tranche_feed::{Durability, Event};
+use tranche_feed_emulate::*;
+
+const SEED: u64 = 5;
+
+fn book() -> BookConfig {
+    BookConfig {
+        firms: 4,
+        resting_orders: 300,
+        burst_every: 1_000,
+        burst_length: 200,
+        ..BookConfig::default()
+    }
+}
+
+fn core_plan() -> CorePlan {
+    CorePlan {
+        rate: 3_000.0,
+        duration: Duration::from_millis(1_500),
+        tick: Duration::from_millis(2),
+        seed: SEED,
+        book: book(),
+        max_batch: 10_000,
+        max_backlog: Duration::from_secs(20),
+    }
+}
+
+fn clients_plan() -> ClientsPlan {
+    ClientsPlan {
+        filtered: 4,
+        unfiltered: 1,
+        firms: 4,
+        limit: 200,
+        min_batch: 10,
+        wait_ms: 50,
+        pipeline: 1,
+        drain_timeout: Duration::from_secs(30),
+    }
+}
+
+struct Servers {
+    servers: Vec<LoopbackServer>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+async fn servers(n: usize) -> Servers {
+    let mut servers = Vec::new();
+    let mut dirs = Vec::new();
+    for _ in 0..n {
+        let dir = tempfile::tempdir().unwrap();
+        servers.push(serve_loopback(dir.path(), Durability::Never).await.unwrap());
+        dirs.push(dir);
+    }
+    Servers {
+        servers,
+        _dirs: dirs,
+    }
+}
+
+/// Runs the core and the clients together; the clients' final state is replayed from
+/// the core's report.
+async fn run<C: Connector>(connector: &C) -> (CoreReport, ClientsReport) {
+    let stop = CancellationToken::new();
+    let (tx, rx) = oneshot::channel();
+    let core = async {
+        let report = run_core(connector, &core_plan(), stop.clone()).await;
+        let _ = tx.send(report.as_ref().ok().map(|r| r.events.clone()));
+        report
+    };
+    let expected = async {
+        let events = rx.await.ok().flatten()?;
+        Some(Expected::replay(&book(), SEED, &events))
+    };
+    let plan = clients_plan();
+    let both = async { tokio::join!(core, run_clients(connector, &plan, expected, stop.clone())) };
+    let (core, clients) = tokio::time::timeout(Duration::from_secs(120), both)
+        .await
+        .expect("the run ends within two minutes");
+    (core.unwrap(), clients.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_and_five_clients_over_http_see_no_omission_and_no_reordering() {
+    let servers = servers(2).await;
+    let connector =
+        HttpConnector::new(servers.servers.iter().map(|s| s.url.clone()).collect()).unwrap();
+    let (core, clients) = run(&connector).await;
+
+    // Each shard sent its 2,250 events due (one more if it had to end an IOC order).
+    assert_eq!(core.shards, 2);
+    for &events in &core.events {
+        assert!((2_250..=2_251).contains(&events), "{core:?}");
+    }
+    assert!(core.batches > 10, "{core:?}");
+    assert!(!core.stopped_early);
+    // The replayed final state is what each server holds.
+    let expected = Expected::replay(&book(), SEED, &core.events);
+    for (shard, server) in servers.servers.iter().enumerate() {
+        assert_eq!(server.store.len(), expected.shards[shard].len());
+        assert_eq!(server.store.marks().0, core.events[shard]);
+    }
+
+    assert!(clients.checked && clients.caught_up, "{clients:?}");
+    assert_eq!(clients.clients, 5);
+    assert_eq!(
+        (
+            clients.omissions,
+            clients.reorderings,
+            clients.mismatches,
+            clients.misfiltered
+        ),
+        (0, 0, 0, 0),
+        "{:?}",
+        clients.problems
+    );
+    // The unfiltered client alone expects every order; the firms' clients each theirs.
+    let orders: u64 = expected.shards.iter().map(|s| s.len() as u64).sum();
+    assert_eq!(clients.expected, 2 * orders);
+    assert!(clients.rows >= 2 * orders, "{clients:?}");
+    assert_eq!(clients.latency.count(), clients.rows);
+    assert!(clients.polls > clients.empty_polls);
+    assert!(clients.clean());
+
+    let summary = Summary::new(&core, &clients);
+    assert!(summary.correct(), "{summary}");
+    assert!(
+        summary.to_string().contains("0 omissions, 0 reorderings"),
+        "{summary}"
+    );
+    for server in servers.servers {
+        server.stop(Duration::from_secs(10)).await.unwrap();
+    }
+}
+
+/// Loses the first finished order it is sent (a finished order is never sent again)
+/// after swapping the first two rows of the first page with two: once each per link.
+#[derive(Clone)]
+struct Lossy(HttpConnector);
+
+struct LossyFeed {
+    inner: HttpFeed,
+    lost: Arc<AtomicBool>,
+    swapped: Arc<AtomicBool>,
+}
+
+impl Connector for Lossy {
+    type Core = HttpCore;
+    type Feed = LossyFeed;
+    fn shards(&self) -> usize {
+        self.0.shards()
+    }
+    async fn core(&self, shard: usize) -> Result<HttpCore, LinkError> {
+        self.0.core(shard).await
+    }
+    async fn feed(&self, shard: usize) -> Result<LossyFeed, LinkError> {
+        Ok(LossyFeed {
+            inner: self.0.feed(shard).await?,
+            lost: Arc::default(),
+            swapped: Arc::default(),
+        })
+    }
+}
+
+impl FeedLink for LossyFeed {
+    async fn read(&mut self, request: ReadRequest) -> Result<(PageHead, BodyFuture), LinkError> {
+        let (head, body) = self.inner.read(request).await?;
+        let (lost, swapped) = (self.lost.clone(), self.swapped.clone());
+        let body: BodyFuture = Box::pin(async move {
+            let mut page = body.await?;
+            if page.orders.len() >= 2 && !swapped.swap(true, Ordering::Relaxed) {
+                page.orders.swap(0, 1);
+                return Ok(page);
+            }
+            // In a later page than the swap, so as not to lose a swapped row.
+            let finished = page.orders.iter().position(|o| o.status.is_terminal());
+            if let Some(i) = finished.filter(|_| swapped.load(Ordering::Relaxed)) {
+                if !lost.swap(true, Ordering::Relaxed) {
+                    page.orders.remove(i);
+                }
+            }
+            Ok(page)
+        });
+        Ok((head, body))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_row_and_two_swapped_rows_are_caught() {
+    let servers = servers(1).await;
+    let connector = Lossy(HttpConnector::new(vec![servers.servers[0].url.clone()]).unwrap());
+    let (_, clients) = run(&connector).await;
+    assert!(clients.checked && clients.caught_up, "{clients:?}");
+    // Every client lost one order and got two rows the wrong way round.
+    assert_eq!(clients.omissions, 5, "{:?}", clients.problems);
+    assert_eq!(clients.reorderings, 5, "{:?}", clients.problems);
+    assert!(!clients.clean());
+    assert!(
+        clients
+            .problems
+            .iter()
+            .any(|p| p.contains("never received")),
+        "{:?}",
+        clients.problems
+    );
+}
+
+/// A target that never answers.
+struct Silent;
+
+struct SilentCore;
+
+impl CoreLink for SilentCore {
+    async fn send(&mut self, _: &[Event]) -> Result<(), LinkError> {
+        std::future::pending().await
+    }
+}
+
+impl Connector for Silent {
+    type Core = SilentCore;
+    type Feed = HttpFeed;
+    fn shards(&self) -> usize {
+        1
+    }
+    async fn core(&self, _: usize) -> Result<SilentCore, LinkError> {
+        Ok(SilentCore)
+    }
+    async fn feed(&self, _: usize) -> Result<HttpFeed, LinkError> {
+        Err(LinkError::Transport {
+            target: "silent".into(),
+            message: "no clients here".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_core_whose_target_does_not_keep_up_stops_and_says_so() {
+    let plan = CorePlan {
+        rate: 10_000.0,
+        duration: Duration::from_secs(60),
+        max_batch: 100,
+        max_backlog: Duration::from_millis(50),
+        ..core_plan()
+    };
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        run_core(&Silent, &plan, CancellationToken::new()),
+    )
+    .await
+    .expect("the core stops long before its minute");
+    match outcome {
+        Err(
+            error @ CoreError::Behind {
+                shard: 0, backlog, ..
+            },
+        ) => {
+            assert!(backlog > 500, "{error}");
+            assert!(error.to_string().contains("fell behind"), "{error}");
+        }
+        other => panic!("expected Behind, got {other:?}"),
+    }
+}
