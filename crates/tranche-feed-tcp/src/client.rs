@@ -334,15 +334,29 @@ impl AckReceiver {
 /// ```
 #[derive(Debug)]
 pub struct FeedClient {
-    reader: FrameReader<OwnedReadHalf>,
+    sender: ReadSender,
+    answers: AnswerReceiver,
+}
+
+/// The sending half of a [`FeedClient`].
+#[derive(Debug)]
+pub struct ReadSender {
     wr: OwnedWriteHalf,
     buf: Vec<u8>,
-    welcome: Welcome,
-    sent: u64,
+    /// The last request number sent (requests are numbered 1, 2, 3…).
+    sent: Arc<AtomicU64>,
+}
+
+/// The receiving half of a [`FeedClient`].
+#[derive(Debug)]
+pub struct AnswerReceiver {
+    reader: FrameReader<OwnedReadHalf>,
+    sent: Arc<AtomicU64>,
     answered: u64,
     /// The number of orders whose ORDERS frame comes next, once a HEADER was read.
     body_due: Option<u32>,
     closed: bool,
+    welcome: Welcome,
 }
 
 impl FeedClient {
@@ -353,36 +367,34 @@ impl FeedClient {
         token: Option<&str>,
     ) -> Result<FeedClient, ClientError> {
         let (reader, wr, welcome) = handshake(addr, token).await?;
+        let sent = Arc::new(AtomicU64::new(0));
         Ok(FeedClient {
-            reader,
-            wr,
-            buf: Vec::with_capacity(64),
-            welcome,
-            sent: 0,
-            answered: 0,
-            body_due: None,
-            closed: false,
+            sender: ReadSender {
+                wr,
+                buf: Vec::with_capacity(64),
+                sent: Arc::clone(&sent),
+            },
+            answers: AnswerReceiver {
+                reader,
+                sent,
+                answered: 0,
+                body_due: None,
+                closed: false,
+                welcome,
+            },
         })
     }
 
     /// What the server said on connecting: the access the token has.
     pub fn welcome(&self) -> &Welcome {
-        &self.welcome
+        &self.answers.welcome
     }
 
     /// Sends a read request without waiting for its answer; returns its number (1, 2,
     /// 3… on this connection). Answers come in the order of the requests, each
     /// waiting its turn: a request's wait starts once the one before is answered.
     pub async fn send_read(&mut self, read: &ReadRequest) -> Result<u64, ClientError> {
-        let request = self.sent + 1;
-        self.buf.clear();
-        frame::encode_read(request, read, &mut self.buf);
-        self.wr
-            .write_all(&self.buf)
-            .await
-            .map_err(io_error("send to"))?;
-        self.sent = request;
-        Ok(request)
+        self.sender.send_read(read).await
     }
 
     /// The header of the next answer: where to read on from, how many orders follow,
@@ -393,6 +405,62 @@ impl FeedClient {
     /// [`ErrorCode::CursorTooOld`](crate::ErrorCode::CursorTooOld) with the oldest
     /// cursor served in [`ServerError::oldest`], or
     /// [`ErrorCode::CursorAhead`](crate::ErrorCode::CursorAhead).
+    pub async fn recv_header(&mut self) -> Result<ReadHeader, ClientError> {
+        self.answers.recv_header().await
+    }
+
+    /// Appends the orders of the answer whose header was just received to `out`.
+    pub async fn recv_orders(&mut self, out: &mut Vec<Order>) -> Result<(), ClientError> {
+        self.answers.recv_orders(out).await
+    }
+
+    /// Sends `read` and receives its whole answer, appending its orders to `out`
+    /// (nothing else may be in flight).
+    pub async fn read(
+        &mut self,
+        read: &ReadRequest,
+        out: &mut Vec<Order>,
+    ) -> Result<ReadHeader, ClientError> {
+        let in_flight = self.in_flight();
+        if in_flight > 0 || self.answers.body_due.is_some() {
+            return Err(ClientError::InFlight(in_flight.max(1)));
+        }
+        self.send_read(read).await?;
+        let header = self.recv_header().await?;
+        self.recv_orders(out).await?;
+        Ok(header)
+    }
+
+    /// Requests sent whose header (or error) has not been received yet.
+    pub fn in_flight(&self) -> u64 {
+        self.answers.in_flight()
+    }
+
+    /// The two halves, to send requests from one task while another reads answers
+    /// (e.g. the next request goes out while the last answer's orders are still
+    /// being read, from a task of their own).
+    pub fn split(self) -> (ReadSender, AnswerReceiver) {
+        (self.sender, self.answers)
+    }
+}
+
+impl ReadSender {
+    /// See [`FeedClient::send_read`].
+    pub async fn send_read(&mut self, read: &ReadRequest) -> Result<u64, ClientError> {
+        let request = self.sent.load(Ordering::Acquire) + 1;
+        self.buf.clear();
+        frame::encode_read(request, read, &mut self.buf);
+        self.wr
+            .write_all(&self.buf)
+            .await
+            .map_err(io_error("send to"))?;
+        self.sent.store(request, Ordering::Release);
+        Ok(request)
+    }
+}
+
+impl AnswerReceiver {
+    /// See [`FeedClient::recv_header`].
     pub async fn recv_header(&mut self) -> Result<ReadHeader, ClientError> {
         if self.body_due.is_some() {
             return Err(ClientError::OutOfTurn(
@@ -419,7 +487,7 @@ impl FeedClient {
         result
     }
 
-    /// Appends the orders of the answer whose header was just received to `out`.
+    /// See [`FeedClient::recv_orders`].
     pub async fn recv_orders(&mut self, out: &mut Vec<Order>) -> Result<(), ClientError> {
         let Some(count) = self.body_due else {
             return Err(ClientError::OutOfTurn(
@@ -450,25 +518,13 @@ impl FeedClient {
         result
     }
 
-    /// Sends `read` and receives its whole answer, appending its orders to `out`
-    /// (nothing else may be in flight).
-    pub async fn read(
-        &mut self,
-        read: &ReadRequest,
-        out: &mut Vec<Order>,
-    ) -> Result<ReadHeader, ClientError> {
-        let in_flight = self.in_flight();
-        if in_flight > 0 || self.body_due.is_some() {
-            return Err(ClientError::InFlight(in_flight.max(1)));
-        }
-        self.send_read(read).await?;
-        let header = self.recv_header().await?;
-        self.recv_orders(out).await?;
-        Ok(header)
-    }
-
     /// Requests sent whose header (or error) has not been received yet.
     pub fn in_flight(&self) -> u64 {
-        self.sent - self.answered
+        self.sent.load(Ordering::Acquire) - self.answered
+    }
+
+    /// What the server said on connecting.
+    pub fn welcome(&self) -> &Welcome {
+        &self.welcome
     }
 }

@@ -132,7 +132,9 @@ pub mod frame;
 mod server;
 mod stream;
 
-pub use client::{AckReceiver, BatchSender, ClientError, CoreConnection, FeedClient};
+pub use client::{
+    AckReceiver, AnswerReceiver, BatchSender, ClientError, CoreConnection, FeedClient, ReadSender,
+};
 pub use frame::{
     Access, Ack, ErrorCode, FrameError, ReadHeader, ReadRequest, ServerError, Welcome,
     MAX_BATCH_EVENTS, MAX_FRAME_LEN, MAX_HELLO_LEN,

@@ -525,6 +525,24 @@ async fn the_header_comes_first_so_the_next_request_goes_before_the_body() {
     assert_eq!((second.request, second.count), (2, 1_000));
     client.recv_orders(&mut orders).await.unwrap();
     assert_eq!(ids(&orders), (1..=3_000).collect::<Vec<_>>());
+
+    // Split: the orders are read by a task of their own while the next request goes.
+    let (mut sender, mut answers) = FeedClient::connect(feed.addr, None).await.unwrap().split();
+    read.cursor = Cursor::START.to_bytes();
+    sender.send_read(&read).await.unwrap();
+    let first = answers.recv_header().await.unwrap();
+    let body = tokio::spawn(async move {
+        let mut orders = Vec::new();
+        answers.recv_orders(&mut orders).await.unwrap();
+        (answers, orders)
+    });
+    read.cursor = first.next.to_bytes();
+    sender.send_read(&read).await.unwrap();
+    let (mut answers, mut orders) = body.await.unwrap();
+    assert_eq!(answers.recv_header().await.unwrap().count, 1_000);
+    answers.recv_orders(&mut orders).await.unwrap();
+    assert_eq!(ids(&orders), (1..=3_000).collect::<Vec<_>>());
+    assert_eq!(answers.in_flight(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
