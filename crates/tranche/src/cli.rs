@@ -399,9 +399,10 @@ pub struct ServerArgs {
 pub enum Feed {
     /// Serve the order-state feed's store in --dir over HTTP: `POST /v1/feed/events`
     /// (batches from a trading core, group-committed by one writer) and
-    /// `GET /v1/feed/orders` (filtered long polls by cursor), until SIGINT/SIGTERM,
-    /// which answers waiting polls, finishes queued writes and syncs the log. Without
-    /// --tokens, loopback addresses only.
+    /// `GET /v1/feed/orders` (filtered long polls by cursor), and with --tcp the same
+    /// over the binary TCP protocol, until SIGINT/SIGTERM, which answers waiting polls,
+    /// finishes queued writes and syncs the log. Without --tokens, loopback addresses
+    /// only.
     Serve(FeedServeArgs),
 }
 
@@ -416,6 +417,12 @@ pub struct FeedServeArgs {
     /// Required to listen on a non-loopback address.
     #[arg(long, value_name = "FILE", env = "TRANCHE_FEED_TOKENS")]
     pub tokens: Option<PathBuf>,
+    /// Also serve the feed's binary TCP protocol (the fast path for trading cores and
+    /// polling clients, see the tranche-feed-tcp crate) on this address, beside HTTP:
+    /// the same store, writer and tokens; loopback only without --tokens; port 0 picks
+    /// a free one (printed on stdout).
+    #[arg(long, value_name = "ADDR")]
+    pub tcp: Option<std::net::SocketAddr>,
     /// The store's directory (created if missing; one server per directory).
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,

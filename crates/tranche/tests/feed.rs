@@ -187,3 +187,120 @@ async fn feed_serve_with_tokens_checks_them() {
     assert_eq!(page["count"], 1, "{page}");
     assert_eq!(page["orders"][0]["firm"], 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_serve_with_tcp_takes_batches_and_serves_reads_on_both_listeners() {
+    use tranche_feed::{Cursor, Event, Filter, FirmId};
+    use tranche_feed_tcp::{CoreConnection, ErrorCode, FeedClient, ReadRequest};
+
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "core-1 core\nfirm-2 firm=2\n").unwrap();
+    let mut feed = Feed(
+        support::tranche()
+            .args([
+                "feed",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--tcp",
+                "127.0.0.1:0",
+            ])
+            .arg("--dir")
+            .arg(dir.path().join("feed"))
+            .arg("--tokens")
+            .arg(&tokens)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tranche feed serve"),
+    );
+    let (base, line) = support::server_address(&mut feed.0);
+    let tcp = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("tcp://"))
+        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
+        .to_string();
+
+    let mut core = CoreConnection::connect(tcp.as_str(), Some("core-1"))
+        .await
+        .unwrap();
+    // The JSON events the HTTP tests post, as a core sends them on the fast path.
+    let events: Vec<Event> = [insert(1, 10, 1), insert(2, 11, 2)]
+        .into_iter()
+        .map(|e| {
+            serde_json::from_value::<tranche_feed_http::wire::WireEvent>(e)
+                .unwrap()
+                .to_event()
+                .unwrap()
+        })
+        .collect();
+    let ack = core.apply(&events).await.unwrap();
+    assert_eq!(ack.position, Cursor::new(2, 2));
+
+    // Read over TCP with the firm's token: its firm only.
+    let mut client = FeedClient::connect(tcp.as_str(), Some("firm-2"))
+        .await
+        .unwrap();
+    let mut orders = Vec::new();
+    client
+        .read(&ReadRequest::new(Cursor::START, Filter::All), &mut orders)
+        .await
+        .unwrap();
+    assert_eq!(orders.len(), 1);
+    assert_eq!(orders[0].firm, FirmId(2));
+    // And over HTTP: the same store.
+    let page: Value = reqwest::Client::new()
+        .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+        .bearer_auth("firm-2")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["count"], 1, "{page}");
+
+    // SIGTERM: the idle TCP connection is told, and the process exits 0.
+    let pid = feed.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let error = core.recv_ack().await.unwrap_err();
+    assert_eq!(
+        error.server_error().map(|e| e.code),
+        Some(ErrorCode::ShuttingDown),
+        "{error}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = feed.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "feed did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn feed_serve_refuses_a_non_loopback_tcp_address_without_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = support::tranche()
+        .args([
+            "feed",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tcp",
+            "0.0.0.0:0",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .env_remove("TRANCHE_FEED_TOKENS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("loopback") && stderr.contains("0.0.0.0:0"),
+        "{stderr}"
+    );
+}

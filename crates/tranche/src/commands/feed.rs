@@ -1,4 +1,5 @@
-//! `tranche feed serve`: the order-state feed's store over HTTP (`tranche-feed-http`).
+//! `tranche feed serve`: the order-state feed's store over HTTP (`tranche-feed-http`)
+//! and, with `--tcp`, over the binary TCP protocol (`tranche-feed-tcp`) beside it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -48,12 +49,14 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         Some(path) => FeedTokens::from_file(path).map_err(anyhow::Error::msg)?,
         None => FeedTokens::default(),
     };
-    if tokens.is_empty() && !args.listen.ip().is_loopback() {
-        bail!(
-            "without tokens (--tokens FILE) the feed listens on loopback only (e.g. 127.0.0.1:{}), not {}",
-            args.listen.port(),
-            args.listen
-        );
+    for addr in std::iter::once(args.listen).chain(args.tcp) {
+        if tokens.is_empty() && !addr.ip().is_loopback() {
+            bail!(
+                "without tokens (--tokens FILE) the feed listens on loopback only (e.g. 127.0.0.1:{}), not {}",
+                addr.port(),
+                addr
+            );
+        }
     }
     let options = FeedOptions {
         durability: args.durability,
@@ -67,6 +70,14 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("could not listen on {}", args.listen))?;
+    let tcp_listener = match args.tcp {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("could not listen on {addr} (--tcp)"))?,
+        ),
+        None => None,
+    };
     let sync_every = match args.durability {
         Durability::Interval(every) => Some(every),
         _ => None,
@@ -74,9 +85,24 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     let (ingest, writer_task) = tranche_feed_http::spawn_writer(writer, sync_every);
     let stop = tranche_core::on_terminate();
     let token_count = tokens.len();
+    // One line for both addresses: whoever reads the first line finds them all.
+    let mut tcp_address = String::new();
+    let tcp_server = match tcp_listener {
+        Some(tcp) => {
+            tcp_address = format!(" and tcp://{}", tcp.local_addr()?);
+            Some(tokio::spawn(tranche_feed_tcp::serve(
+                tcp,
+                store.clone(),
+                ingest.clone(),
+                tokens.clone(),
+                stop.clone(),
+            )))
+        }
+        None => None,
+    };
     let app = tranche_feed_http::router(store.clone(), ingest, stop.clone(), tokens);
     println!(
-        "tranche feed listening on http://{} (store in {}, {} orders, {} token(s))",
+        "tranche feed listening on http://{}{tcp_address} (store in {}, {} orders, {} token(s))",
         listener.local_addr()?,
         args.dir.display(),
         store.len(),
@@ -87,6 +113,10 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         .with_graceful_shutdown(stop.clone().cancelled_owned())
         .await
         .context("the feed server failed")?;
+    if let Some(tcp_server) = tcp_server {
+        // Returns once its connections have answered what they read and closed.
+        tcp_server.await.context("the feed's TCP server failed")?;
+    }
     // Every request is answered and the router dropped: the writer drains, syncs, ends.
     writer_task
         .await?
