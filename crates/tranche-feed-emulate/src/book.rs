@@ -142,6 +142,39 @@ pub enum Kind {
     IocEnd,
 }
 
+impl Kind {
+    /// Every kind, in [`Kind::index`] order.
+    pub const ALL: [Kind; 8] = [
+        Kind::Insert,
+        Kind::InsertIoc,
+        Kind::Amend,
+        Kind::Fill,
+        Kind::FinalFill,
+        Kind::Cancel,
+        Kind::Expire,
+        Kind::IocEnd,
+    ];
+
+    /// Its place in [`Kind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Its name in reports (`insert`, `insert_ioc`, `amend`…).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Insert => "insert",
+            Kind::InsertIoc => "insert_ioc",
+            Kind::Amend => "amend",
+            Kind::Fill => "fill",
+            Kind::FinalFill => "final_fill",
+            Kind::Cancel => "cancel",
+            Kind::Expire => "expire",
+            Kind::IocEnd => "ioc_end",
+        }
+    }
+}
+
 /// One generated event with what it does and the order's version it produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {

@@ -2,7 +2,6 @@
 //! following every shard with a cursor of its own, timing each row's delivery and
 //! checking what it receives.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,9 +32,9 @@ pub struct ClientsPlan {
     pub min_batch: usize,
     /// …or this many milliseconds.
     pub wait_ms: u64,
-    /// Pages whose rows may still be arriving while the next poll is sent (0: wait for
-    /// each page's rows before the next poll).
-    pub pipeline: usize,
+    /// Send the next poll as soon as a page's header arrives, before its rows are
+    /// read (otherwise after).
+    pub pipeline: bool,
     /// Once the final state is known, how long clients have to reach it.
     pub drain_timeout: Duration,
 }
@@ -49,7 +48,7 @@ impl Default for ClientsPlan {
             limit: 1_000,
             min_batch: 1,
             wait_ms: 1_000,
-            pipeline: 1,
+            pipeline: true,
             drain_timeout: Duration::from_secs(30),
         }
     }
@@ -352,71 +351,68 @@ async fn follow<L: FeedLink>(
     let mut view = ShardView::new(filter);
     let mut latency = Latency::new();
     let mut target: Option<(Cursor, Instant)> = None;
-    let mut in_flight: VecDeque<(
-        PageHead,
-        tokio::task::JoinHandle<Result<PageBody, LinkError>>,
-    )> = VecDeque::new();
+    // Polls sent whose header has not arrived yet.
+    let mut outstanding = 0usize;
     let mut cursor = Cursor::START;
-    let mut final_open = true;
+    let request = |cursor: Cursor, draining: bool| ReadRequest {
+        cursor,
+        filter,
+        limit: plan.limit,
+        // Once the final state is known, nothing more is coming: no batching.
+        min_batch: if draining { 1 } else { plan.min_batch },
+        wait_ms: if draining {
+            plan.wait_ms.min(100)
+        } else {
+            plan.wait_ms
+        },
+    };
     loop {
         if target.is_none() {
-            if let Some(expected) = final_rx.borrow_and_update().as_ref() {
-                if let Some(state) = expected.shards.get(shard) {
-                    target = Some((
-                        state.last_position(filter),
-                        Instant::now() + plan.drain_timeout,
-                    ));
-                }
+            if let Some(state) = final_rx
+                .borrow_and_update()
+                .as_ref()
+                .and_then(|e| e.shards.get(shard))
+            {
+                target = Some((
+                    state.last_position(filter),
+                    Instant::now() + plan.drain_timeout,
+                ));
             }
         }
-        if let Some((last, deadline)) = target {
-            if cursor >= last || Instant::now() >= deadline {
+        let done = |cursor: Cursor| {
+            target.is_some_and(|(last, deadline)| cursor >= last || Instant::now() >= deadline)
+        };
+        if outstanding == 0 {
+            if done(cursor) {
                 break;
             }
+            link.send_read(request(cursor, target.is_some())).await?;
+            outstanding += 1;
         }
-        let draining = target.is_some();
-        let request = ReadRequest {
-            cursor,
-            filter,
-            limit: plan.limit,
-            min_batch: if draining { 1 } else { plan.min_batch },
-            wait_ms: if draining {
-                plan.wait_ms.min(100)
-            } else {
-                plan.wait_ms
-            },
-        };
-        let read = tokio::select! {
+        let head = tokio::select! {
             biased;
-            () = halt.cancelled() => break,
-            // A long poll is cut short when the final state becomes known, so the
-            // client switches to draining at once.
-            changed = final_rx.changed(), if final_open && !draining => {
-                final_open = changed.is_ok();
-                continue;
+            () = halt.cancelled() => {
+                outstanding = 0; // abandoned with the link
+                break;
             }
-            read = link.read(request) => read?,
+            head = link.recv_head() => head?,
         };
-        let (head, body) = read;
+        outstanding -= 1;
         cursor = head.next;
-        in_flight.push_back((head, tokio::spawn(body)));
-        while in_flight.len() > plan.pipeline {
-            let (head, body) = in_flight.pop_front().expect("not empty");
-            take(
-                &mut view,
-                &mut latency,
-                head,
-                body.await.expect("a body does not panic")?,
-            );
+        // Pipelining: the next poll goes out before this one's rows are read.
+        if plan.pipeline && !done(cursor) {
+            link.send_read(request(cursor, target.is_some())).await?;
+            outstanding += 1;
         }
+        let body = link.recv_body().await?;
+        take(&mut view, &mut latency, head, body);
     }
-    while let Some((head, body)) = in_flight.pop_front() {
-        take(
-            &mut view,
-            &mut latency,
-            head,
-            body.await.expect("a body does not panic")?,
-        );
+    // A poll sent before the client knew it was done: its answer is a page too.
+    while outstanding > 0 {
+        let head = link.recv_head().await?;
+        outstanding -= 1;
+        let body = link.recv_body().await?;
+        take(&mut view, &mut latency, head, body);
     }
     let caught_up = target.is_some_and(|(last, _)| view.cursor() >= last);
     Ok(Followed {

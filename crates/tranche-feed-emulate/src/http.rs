@@ -1,13 +1,18 @@
 //! The links over the feed's HTTP API (`tranche-feed-http`): one keep-alive
 //! connection pool (reqwest) shared by every core and client of a process.
 //!
-//! A core posts JSON batches to `POST /v1/feed/events`. A client long-polls
-//! `GET /v1/feed/orders`; the answer's header fields (`next_cursor`, `count`) come
-//! first in its JSON, so the link reads the body's first chunk, takes the next cursor
-//! from it and hands the rest of the body back as a future: the client sends its next
-//! poll (on another pooled connection) while this one's rows still arrive and parse.
+//! A core posts JSON batches to `POST /v1/feed/events`, one at a time (two requests
+//! in flight could be applied out of order). A client long-polls
+//! `GET /v1/feed/orders`, each poll a task of its own; the answer's header fields
+//! (`next_cursor`, `count`) come first in its JSON, so the task hands the header over
+//! as soon as the body's first bytes hold it, and the client sends its next poll (on
+//! another pooled connection) while this one's rows still arrive and parse.
 
+use std::collections::VecDeque;
 use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use tranche_feed::{
     BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, Order, OrderId, CURSOR_CHARS,
@@ -16,7 +21,7 @@ use tranche_feed_http::wire::{ErrorBody, OrdersPage, WireEvent, WireOrder};
 use url::Url;
 
 use crate::link::{
-    now_ns, BodyFuture, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
+    now_ns, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
 };
 
 /// Connects to the shards' HTTP servers: shard `i` is `targets[i]`.
@@ -106,6 +111,7 @@ impl Connector for HttpConnector {
             client: self.client.clone(),
             url: self.endpoint(shard, "v1/feed/events")?,
             token: self.core_token.clone(),
+            unreported: 0,
         })
     }
 
@@ -114,6 +120,7 @@ impl Connector for HttpConnector {
             client: self.client.clone(),
             url: self.endpoint(shard, "v1/feed/orders")?,
             token: self.read_token.clone(),
+            reads: VecDeque::new(),
         })
     }
 }
@@ -123,6 +130,8 @@ pub struct HttpCore {
     client: reqwest::Client,
     url: Url,
     token: Option<String>,
+    /// Batches acknowledged whose acknowledgement `acked` has not reported yet.
+    unreported: usize,
 }
 
 #[derive(serde::Serialize)]
@@ -203,7 +212,30 @@ async fn refused(url: &Url, response: reqwest::Response) -> LinkError {
     }
 }
 
+/// The most events per request: well under the server's 32 MiB body limit.
+const HTTP_MAX_BATCH: usize = 100_000;
+
 impl CoreLink for HttpCore {
+    fn window(&self) -> usize {
+        1
+    }
+
+    fn max_batch(&self) -> usize {
+        HTTP_MAX_BATCH
+    }
+
+    async fn acked(&mut self) -> Result<(), LinkError> {
+        // Each send waited for its answer.
+        if self.unreported == 0 {
+            return Err(LinkError::Protocol {
+                target: self.url.to_string(),
+                message: "expected a batch in flight, got none".into(),
+            });
+        }
+        self.unreported -= 1;
+        Ok(())
+    }
+
     async fn send(&mut self, events: &[Event]) -> Result<(), LinkError> {
         let batch = Batch {
             events: events.iter().map(wire_event).collect(),
@@ -227,15 +259,31 @@ impl CoreLink for HttpCore {
             .bytes()
             .await
             .map_err(|e| transport(&self.url, e))?;
+        self.unreported += 1;
         Ok(())
     }
 }
 
-/// A client's link: `GET /v1/feed/orders`, pipelined on the header.
+/// A client's link: `GET /v1/feed/orders`, each poll a task of its own on the pooled
+/// connections, so a poll sent while the last one's rows still arrive goes out at once.
 pub struct HttpFeed {
     client: reqwest::Client,
     url: Url,
     token: Option<String>,
+    reads: VecDeque<Read>,
+}
+
+/// A poll under way: its task hands over the header, then the rows.
+struct Read {
+    head: Option<oneshot::Receiver<Result<PageHead, LinkError>>>,
+    body: oneshot::Receiver<Result<PageBody, LinkError>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Read {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// The header at the start of a page's JSON as the server writes it,
@@ -318,8 +366,8 @@ fn parse_page(
     ))
 }
 
-impl FeedLink for HttpFeed {
-    async fn read(&mut self, request: ReadRequest) -> Result<(PageHead, BodyFuture), LinkError> {
+impl HttpFeed {
+    fn url(&self, request: &ReadRequest) -> Url {
         let mut url = self.url.clone();
         {
             let mut query = url.query_pairs_mut();
@@ -340,53 +388,133 @@ impl FeedLink for HttpFeed {
             query.append_pair("min_batch", &request.min_batch.to_string());
             query.append_pair("wait_ms", &request.wait_ms.to_string());
         }
+        url
+    }
+}
+
+/// One poll: sends it, hands over the header as soon as the first bytes hold it,
+/// then the rows once all have arrived.
+async fn fetch(
+    request: reqwest::RequestBuilder,
+    url: Url,
+    head_tx: oneshot::Sender<Result<PageHead, LinkError>>,
+    body_tx: oneshot::Sender<Result<PageBody, LinkError>>,
+) {
+    let mut response = match request.send().await {
+        Ok(response) if response.status().is_success() => response,
+        Ok(response) => {
+            let _ = head_tx.send(Err(refused(&url, response).await));
+            return;
+        }
+        Err(e) => {
+            let _ = head_tx.send(Err(transport(&url, e)));
+            return;
+        }
+    };
+    let mut bytes = Vec::new();
+    let mut head = None;
+    let mut head_tx = Some(head_tx);
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                bytes.extend_from_slice(&chunk);
+                if head.is_none() {
+                    head = parse_head(&bytes);
+                    if let Some(h) = head {
+                        if let Some(tx) = head_tx.take() {
+                            let _ = tx.send(Ok(h));
+                        }
+                    }
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let error = transport(&url, e);
+                match head_tx {
+                    Some(tx) => {
+                        let _ = tx.send(Err(error));
+                    }
+                    None => {
+                        let _ = body_tx.send(Err(error));
+                    }
+                }
+                return;
+            }
+        }
+    }
+    let received_at = now_ns();
+    match (parse_page(&url, &bytes, head, received_at), head_tx) {
+        // The whole page arrived without a header in the expected form.
+        (Ok((parsed, body)), Some(tx)) => {
+            let _ = tx.send(Ok(parsed));
+            let _ = body_tx.send(Ok(body));
+        }
+        (Ok((_, body)), None) => {
+            let _ = body_tx.send(Ok(body));
+        }
+        (Err(e), Some(tx)) => {
+            let _ = tx.send(Err(e));
+        }
+        (Err(e), None) => {
+            let _ = body_tx.send(Err(e));
+        }
+    }
+}
+
+impl FeedLink for HttpFeed {
+    async fn send_read(&mut self, request: ReadRequest) -> Result<(), LinkError> {
         let mut get = self
             .client
-            .get(url)
+            .get(self.url(&request))
             .timeout(Duration::from_millis(request.wait_ms) + Duration::from_secs(60));
         if let Some(token) = &self.token {
             get = get.bearer_auth(token);
         }
-        let mut response = get.send().await.map_err(|e| transport(&self.url, e))?;
-        if !response.status().is_success() {
-            return Err(refused(&self.url, response).await);
-        }
-        let mut bytes = Vec::new();
-        let head = loop {
-            match response
-                .chunk()
-                .await
-                .map_err(|e| transport(&self.url, e))?
-            {
-                Some(chunk) => {
-                    bytes.extend_from_slice(&chunk);
-                    if let Some(head) = parse_head(&bytes) {
-                        break Some(head);
-                    }
-                }
-                None => break None,
+        let (head_tx, head) = oneshot::channel();
+        let (body_tx, body) = oneshot::channel();
+        let task = tokio::spawn(fetch(get, self.url.clone(), head_tx, body_tx));
+        self.reads.push_back(Read {
+            head: Some(head),
+            body,
+            task,
+        });
+        Ok(())
+    }
+
+    async fn recv_head(&mut self) -> Result<PageHead, LinkError> {
+        let ended = || LinkError::Transport {
+            target: self.url.to_string(),
+            message: "the poll's task ended without an answer".into(),
+        };
+        let read = self
+            .reads
+            .iter_mut()
+            .find(|r| r.head.is_some())
+            .ok_or_else(|| LinkError::Protocol {
+                target: self.url.to_string(),
+                message: "expected a poll in flight, got none".into(),
+            })?;
+        let head = read.head.as_mut().expect("found by it").await;
+        read.head = None;
+        head.map_err(|_| ended())?
+    }
+
+    async fn recv_body(&mut self) -> Result<PageBody, LinkError> {
+        let read = match self.reads.front() {
+            Some(read) if read.head.is_none() => self.reads.pop_front().expect("a front"),
+            _ => {
+                return Err(LinkError::Protocol {
+                    target: self.url.to_string(),
+                    message: "expected a header received first, got none".into(),
+                })
             }
         };
-        let url = self.url.clone();
-        match head {
-            Some(head) => {
-                let body = async move {
-                    while let Some(chunk) =
-                        response.chunk().await.map_err(|e| transport(&url, e))?
-                    {
-                        bytes.extend_from_slice(&chunk);
-                    }
-                    let received_at = now_ns();
-                    parse_page(&url, &bytes, Some(head), received_at).map(|(_, body)| body)
-                };
-                Ok((head, Box::pin(body)))
-            }
-            None => {
-                // The whole page arrived without a header in the expected form.
-                let (head, body) = parse_page(&url, &bytes, None, now_ns())?;
-                Ok((head, Box::pin(std::future::ready(Ok(body)))))
-            }
-        }
+        let mut read = read;
+        let body = (&mut read.body).await;
+        body.map_err(|_| LinkError::Transport {
+            target: self.url.to_string(),
+            message: "the poll's task ended without its rows".into(),
+        })?
     }
 }
 

@@ -70,10 +70,14 @@
 //!
 //! # Transports
 //!
-//! The emulators know only [`CoreLink`] (send a batch), [`FeedLink`] (send a poll,
-//! get the page's header, then its rows as a future: the next poll goes out while the
-//! rows still arrive) and [`Connector`] (open them per shard). [`HttpConnector`]
-//! implements them over the feed's HTTP API.
+//! The emulators know only [`CoreLink`] (send a batch; acknowledgements in order,
+//! up to a window of batches unacknowledged), [`FeedLink`] (send a poll; receive an
+//! answer's header, then its rows, so the next poll can go out in between) and
+//! [`Connector`] (open them per shard). [`HttpConnector`] implements them over the
+//! feed's HTTP API (a window of one: parallel posts could be applied out of order;
+//! each poll a task on the pooled connections, its header taken from the first
+//! bytes of the JSON), [`TcpConnector`] over its binary TCP protocol (batches
+//! pipelined on one connection; the HEADER frame ahead of the ORDERS).
 //!
 //! # In one process
 //!
@@ -94,16 +98,16 @@ mod loopback;
 mod paced;
 mod run;
 mod summary;
+mod tcp;
 
 pub use book::{order_id, Book, BookConfig, ConfigError, Kind, Step, SHARD_SHIFT};
 pub use check::{digest, Expected, Fingerprint, ShardExpected, ShardView, Verdict};
 pub use clients::{run_clients, ClientsError, ClientsPlan, ClientsReport};
 pub use http::{HttpConnector, HttpCore, HttpFeed};
 pub use latency::{Latency, LatencySummary, MAX_LATENCY_US};
-pub use link::{
-    now_ns, BodyFuture, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
-};
+pub use link::{now_ns, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest};
 pub use loopback::{serve_loopback, LoopbackError, LoopbackServer};
 pub use paced::{run_core, CoreError, CorePlan, CoreReport};
 pub use run::{RunFile, RunFileError, RunState, RUN_FILE_VERSION};
 pub use summary::Summary;
+pub use tcp::{TcpConnector, TcpCore, TcpFeed, DEFAULT_WINDOW};

@@ -1,9 +1,8 @@
 //! The transport seam: how a core sends a batch and how a client reads a page. The
-//! emulators know only these traits; [`crate::http`] implements them over the feed's
-//! HTTP API, and a binary protocol can implement them beside it.
+//! emulators know only these traits; [`crate::HttpConnector`] implements them over
+//! the feed's HTTP API and [`crate::TcpConnector`] over its binary TCP protocol.
 
 use std::future::Future;
-use std::pin::Pin;
 
 use tranche_feed::{Cursor, Event, Filter, Order};
 
@@ -41,11 +40,22 @@ pub enum LinkError {
 }
 
 /// A core's connection to the shard it feeds.
+///
+/// Batches are acknowledged in the order sent. A link with a [`CoreLink::window`] of
+/// 1 (HTTP: one request at a time, since parallel requests could arrive out of
+/// order) acknowledges each batch before its `send` returns; a pipelining link (TCP)
+/// lets `send` return at once and acknowledges later.
 pub trait CoreLink: Send + 'static {
-    /// Sends one batch and waits until the server says it is applied and durable. An
-    /// error leaves it unknown whether the batch was applied (a lost answer), so a
-    /// core stops at the first one.
+    /// How many batches may be unacknowledged at once.
+    fn window(&self) -> usize;
+    /// The most events one batch may hold.
+    fn max_batch(&self) -> usize;
+    /// Sends one batch. An error leaves it unknown whether the batch was applied (a
+    /// lost answer), so a core stops at the first one.
     fn send(&mut self, events: &[Event]) -> impl Future<Output = Result<(), LinkError>> + Send;
+    /// Waits until the oldest batch sent and not yet acknowledged is applied and
+    /// durable. Cancel-safe: dropped before it resolves, nothing is lost.
+    fn acked(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send;
 }
 
 /// One long poll: what a client asks for.
@@ -82,18 +92,19 @@ pub struct PageBody {
     pub received_at: u64,
 }
 
-/// The rest of a page: a future that reads its rows, to be driven (spawned) while the
-/// next poll is under way.
-pub type BodyFuture = Pin<Box<dyn Future<Output = Result<PageBody, LinkError>> + Send>>;
-
-/// A client's connection to one shard.
+/// A client's connection to one shard. Polls are answered in the order sent, each
+/// answer a header ([`FeedLink::recv_head`]) and then its rows
+/// ([`FeedLink::recv_body`]); a client may send its next poll between the two.
 pub trait FeedLink: Send + 'static {
-    /// Sends one long poll and returns as soon as the page's header is known, with the
-    /// future that reads its rows.
-    fn read(
+    /// Sends one long poll without waiting for its answer.
+    fn send_read(
         &mut self,
         request: ReadRequest,
-    ) -> impl Future<Output = Result<(PageHead, BodyFuture), LinkError>> + Send;
+    ) -> impl Future<Output = Result<(), LinkError>> + Send;
+    /// The header of the oldest answer not yet received.
+    fn recv_head(&mut self) -> impl Future<Output = Result<PageHead, LinkError>> + Send;
+    /// The rows of the answer whose header was received last.
+    fn recv_body(&mut self) -> impl Future<Output = Result<PageBody, LinkError>> + Send;
 }
 
 /// Opens links to the shards of a run: shard `i` is served by the `i`th target.

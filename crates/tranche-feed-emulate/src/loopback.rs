@@ -1,6 +1,7 @@
 //! A feed server in this process on a free loopback port (`tranche-feed-http`'s router
 //! over a store): for tests and `tranche bench feed`.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -29,14 +30,17 @@ pub enum LoopbackError {
     Io(#[from] std::io::Error),
 }
 
-/// A running feed server on `127.0.0.1`.
+/// A running feed server on `127.0.0.1`: HTTP and TCP over one store.
 pub struct LoopbackServer {
     /// Its base URL (`http://127.0.0.1:PORT/`).
     pub url: Url,
+    /// Its TCP protocol's address (`127.0.0.1:PORT`).
+    pub tcp: SocketAddr,
     /// Its store (for figures: orders held, waiters).
     pub store: Store,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
+    tcp_server: JoinHandle<()>,
     writer: JoinHandle<Result<(), StoreError>>,
 }
 
@@ -48,8 +52,8 @@ impl std::fmt::Debug for LoopbackServer {
     }
 }
 
-/// Opens a store in `dir` (created if missing) with `durability` and serves it on a
-/// free loopback port, without tokens.
+/// Opens a store in `dir` (created if missing) with `durability` and serves it over
+/// HTTP and over TCP, each on a free loopback port, without tokens.
 pub async fn serve_loopback(
     dir: &Path,
     durability: Durability,
@@ -73,6 +77,15 @@ pub async fn serve_loopback(
     };
     let (ingest, writer) = tranche_feed_http::spawn_writer(writer, sync_every);
     let shutdown = CancellationToken::new();
+    let tcp_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let tcp = tcp_listener.local_addr()?;
+    let tcp_server = tokio::spawn(tranche_feed_tcp::serve(
+        tcp_listener,
+        store.clone(),
+        ingest.clone(),
+        FeedTokens::default(),
+        shutdown.clone(),
+    ));
     let app = tranche_feed_http::router(
         store.clone(),
         ingest,
@@ -88,9 +101,11 @@ pub async fn serve_loopback(
     );
     Ok(LoopbackServer {
         url,
+        tcp,
         store,
         shutdown,
         server,
+        tcp_server,
         writer,
     })
 }
@@ -100,9 +115,16 @@ impl LoopbackServer {
     /// connections to finish, then for the writer to sync and end.
     pub async fn stop(self, grace: Duration) -> Result<(), LoopbackError> {
         self.shutdown.cancel();
-        match tokio::time::timeout(grace, self.server).await {
-            Ok(joined) => joined.expect("the server does not panic")?,
-            // Keep-alive connections still open: the writer ends once they close.
+        let both = async {
+            let http = self.server.await.expect("the server does not panic");
+            self.tcp_server
+                .await
+                .expect("the TCP server does not panic");
+            http
+        };
+        match tokio::time::timeout(grace, both).await {
+            Ok(served) => served?,
+            // Connections still open: the writer ends once they close.
             Err(_) => return Ok(()),
         }
         self.writer

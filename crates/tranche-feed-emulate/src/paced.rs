@@ -1,7 +1,7 @@
 //! The paced core: each shard's book, generated on a fixed schedule and sent in
 //! batches, open loop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tranche_feed::Event;
 
-use crate::book::{Book, BookConfig, ConfigError};
+use crate::book::{Book, BookConfig, ConfigError, Kind};
 use crate::latency::{Latency, LatencySummary};
 use crate::link::{now_ns, Connector, CoreLink, LinkError};
 
@@ -120,7 +120,7 @@ pub struct CoreReport {
     pub kept_up: bool,
     /// Whether the run was stopped before its duration.
     pub stopped_early: bool,
-    /// Events by what they did ([`crate::Kind`] names).
+    /// Events by what they did ([`Kind::name`]).
     pub kinds: BTreeMap<String, u64>,
 }
 
@@ -140,7 +140,7 @@ struct ShardRun {
     max_backlog: u64,
     max_tick_late: Duration,
     stopped_early: bool,
-    kinds: BTreeMap<String, u64>,
+    kinds: [u64; Kind::ALL.len()],
 }
 
 /// Runs one core per shard of `connector` to `plan`, until its duration passes or
@@ -216,8 +216,8 @@ pub async fn run_core<C: Connector>(
     let mut kinds = BTreeMap::new();
     for run in &runs {
         ack_latency.merge(&run.ack_latency);
-        for (kind, n) in &run.kinds {
-            *kinds.entry(kind.clone()).or_insert(0) += n;
+        for kind in Kind::ALL {
+            *kinds.entry(kind.name().to_owned()).or_insert(0) += run.kinds[kind.index()];
         }
     }
     let events: Vec<u64> = runs.iter().map(|r| r.events).collect();
@@ -271,25 +271,65 @@ struct Sent {
     ack_latency: Latency,
 }
 
+/// Sends what the generator queues: batches merged up to `max_batch` events, up to
+/// the link's window unacknowledged at once, acknowledgements taken in order.
 async fn send_all<L: CoreLink>(
     mut link: L,
     mut rx: mpsc::UnboundedReceiver<Pending>,
     acked: Arc<AtomicU64>,
     max_batch: usize,
 ) -> Result<Sent, LinkError> {
+    let window = link.window().max(1);
     let mut sent = Sent {
         batches: 0,
         last_ack: None,
         ack_latency: Latency::new(),
     };
+    // Per batch in flight: when each part of it was made, and its size.
+    let mut in_flight: VecDeque<Vec<(Instant, usize)>> = VecDeque::new();
+    // A batch that did not fit into the last request.
+    let mut carry: Option<Pending> = None;
     let mut events = Vec::new();
-    let mut made = Vec::new();
-    while let Some(first) = rx.recv().await {
+    let mut open = true;
+    loop {
+        let next = if in_flight.len() >= window {
+            None
+        } else if let Some(pending) = carry.take() {
+            Some(pending)
+        } else if !open {
+            None
+        } else if in_flight.is_empty() {
+            // Nothing to acknowledge: wait for the generator.
+            let pending = rx.recv().await;
+            open = pending.is_some();
+            pending
+        } else {
+            // The next batch or the oldest acknowledgement, whichever comes first.
+            tokio::select! {
+                biased;
+                done = link.acked() => {
+                    done?;
+                    acknowledge(&mut sent, in_flight.pop_front(), &acked);
+                    continue;
+                }
+                pending = rx.recv() => {
+                    open = pending.is_some();
+                    pending
+                }
+            }
+        };
+        let Some(first) = next else {
+            if in_flight.is_empty() {
+                return Ok(sent); // the generator is done and everything acknowledged
+            }
+            link.acked().await?;
+            acknowledge(&mut sent, in_flight.pop_front(), &acked);
+            continue;
+        };
         events.clear();
-        made.clear();
-        made.push((first.made, first.events.len()));
+        let mut made = vec![(first.made, first.events.len())];
         events.extend_from_slice(&first.events);
-        // Whatever queued up behind a slow request goes in the next one.
+        // Whatever queued up behind a slow request goes into this one.
         while events.len() < max_batch {
             match rx.try_recv() {
                 Ok(next) if events.len() + next.events.len() <= max_batch => {
@@ -297,30 +337,23 @@ async fn send_all<L: CoreLink>(
                     events.extend_from_slice(&next.events);
                 }
                 Ok(next) => {
-                    // Too big to merge: send what we have, then it.
-                    link.send(&events).await?;
-                    let at = Instant::now();
-                    record(&mut sent, &made, at, &acked);
-                    events.clear();
-                    made.clear();
-                    made.push((next.made, next.events.len()));
-                    events.extend_from_slice(&next.events);
+                    carry = Some(next);
+                    break;
                 }
                 Err(_) => break,
             }
         }
         link.send(&events).await?;
-        let at = Instant::now();
-        record(&mut sent, &made, at, &acked);
+        sent.batches += 1;
+        in_flight.push_back(made);
     }
-    Ok(sent)
 }
 
-fn record(sent: &mut Sent, made: &[(Instant, usize)], at: Instant, acked: &AtomicU64) {
-    sent.batches += 1;
+fn acknowledge(sent: &mut Sent, made: Option<Vec<(Instant, usize)>>, acked: &AtomicU64) {
+    let at = Instant::now();
     sent.last_ack = Some(at);
     let mut n = 0;
-    for &(when, count) in made {
+    for (when, count) in made.unwrap_or_default() {
         let micros = (at - when).as_micros() as u64;
         sent.ack_latency.record_n(micros, count as u64);
         n += count as u64;
@@ -338,12 +371,13 @@ async fn run_shard<L: CoreLink>(
 ) -> Result<ShardRun, CoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
     let acked = Arc::new(AtomicU64::new(0));
-    let mut sender = tokio::spawn(send_all(link, rx, acked.clone(), plan.max_batch));
+    let max_batch = plan.max_batch.min(link.max_batch()).max(1);
+    let mut sender = tokio::spawn(send_all(link, rx, acked.clone(), max_batch));
     let mut book = Book::new(plan.book.clone(), plan.seed, shard as u32);
-    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    let mut kinds = [0u64; Kind::ALL.len()];
     let mut ticks = tokio::time::interval_at(start, plan.tick);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let allowed = ((rate * plan.max_backlog.as_secs_f64()) as u64).max(plan.max_batch as u64);
+    let allowed = ((rate * plan.max_backlog.as_secs_f64()) as u64).max(max_batch as u64);
     let mut generated = 0u64;
     let mut max_backlog = 0u64;
     let mut max_tick_late = Duration::ZERO;
@@ -372,27 +406,25 @@ async fn run_shard<L: CoreLink>(
             (rate * elapsed.min(plan.duration).as_secs_f64()) as u64
         };
         let mut count = due.saturating_sub(generated);
-        if last && count == 0 && book.ioc_pending() {
-            count = 1;
-        }
-        while count > 0 {
-            let n = count.min(plan.max_batch as u64) as usize;
+        // The last batch ends a pending immediate-or-cancel order.
+        let mut ioc_end = false;
+        while count > 0 || (last && book.ioc_pending() && !ioc_end) {
+            let n = count.min(max_batch as u64) as usize;
             let stamp = now_ns();
-            let mut events = Vec::with_capacity(n + 1);
+            let mut events = Vec::with_capacity(n.max(1));
             for _ in 0..n {
                 let step = book.next(stamp);
-                *kinds.entry(format!("{:?}", step.kind)).or_insert(0) += 1;
+                kinds[step.kind.index()] += 1;
                 events.push(step.event);
             }
             count -= n as u64;
-            generated += n as u64;
-            // The last batch ends a pending immediate-or-cancel order.
-            if last && count == 0 && book.ioc_pending() {
+            if count == 0 && last && book.ioc_pending() && events.len() < max_batch {
                 let step = book.next(stamp);
-                *kinds.entry(format!("{:?}", step.kind)).or_insert(0) += 1;
+                kinds[step.kind.index()] += 1;
                 events.push(step.event);
-                generated += 1;
+                ioc_end = true;
             }
+            generated += events.len() as u64;
             if tx
                 .send(Pending {
                     events,

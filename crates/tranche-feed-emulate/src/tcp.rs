@@ -1,0 +1,239 @@
+//! The links over the feed's binary TCP protocol (`tranche-feed-tcp`): a connection
+//! per core and per client and shard.
+//!
+//! A core pipelines its batches: up to a window of them unacknowledged on its
+//! connection, acknowledgements read by a task of their own. A client sends its next
+//! READ as soon as the HEADER of the last answer arrives, before its ORDERS frame.
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tranche_feed::Event;
+use tranche_feed_tcp::{BatchSender, ClientError, CoreConnection, FeedClient, MAX_BATCH_EVENTS};
+
+use crate::link::{
+    now_ns, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
+};
+
+/// Batches a core keeps unacknowledged on its connection by default.
+pub const DEFAULT_WINDOW: usize = 8;
+
+/// Connects to the shards' TCP servers: shard `i` is `targets[i]` (`HOST:PORT`).
+#[derive(Clone)]
+pub struct TcpConnector {
+    targets: Vec<String>,
+    core_token: Option<String>,
+    read_token: Option<String>,
+    window: usize,
+}
+
+/// By hand: tokens are left out.
+impl std::fmt::Debug for TcpConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpConnector")
+            .field("targets", &self.targets)
+            .field("core_token", &self.core_token.as_ref().map(|_| "…"))
+            .field("read_token", &self.read_token.as_ref().map(|_| "…"))
+            .field("window", &self.window)
+            .finish()
+    }
+}
+
+impl TcpConnector {
+    /// A connector to these addresses (`HOST:PORT`), one per shard.
+    pub fn new(targets: Vec<String>) -> TcpConnector {
+        TcpConnector {
+            targets,
+            core_token: None,
+            read_token: None,
+            window: DEFAULT_WINDOW,
+        }
+    }
+
+    /// Sends `core` as the token of cores and `read` as that of clients.
+    pub fn with_tokens(mut self, core: Option<String>, read: Option<String>) -> TcpConnector {
+        self.core_token = core;
+        self.read_token = read;
+        self
+    }
+
+    /// Keeps up to `window` batches unacknowledged per core connection (at least 1).
+    pub fn with_window(mut self, window: usize) -> TcpConnector {
+        self.window = window.max(1);
+        self
+    }
+
+    fn target(&self, shard: usize) -> Result<&str, LinkError> {
+        self.targets
+            .get(shard)
+            .map(String::as_str)
+            .ok_or_else(|| LinkError::Transport {
+                target: format!("shard {shard}"),
+                message: format!("no target for it ({} given)", self.targets.len()),
+            })
+    }
+}
+
+/// A client error with its causes on one line, as a link error.
+fn link_error(target: &str, error: ClientError) -> LinkError {
+    match error.server_error() {
+        Some(refused) => LinkError::Refused {
+            target: target.to_owned(),
+            status: u16::from(refused.code.code()),
+            code: refused.code.to_string(),
+            message: refused.to_string(),
+        },
+        None => {
+            let mut message = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                let said = cause.to_string();
+                if !message.contains(&said) {
+                    message.push_str(": ");
+                    message.push_str(&said);
+                }
+                source = cause.source();
+            }
+            LinkError::Transport {
+                target: target.to_owned(),
+                message,
+            }
+        }
+    }
+}
+
+impl Connector for TcpConnector {
+    type Core = TcpCore;
+    type Feed = TcpFeed;
+
+    fn shards(&self) -> usize {
+        self.targets.len()
+    }
+
+    async fn core(&self, shard: usize) -> Result<TcpCore, LinkError> {
+        let target = self.target(shard)?.to_owned();
+        let connection = CoreConnection::connect(target.as_str(), self.core_token.as_deref())
+            .await
+            .map_err(|e| link_error(&target, e))?;
+        let max_batch = connection.welcome().max_batch_events as usize;
+        let (sender, mut receiver) = connection.split();
+        let (tx, acks) = mpsc::unbounded_channel();
+        let acks_target = target.clone();
+        let reader = tokio::spawn(async move {
+            loop {
+                let ack = receiver
+                    .recv()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| link_error(&acks_target, e));
+                let failed = ack.is_err();
+                if tx.send(ack).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(TcpCore {
+            target,
+            sender,
+            acks,
+            reader,
+            window: self.window,
+            max_batch: max_batch.clamp(1, MAX_BATCH_EVENTS as usize),
+        })
+    }
+
+    async fn feed(&self, shard: usize) -> Result<TcpFeed, LinkError> {
+        let target = self.target(shard)?.to_owned();
+        let client = FeedClient::connect(target.as_str(), self.read_token.as_deref())
+            .await
+            .map_err(|e| link_error(&target, e))?;
+        Ok(TcpFeed { target, client })
+    }
+}
+
+/// A core's link: a pipelined [`CoreConnection`].
+pub struct TcpCore {
+    target: String,
+    sender: BatchSender,
+    acks: mpsc::UnboundedReceiver<Result<(), LinkError>>,
+    reader: JoinHandle<()>,
+    window: usize,
+    max_batch: usize,
+}
+
+impl Drop for TcpCore {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl CoreLink for TcpCore {
+    fn window(&self) -> usize {
+        self.window
+    }
+
+    fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    async fn send(&mut self, events: &[Event]) -> Result<(), LinkError> {
+        self.sender
+            .send(events)
+            .await
+            .map(|_| ())
+            .map_err(|e| link_error(&self.target, e))
+    }
+
+    async fn acked(&mut self) -> Result<(), LinkError> {
+        match self.acks.recv().await {
+            Some(ack) => ack,
+            None => Err(LinkError::Transport {
+                target: self.target.clone(),
+                message: "the connection's acknowledgements ended".into(),
+            }),
+        }
+    }
+}
+
+/// A client's link: a [`FeedClient`].
+pub struct TcpFeed {
+    target: String,
+    client: FeedClient,
+}
+
+impl FeedLink for TcpFeed {
+    async fn send_read(&mut self, request: ReadRequest) -> Result<(), LinkError> {
+        let mut read = tranche_feed_tcp::ReadRequest::new(request.cursor, request.filter);
+        read.limit = u32::try_from(request.limit).unwrap_or(u32::MAX);
+        read.min_batch = u32::try_from(request.min_batch).unwrap_or(u32::MAX);
+        read.wait_ms = u32::try_from(request.wait_ms).unwrap_or(u32::MAX);
+        self.client
+            .send_read(&read)
+            .await
+            .map(|_| ())
+            .map_err(|e| link_error(&self.target, e))
+    }
+
+    async fn recv_head(&mut self) -> Result<PageHead, LinkError> {
+        let header = self
+            .client
+            .recv_header()
+            .await
+            .map_err(|e| link_error(&self.target, e))?;
+        Ok(PageHead {
+            next: header.next,
+            count: header.count as usize,
+        })
+    }
+
+    async fn recv_body(&mut self) -> Result<PageBody, LinkError> {
+        let mut orders = Vec::new();
+        self.client
+            .recv_orders(&mut orders)
+            .await
+            .map_err(|e| link_error(&self.target, e))?;
+        Ok(PageBody {
+            orders,
+            received_at: now_ns(),
+        })
+    }
+}
