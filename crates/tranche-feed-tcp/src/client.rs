@@ -227,6 +227,9 @@ impl CoreConnection {
     /// The next answer, in the order the batches were sent: the batch's [`Ack`] once
     /// it is applied and durable, or [`ClientError::Refused`] naming it (its
     /// [`ServerError::id`]), the event and the field.
+    /// With nothing in flight it waits for the server's closing ERROR (such as
+    /// [`ErrorCode::ShuttingDown`](crate::ErrorCode::ShuttingDown)) or the end of the
+    /// connection.
     pub async fn recv_ack(&mut self) -> Result<Ack, ClientError> {
         self.acks.recv().await
     }

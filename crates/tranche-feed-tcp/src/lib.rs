@@ -52,7 +52,8 @@
 //! # Frames
 //!
 //! Every frame is a little-endian `u32` length `L` (1 to [`MAX_FRAME_LEN`]; at most
-//! [`MAX_HELLO_LEN`] before the HELLO), then `L` bytes: a kind byte and the body.
+//! [`MAX_HELLO_LEN`] before the HELLO, and from a connection whose token may not
+//! write), then `L` bytes: a kind byte and the body.
 //! Frames are numbered from 1 in each direction of a connection (the HELLO is the
 //! client's frame 1). All integers are little-endian; "reserved" bytes are 0 and
 //! refused otherwise (so that a later version can give them a meaning). Offsets are
@@ -120,10 +121,11 @@
 //! **Sockets.** `TCP_NODELAY` on both ends: every write is a whole frame or several,
 //! and a small ACK or HEADER held back by Nagle's algorithm would be latency. A
 //! connection that has not sent its HELLO within [`HELLO_TIMEOUT`] is closed, and
-//! until it has, frames are limited to [`MAX_HELLO_LEN`], so strangers cannot make
-//! the server buffer much. After an ERROR that closes a connection the server reads
-//! on for a moment before closing, so that the client's unread bytes do not reset the
-//! connection and destroy the ERROR before the client reads it.
+//! until it has (and for good, unless its token may write), frames are limited to
+//! [`MAX_HELLO_LEN`], so strangers and readers cannot make the server buffer much.
+//! After an ERROR that closes a connection the server reads on for a moment before
+//! closing, so that the client's unread bytes do not reset the connection and destroy
+//! the ERROR before the client reads it.
 
 #![deny(missing_docs)]
 

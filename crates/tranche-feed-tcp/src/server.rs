@@ -182,7 +182,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
         return;
     }
     tracing::debug!(%peer, ?access, "feed tcp: connection");
-    reader.set_max_len(MAX_FRAME_LEN);
+    // Only a writer's frames may be large: a reader's are READs of 49 bytes, so a
+    // reader's token cannot make the server buffer megabytes.
+    if access.may_write() {
+        reader.set_max_len(MAX_FRAME_LEN);
+    }
     let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
     let closing = CancellationToken::new();
     let pool = Mutex::new(Vec::new());
@@ -263,11 +267,15 @@ async fn read_side(
 ) {
     let mut last_batch = 0;
     let mut last_request = 0;
+    // Registered once, not once per frame.
+    let closed = closing.cancelled();
+    let stopping = shared.shutdown.cancelled();
+    tokio::pin!(closed, stopping);
     let end = loop {
         let next = tokio::select! {
             biased;
-            () = closing.cancelled() => break None,
-            () = shared.shutdown.cancelled() => break Some(shutting_down()),
+            () = &mut closed => break None,
+            () = &mut stopping => break Some(shutting_down()),
             next = reader.next() => next,
         };
         let (number, kind, body) = match next {
@@ -396,6 +404,8 @@ async fn flush(
         return Ok(());
     }
     tokio::select! {
+        // First: a write that completes at once never registers for the shutdown.
+        biased;
         written = wr.write_all(out) => written?,
         () = async {
             shutdown.cancelled().await;

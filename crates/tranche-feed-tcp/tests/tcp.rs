@@ -673,6 +673,21 @@ async fn a_firms_token_reads_only_its_firm_and_may_not_write() {
     assert_eq!(error.code, ErrorCode::Forbidden);
     assert_eq!(feed.store.len(), 30, "nothing of it applied");
 
+    // A reader's frames are small: a large one is refused before it is buffered.
+    let mut session = hello(b"firm-1");
+    let events: Vec<Event> = (31..=130).map(|i| insert(i, i, 1)).collect();
+    session.extend_from_slice(&batch(1, &events));
+    let frames = raw_session(feed.addr, &session, false).await;
+    let Frame::Error(error) = decoded(&frames[1]) else {
+        panic!("not an error: {frames:?}")
+    };
+    assert_eq!(
+        (error.code, error.frame, error.field.as_str()),
+        (ErrorCode::Malformed, 2, "length"),
+        "{error}"
+    );
+    assert_eq!(feed.store.len(), 30);
+
     let mut reader = FeedClient::connect(feed.addr, Some("read-1"))
         .await
         .unwrap();
