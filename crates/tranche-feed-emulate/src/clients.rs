@@ -102,7 +102,7 @@ pub struct ClientsReport {
     pub empty_polls: u64,
     /// Rows received.
     pub rows: u64,
-    /// Seconds the clients ran.
+    /// Seconds from the clients' start to the last row's arrival.
     pub elapsed_s: f64,
     /// From an order version's stamp (`updated_at`, the core's clock; `created_at` for
     /// a new order) to the arrival of the page holding it (this process's clock), µs.
@@ -187,6 +187,8 @@ struct Followed {
     view: ShardView,
     latency: Latency,
     caught_up: bool,
+    /// When its last row arrived.
+    last_row_at: Option<Instant>,
 }
 
 /// The final state, once known: `None` until then; a run whose core failed never
@@ -267,7 +269,11 @@ pub async fn run_clients<C: Connector>(
         (known, results)
     };
     let (known, results) = known;
-    let elapsed = started.elapsed();
+    let last_row_at = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().and_then(|f| f.last_row_at))
+        .max();
+    let elapsed = last_row_at.map_or(Duration::ZERO, |at| at - started);
     let mut report = ClientsReport {
         clients: filters.len(),
         elapsed_s: elapsed.as_secs_f64(),
@@ -354,6 +360,7 @@ async fn follow<L: FeedLink>(
     // Polls sent whose header has not arrived yet.
     let mut outstanding = 0usize;
     let mut cursor = Cursor::START;
+    let mut last_row_at = None;
     let request = |cursor: Cursor, draining: bool| ReadRequest {
         cursor,
         filter,
@@ -391,10 +398,7 @@ async fn follow<L: FeedLink>(
         }
         let head = tokio::select! {
             biased;
-            () = halt.cancelled() => {
-                outstanding = 0; // abandoned with the link
-                break;
-            }
+            () = halt.cancelled() => break,
             head = link.recv_head() => head?,
         };
         outstanding -= 1;
@@ -405,15 +409,13 @@ async fn follow<L: FeedLink>(
             outstanding += 1;
         }
         let body = link.recv_body().await?;
+        if !body.orders.is_empty() {
+            last_row_at = Some(Instant::now());
+        }
         take(&mut view, &mut latency, head, body);
     }
-    // A poll sent before the client knew it was done: its answer is a page too.
-    while outstanding > 0 {
-        let head = link.recv_head().await?;
-        outstanding -= 1;
-        let body = link.recv_body().await?;
-        take(&mut view, &mut latency, head, body);
-    }
+    // A poll sent before the client knew it was done is abandoned with the link: the
+    // core has finished, so nothing comes after the final state's last position.
     let caught_up = target.is_some_and(|(last, _)| view.cursor() >= last);
     Ok(Followed {
         client,
@@ -421,6 +423,7 @@ async fn follow<L: FeedLink>(
         view,
         latency,
         caught_up,
+        last_row_at,
     })
 }
 

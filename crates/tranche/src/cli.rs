@@ -205,7 +205,7 @@ pub enum Command {
     /// Payment files: ACH entries and NACHA files.
     #[command(subcommand)]
     Ach(Ach),
-    /// The order-state feed (issue 17): serve its store over HTTP.
+    /// The order-state feed (issue 17): serve its store; emulate cores and clients.
     #[command(subcommand)]
     Feed(Feed),
     /// Serve the HTTP API (submit, runs, remote workers, change feed, /metrics) over
@@ -404,6 +404,21 @@ pub enum Feed {
     /// finishes queued writes and syncs the log. Without --tokens, loopback addresses
     /// only.
     Serve(FeedServeArgs),
+    /// Emulate K trading cores (one per --target, each with its own seq and rec): a
+    /// realistic book (most orders amended or filled one to three times, cancels,
+    /// immediate-or-cancel orders ended by the next event, bursts on a few hot
+    /// instruments), stamped with created_at when made, paced open loop at --rate
+    /// (a batch per tick, never waiting on the server). Reports the rate asked and
+    /// achieved; exits 3 if it fell behind. With --run-file, publishes the run for
+    /// emulate-clients. A core's token comes from TRANCHE_FEED_CORE_TOKEN.
+    EmulateCore(crate::commands::feed_emulate::EmulateCoreArgs),
+    /// Emulate polling clients, one per firm (--filtered) and unfiltered ones, each
+    /// following every shard by cursor with batched, pipelined long polls: delivery
+    /// latency (created_at/updated_at to arrival) as a histogram, and a check that
+    /// each client's final view equals the core's final state for its filter (replayed
+    /// from --run-file): no omission, no reordering. Exits 2 if anything was wrong or
+    /// could not be checked. A reader's token comes from TRANCHE_FEED_READ_TOKEN.
+    EmulateClients(crate::commands::feed_emulate::EmulateClientsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -751,6 +766,12 @@ pub enum Bench {
     /// and peak memory. With --writer-only, the file writer alone on one core.
     /// bench/ach-vs-moov.sh runs both beside moov-io/ach.
     Ach(BenchAch),
+    /// Start the order-state feed's server in this process (HTTP and TCP on loopback
+    /// ports, a fresh store), one emulated core at --rate and emulated clients, for
+    /// --duration: writes/s, delivered rows/s, delivery latency avg/p50/p99/max,
+    /// share of empty polls, and the check (omissions, reorderings). Exits 2 if the
+    /// check failed, 3 if the core fell behind.
+    Feed(crate::commands::feed_emulate::BenchFeedArgs),
 }
 
 #[derive(Debug, Args)]

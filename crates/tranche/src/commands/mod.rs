@@ -3,6 +3,7 @@ mod ach_demo;
 pub(crate) mod ach_engine;
 mod demo_dir;
 mod feed;
+pub(crate) mod feed_emulate;
 mod inspect;
 mod jobs;
 mod limits;
@@ -69,6 +70,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(Bench::Browse(args)) => bench::browse(at, args).await,
         Command::Bench(Bench::Ach(args)) => bench::ach(at, args).await,
         Command::Feed(Feed::Serve(args)) => feed::serve(args).await,
+        Command::Feed(Feed::EmulateCore(args)) => feed_emulate::emulate_core(args).await,
+        Command::Feed(Feed::EmulateClients(args)) => feed_emulate::emulate_clients(args).await,
+        Command::Bench(Bench::Feed(args)) => feed_emulate::bench(args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
         Command::Schedule(ScheduleCmd::Apply { file }) => schedule::apply(at, &file).await,
