@@ -191,15 +191,16 @@ struct Followed {
     last_row_at: Option<Instant>,
 }
 
-/// The final state, once known: `None` until then; a run whose core failed never
-/// has one (clients then stop at `stop`).
+/// The final state, once known: `None` until then (and for good if the core failed:
+/// the clients are then halted).
 type Final = Option<Arc<Expected>>;
 
 /// Runs the clients of `plan` against every shard of `connector` until they have
 /// caught up with the final state `expected` resolves to (then they are checked
 /// against it), or until `stop` (then nothing is checked unless the final state was
 /// known). `expected` resolving to `None` means there will be no final state (the
-/// core failed): the clients stop at once and are not checked.
+/// core failed): the clients stop at once and are not checked. The first client that
+/// fails stops the others, and the run returns its error.
 pub async fn run_clients<C: Connector>(
     connector: &C,
     plan: &ClientsPlan,
@@ -227,14 +228,18 @@ pub async fn run_clients<C: Connector>(
             let final_rx = final_rx.clone();
             let halt = halt.clone();
             tasks.spawn(async move {
-                follow(link, client, shard, filter, &plan, final_rx, halt)
+                let followed = follow(link, client, shard, filter, &plan, final_rx, halt.clone())
                     .await
                     .map_err(|source| ClientsError::Link {
                         client,
                         filter,
                         shard,
                         source,
-                    })
+                    });
+                if followed.is_err() {
+                    halt.cancel(); // the run is reported as this error: stop the others
+                }
+                followed
             });
         }
     }

@@ -20,9 +20,10 @@
 //!
 //! [`run_core`] drives one book per shard. A generator wakes every `tick`, makes the
 //! events due by then (`rate × elapsed − made`), stamps them with the wall clock and
-//! queues them; a sender per shard posts what is queued, one request at a time (a
-//! shard's batches must arrive in `seq` order), merging what queued up behind a slow
-//! request. The generator never waits for the sender: a closed loop (send, wait,
+//! queues them; a sender per shard sends what is queued, merging what queued up behind
+//! a slow request, in `seq` order: one request at a time over HTTP (two in flight
+//! could be applied out of order), a window of pipelined batches over TCP. The
+//! generator never waits for the sender: a closed loop (send, wait,
 //! send) slows down with the server and so measures the server's speed instead of
 //! its latency at a given load, hiding the very queueing a feed must survive (the
 //! "coordinated omission" of load generators). Because events are stamped when made,

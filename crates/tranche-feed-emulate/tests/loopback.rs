@@ -290,3 +290,39 @@ async fn a_core_whose_target_does_not_keep_up_stops_and_says_so() {
         other => panic!("expected Behind, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_core_sends_what_it_made_and_ends_a_pending_ioc_order() {
+    let servers = servers(1).await;
+    let server = &servers.servers[0];
+    let connector = HttpConnector::new(vec![server.url.clone()]).unwrap();
+    let plan = CorePlan {
+        duration: Duration::from_secs(60),
+        ..core_plan()
+    };
+    let stop = CancellationToken::new();
+    let stopper = async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while server.store.len() < 500 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "500 orders within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stop.cancel();
+    };
+    let (report, ()) = tokio::join!(run_core(&connector, &plan, stop.clone()), stopper);
+    let report = report.unwrap();
+    assert!(report.stopped_early, "{report:?}");
+    assert!(report.scheduled_s < 30.0, "{report:?}");
+    // Everything made was sent, and the last event left no IOC order open.
+    assert_eq!(server.store.marks().0, report.events[0]);
+    let mut replayed = Book::new(book(), SEED, 0);
+    for stamp in 1..=report.events[0] {
+        replayed.next(stamp);
+    }
+    assert!(!replayed.ioc_pending());
+    let expected = Expected::replay(&book(), SEED, &report.events);
+    assert_eq!(server.store.len(), expected.shards[0].len());
+}
