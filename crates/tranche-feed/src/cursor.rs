@@ -52,6 +52,28 @@ pub enum CursorError {
     /// The checksum does not match: the cursor was altered or mistyped.
     #[error("malformed cursor: checksum mismatch (altered or mistyped)")]
     Checksum,
+    /// A vector cursor's version byte is neither 1 nor 2.
+    #[error("malformed cursor: expected version 1 or 2, got {got}")]
+    VectorVersion {
+        /// The version byte found.
+        got: u8,
+    },
+    /// A vector cursor names more shards than a feed may have, or a version-2 cursor
+    /// fewer than two.
+    #[error(
+        "malformed cursor: expected 2 to {} shard positions (version 2), got {got}",
+        crate::MAX_SHARDS
+    )]
+    Shards {
+        /// The number of positions.
+        got: usize,
+    },
+    /// The last character of a vector cursor's text sets bits that encode nothing.
+    #[error("malformed cursor: the character at position {position} sets bits past the cursor's last byte (altered or mistyped)")]
+    Trailing {
+        /// Its position (0-based, in characters).
+        position: usize,
+    },
 }
 
 const VERSION: u8 = 1;
@@ -59,7 +81,8 @@ const VERSION: u8 = 1;
 pub const CURSOR_BYTES: usize = 21;
 /// Length of a cursor's string form.
 pub const CURSOR_CHARS: usize = 28;
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+pub(crate) const ALPHABET: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 impl Cursor {
     /// The cursor before every order: reading from it returns every order the store
@@ -120,6 +143,18 @@ impl fmt::Display for Cursor {
     }
 }
 
+/// The value of one URL-safe base64 character.
+pub(crate) fn decode_char(c: u8) -> Option<u8> {
+    Some(match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'-' => 62,
+        b'_' => 63,
+        _ => return None,
+    })
+}
+
 impl FromStr for Cursor {
     type Err = CursorError;
 
@@ -141,19 +176,10 @@ impl FromStr for Cursor {
         {
             let mut n = 0u32;
             for (i, &c) in chars.iter().enumerate() {
-                let value = match c {
-                    b'A'..=b'Z' => c - b'A',
-                    b'a'..=b'z' => c - b'a' + 26,
-                    b'0'..=b'9' => c - b'0' + 52,
-                    b'-' => 62,
-                    b'_' => 63,
-                    _ => {
-                        return Err(CursorError::Character {
-                            character: char::from(c),
-                            position: group * 4 + i,
-                        })
-                    }
-                };
+                let value = decode_char(c).ok_or(CursorError::Character {
+                    character: char::from(c),
+                    position: group * 4 + i,
+                })?;
                 n = (n << 6) | u32::from(value);
             }
             out[0] = (n >> 16) as u8;

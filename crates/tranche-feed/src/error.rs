@@ -46,6 +46,15 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// A feed's directories do not hold the shards asked for (more shards on disk
+    /// than opened, a gap in their numbers, too many).
+    #[error("{path}: {problem}")]
+    Layout {
+        /// The feed's directory.
+        path: PathBuf,
+        /// What was expected and what was found.
+        problem: String,
+    },
     /// An eviction floor that is behind the current one or ahead of the newest change.
     #[error("expected an eviction floor from {current} to {newest}, got {requested}")]
     Floor {

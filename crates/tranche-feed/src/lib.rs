@@ -101,6 +101,59 @@
 //!
 //! Ids are numbers (`u64` orders, `u32` firms, brokers and instruments), as a trading
 //! core numbers them; mapping member codes to numbers is the ingest layer's.
+//!
+//! # Shards
+//!
+//! An exchange with several trading cores, each numbering its own events, has one
+//! store per core: a *shard*. [`Shards::open`] opens `K` of them (shard 0 in the
+//! directory itself, shard `k` in `shard-<k>`, see [`shard_dir`]), each with its own
+//! writer, `seq`, `rec`, log and group commit, sharing one set of wake-ups. Readers
+//! see one feed: a [`VectorCursor`] holds a position per shard in one opaque token,
+//! and [`Shards::read_into`] merges the shards without a global sequence.
+//!
+//! - **One page, several shards.** A read takes up to `limit` orders of its filter:
+//!   from each shard a prefix of what follows that shard's position, in `(seq, rec)`
+//!   order, merged by `updated_at` (a k-way merge of the shards' heads: the page holds
+//!   the changes that have waited longest, whichever core made them). Each shard's
+//!   position moves past what was returned from it, and no further. So per shard a
+//!   reader gets an order's versions in `seq` order and never goes back; a client
+//!   that fell behind gets each changed order once, at its latest version. Merging by
+//!   `updated_at` rather than round-robin keeps delivery fair when a page is full (a
+//!   busy shard cannot make a quiet one's changes wait behind its backlog), and costs
+//!   `K` comparisons per order; `created_at` would rank a fresh fill of an old order
+//!   before an older new order. The shards are read a slice at a time under their
+//!   read locks into per-thread buffers, so a merged read allocates nothing once
+//!   warm, and at most a slice per shard is read and not returned. With one shard a
+//!   read is the store's own.
+//! - **Cursors.** A one-shard cursor is the store's 21-byte [`Cursor`], so a
+//!   one-shard feed is exactly a store and every cursor it gave stays valid; more
+//!   shards are version 2 (`6 + 16K` bytes with a CRC-32). A shard the cursor does
+//!   not name reads from its beginning: a shard added later (open with more shards;
+//!   removing one is refused) joins old cursors. A cursor naming more shards than the
+//!   feed has, or ahead in a shard, is refused ([`ShardReadError`]); one older than a
+//!   shard's floor is refused with the oldest cursor served, each too-old position
+//!   raised to its shard's floor.
+//! - **Long polls.** The shards' writers signal one shared wake-up per filter key, so
+//!   [`Shards::wait_for`] registers once and wakes on a write to its key in any shard
+//!   (writes are numbered by the shared wake-ups, not per writer, so two shards'
+//!   writes never share a number and swallow each other's signal).
+//!
+//! # Replicas
+//!
+//! A read replica holds a copy of a primary's shards and serves unfiltered reads.
+//! It follows each primary shard as an unfiltered reader does, by cursor: the primary
+//! answers with versions its store holds, in position order, and
+//! [`ReplicaWriter::apply`] logs them and upserts them as they are (replay's path, no
+//! validation), so positions, cursors and files are the primary's. A replica's store
+//! keeps no per-key index (an upsert touches two trees instead of five) and refuses
+//! filtered reads ([`ShardReadError::Unfiltered`]). It resumes after its newest `seq`
+//! applied, which a restart recovers. Evictions follow: each answer carries the
+//! primary's floor, which the replica adopts. Reading from below the floor is
+//! allowed to a replica that knows that floor ([`Store::read_for_replica`]: a pass
+//! from the start, paged); a replica whose floor has been overtaken may hold orders
+//! that ended and were evicted unseen, so it starts over ([`ReplicaWriter::reset`],
+//! crash-safe behind a marker file). [`ReplicaLag`] measures how far behind it is.
+//! The network side is in `tranche-feed-tcp`.
 
 #![deny(missing_docs)]
 
@@ -108,9 +161,12 @@ mod cursor;
 mod disk;
 mod error;
 mod model;
+mod replica;
+mod shards;
 mod state;
 mod store;
 mod validate;
+mod vector;
 mod wake;
 
 pub use cursor::{Cursor, CursorError, CURSOR_BYTES, CURSOR_CHARS};
@@ -119,9 +175,14 @@ pub use model::{
     BrokerId, Event, Filter, FirmId, InstrumentId, NewOrder, Order, OrderChange, OrderId, Side,
     Status,
 };
+pub use replica::{LagReport, ReplicaLag, ReplicaWriter, ShardLag};
+pub use shards::{shard_dir, ShardReadError, Shards};
 pub use state::ReadError;
 pub use store::{
     Durability, FeedOptions, Page, Recovery, SnapshotInfo, Store, WaitOutcome, Writer, MAX_BATCH,
     MAX_READ_LIMIT,
 };
 pub use validate::{BatchError, MAX_PRICE, MAX_QUANTITY};
+pub use vector::{
+    VectorCursor, VectorCursorBytes, MAX_SHARDS, MAX_VECTOR_CURSOR_BYTES, MAX_VECTOR_CURSOR_CHARS,
+};

@@ -79,6 +79,12 @@ pub(crate) struct State {
     instruments: FastMap<crate::InstrumentId, Positions>,
     pub marks: Marks,
     pub floor: Cursor,
+    /// A replica's state keeps no per-key index: it serves unfiltered reads only, and
+    /// each upsert then touches two trees instead of five.
+    pub unindexed: bool,
+    /// The highest `seq` a replica had before it started over: its readers' cursors
+    /// up to it are not from ahead of the store while it catches up again.
+    pub kept_seq: u64,
 }
 
 fn after(cursor: Cursor) -> (Bound<Cursor>, Bound<Cursor>) {
@@ -147,9 +153,11 @@ impl State {
             self.by_pos.remove(&old);
         }
         self.by_pos.insert(pos, order);
-        move_position(&mut self.firms, order.firm, old, pos);
-        move_position(&mut self.brokers, order.broker, old, pos);
-        move_position(&mut self.instruments, order.instrument, old, pos);
+        if !self.unindexed {
+            move_position(&mut self.firms, order.firm, old, pos);
+            move_position(&mut self.brokers, order.broker, old, pos);
+            move_position(&mut self.instruments, order.instrument, old, pos);
+        }
         self.marks.seq = self.marks.seq.max(order.seq);
         self.marks.rec = self.marks.rec.max(order.rec);
     }
@@ -159,7 +167,7 @@ impl State {
         let Some(pos) = self.by_id.remove(&id) else {
             return;
         };
-        if let Some(order) = self.by_pos.remove(&pos) {
+        if let Some(order) = self.by_pos.remove(&pos).filter(|_| !self.unindexed) {
             drop_position(&mut self.firms, order.firm, pos);
             drop_position(&mut self.brokers, order.broker, pos);
             drop_position(&mut self.instruments, order.instrument, pos);
@@ -175,6 +183,17 @@ impl State {
             .collect()
     }
 
+    /// Forgets every order (a replica starting over from its primary); the marks stay,
+    /// so that its readers' cursors are not taken for cursors of another feed.
+    pub fn clear(&mut self, floor: Cursor) {
+        self.by_pos.clear();
+        self.by_id.clear();
+        self.firms.clear();
+        self.brokers.clear();
+        self.instruments.clear();
+        self.floor = floor;
+    }
+
     /// Refuses a cursor the store cannot serve.
     pub fn check(&self, cursor: Cursor) -> Result<(), ReadError> {
         if cursor != Cursor::START && cursor < self.floor {
@@ -183,7 +202,7 @@ impl State {
                 oldest: self.floor,
             });
         }
-        if cursor.seq > self.marks.seq {
+        if cursor.seq > self.marks.seq.max(self.kept_seq) {
             return Err(ReadError::Ahead {
                 cursor,
                 newest: self.newest(),

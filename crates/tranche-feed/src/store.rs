@@ -114,16 +114,16 @@ pub struct SnapshotInfo {
     pub seq: u64,
 }
 
-struct Shared {
-    state: RwLock<State>,
-    signals: Signals,
+pub(crate) struct Shared {
+    pub(crate) state: RwLock<State>,
+    pub(crate) signals: Arc<Signals>,
     dir: PathBuf,
 }
 
 /// A handle for readers: cheap to clone, shareable across threads and tasks.
 #[derive(Clone)]
 pub struct Store {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Store {
@@ -146,7 +146,6 @@ pub struct Writer {
     broken: bool,
     unsynced: bool,
     last_sync: Instant,
-    writes: u64,
     snapshotting: Option<SnapshotThread>,
     last_snapshot_bytes: u64,
     // Reused across writes so the apply path does not allocate once warmed up.
@@ -208,6 +207,22 @@ fn write_snapshot(
     Ok(SnapshotInfo { path, orders, seq })
 }
 
+/// The marker of a replica's start-over (see [`Writer::reset`]).
+const RESYNC: &str = "RESYNC";
+
+/// Removes every log segment and snapshot in `dir`.
+fn remove_data_files(dir: &Path) -> Result<(), StoreError> {
+    for entry in fs::read_dir(dir).map_err(disk::io_error("list", dir))? {
+        let entry = entry.map_err(disk::io_error("list", dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if disk::parse_name(&name).is_some() || name.ends_with(".tmp") {
+            disk::remove(&entry.path())?;
+        }
+    }
+    disk::sync_dir(dir)
+}
+
 fn evict(state: &mut State, floor: Cursor) -> usize {
     state.floor = floor;
     let ids = state.terminal_through(floor);
@@ -222,6 +237,17 @@ impl Store {
     /// log after it, cuts a torn tail off the last log segment, and returns the
     /// readers' handle and the writer.
     pub fn open(dir: &Path, options: FeedOptions) -> Result<(Store, Writer), StoreError> {
+        Store::open_with(dir, options, Arc::default(), false)
+    }
+
+    /// [`Store::open`] with the wake-ups of the feed the store is a shard of, and
+    /// without per-key indexes for a replica.
+    pub(crate) fn open_with(
+        dir: &Path,
+        options: FeedOptions,
+        signals: Arc<Signals>,
+        unindexed: bool,
+    ) -> Result<(Store, Writer), StoreError> {
         fs::create_dir_all(dir).map_err(disk::io_error("create", dir))?;
         let lock_path = dir.join("LOCK");
         let lock = OpenOptions::new()
@@ -244,6 +270,14 @@ impl Store {
             }
         }
 
+        // A replica's start-over that a crash interrupted: finish it (its files are
+        // removed before the marker, so none of the old state may come back).
+        let resync = dir.join(RESYNC);
+        if resync.exists() {
+            remove_data_files(dir)?;
+            disk::remove(&resync)?;
+            disk::sync_dir(dir)?;
+        }
         let mut snapshots = Vec::new();
         let mut segments = Vec::new();
         for entry in fs::read_dir(dir).map_err(disk::io_error("list", dir))? {
@@ -264,6 +298,7 @@ impl Store {
         segments.sort_unstable();
 
         let mut state = State::default();
+        state.unindexed = unindexed;
         let mut recovery = Recovery::default();
         let mut covered = 0;
         let mut last_snapshot_bytes = 0;
@@ -332,7 +367,7 @@ impl Store {
 
         let shared = Arc::new(Shared {
             state: RwLock::new(state),
-            signals: Signals::default(),
+            signals,
             dir: dir.to_path_buf(),
         });
         let writer = Writer {
@@ -344,7 +379,6 @@ impl Store {
             broken: false,
             unsynced: false,
             last_sync: Instant::now(),
-            writes: 0,
             snapshotting: None,
             last_snapshot_bytes,
             buf: Vec::new(),
@@ -384,6 +418,48 @@ impl Store {
             }
             let before = out.len();
             state.read(next, filter, left.min(READ_SLICE), out);
+            drop(state);
+            let got = out.len() - before;
+            match out.last() {
+                Some(last) if got > 0 => next = last.position(),
+                _ => break,
+            }
+            if got < left.min(READ_SLICE) {
+                break;
+            }
+            left -= got;
+        }
+        Ok(next)
+    }
+
+    /// A replica's read of its primary: every order after `cursor` (up to `limit`, at
+    /// most [`MAX_READ_LIMIT`]), as [`Store::read_into`] with [`Filter::All`], except
+    /// that a cursor before the eviction floor is served if `known_floor` is that
+    /// floor. A replica that knows the floor has adopted it and holds nothing the
+    /// floor's eviction removed, so it can read on from below it (a pass from the
+    /// start, paged); once the floor has moved past what it knows, orders it holds may
+    /// have ended and been evicted unseen, and the read is [`ReadError::TooOld`].
+    pub fn read_for_replica(
+        &self,
+        cursor: Cursor,
+        known_floor: Cursor,
+        limit: usize,
+        out: &mut Vec<Order>,
+    ) -> Result<Cursor, ReadError> {
+        let mut left = limit.min(MAX_READ_LIMIT);
+        let mut next = cursor;
+        while left > 0 {
+            let state = self.shared.state.read();
+            match state.check(next) {
+                Ok(()) => {}
+                Err(ReadError::TooOld { .. }) if state.floor == known_floor => {}
+                // The floor moved past the cursor since the first slice: stop before
+                // the gap (the next read reports it).
+                Err(_) if next != cursor => break,
+                Err(error) => return Err(error),
+            }
+            let before = out.len();
+            state.read(next, Filter::All, left.min(READ_SLICE), out);
             drop(state);
             let got = out.len() - before;
             match out.last() {
@@ -614,9 +690,59 @@ impl Writer {
                 state.upsert(*order);
             }
         }
-        self.writes += 1;
-        self.shared.signals.wake(self.writes, &self.pending);
+        self.shared.signals.wake(&self.pending);
         Ok(results)
+    }
+
+    /// A replica's write: `orders` are versions a primary's store holds, read from it
+    /// in position order, so they are logged and upserted as they are, without
+    /// validation (as replay does). A version not newer than the one held is ignored.
+    pub(crate) fn apply_versions(&mut self, orders: &[Order]) -> Result<(), StoreError> {
+        self.check_usable()?;
+        if orders.is_empty() {
+            return Ok(());
+        }
+        self.tend_snapshots()?;
+        self.buf.clear();
+        disk::encode_orders_record(orders, &mut self.buf);
+        self.write_buf()?;
+        for slice in orders.chunks(APPLY_SLICE) {
+            let mut state = self.shared.state.write();
+            for order in slice {
+                state.upsert(*order);
+            }
+        }
+        self.shared.signals.wake(orders);
+        Ok(())
+    }
+
+    /// A replica's start-over: forgets every order, durably (a marker file makes a
+    /// crash half way through finish it on the next open), and starts an empty log.
+    /// Readers' cursors stay valid (not taken for cursors from ahead of the store).
+    pub(crate) fn reset(&mut self) -> Result<(), StoreError> {
+        self.check_usable()?;
+        if let Some(running) = self.snapshotting.take() {
+            // Its files are about to go: whatever it did no longer matters.
+            let _ = running.join();
+        }
+        let dir = self.shared.dir.clone();
+        let marker = dir.join(RESYNC);
+        fs::File::create(&marker)
+            .and_then(|file| file.sync_all())
+            .map_err(disk::io_error("create", &marker))?;
+        disk::sync_dir(&dir)?;
+        remove_data_files(&dir)?;
+        {
+            let mut state = self.shared.state.write();
+            state.kept_seq = state.kept_seq.max(state.marks.seq);
+            state.clear(Cursor::START);
+            state.marks = Default::default();
+        }
+        self.unsynced = false;
+        self.last_snapshot_bytes = 0;
+        self.segment = Segment::create(&dir, 1)?;
+        disk::remove(&marker)?;
+        disk::sync_dir(&dir)
     }
 
     fn check_usable(&self) -> Result<(), StoreError> {
@@ -774,13 +900,20 @@ impl Writer {
     /// cursor before it (other than [`Cursor::START`]) gets [`ReadError::TooOld`].
     /// Open orders are kept whatever their age. Returns how many were evicted.
     pub fn evict_terminal_through(&mut self, floor: Cursor) -> Result<usize, StoreError> {
+        self.move_floor(floor, true)
+    }
+
+    /// [`Writer::evict_terminal_through`]; unless `bounded`, the floor may be past the
+    /// newest change (a replica adopting its primary's floor before it has read up
+    /// to it).
+    pub(crate) fn move_floor(&mut self, floor: Cursor, bounded: bool) -> Result<usize, StoreError> {
         self.check_usable()?;
         let (current, marks) = {
             let state = self.shared.state.read();
             (state.floor, state.marks)
         };
         let newest = Cursor::new(marks.seq, u64::MAX);
-        if floor < current || floor > newest {
+        if floor < current || (bounded && floor > newest) {
             return Err(StoreError::Floor {
                 requested: floor,
                 current,

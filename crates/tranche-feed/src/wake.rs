@@ -24,9 +24,15 @@ pub(crate) struct Signal {
 
 /// The wake-ups of the keys someone waits on. Keys nobody waits on have no entry, so
 /// a write costs a hash lookup per order and key, and a signal per key waited on.
+///
+/// The shards of a feed share one `Signals` (so a read across shards waits on one
+/// wake-up of its key, whichever shard writes): writes are numbered here rather than
+/// by each writer, so that two shards' writes never share a number and one never
+/// swallows the other's signal.
 #[derive(Default)]
 pub(crate) struct Signals {
     map: Mutex<FastMap<Filter, Arc<Signal>>>,
+    writes: AtomicU64,
 }
 
 /// A waiter's registration; unregisters (and drops an unused signal) when dropped.
@@ -76,9 +82,8 @@ impl Signals {
             .map_or(0, |s| s.sent.load(Ordering::Acquire))
     }
 
-    /// Wakes the waiters of every key the orders of write number `write` touched,
-    /// each key once.
-    pub fn wake(&self, write: u64, orders: &[Order]) {
+    /// Wakes the waiters of every key the orders of one write touched, each key once.
+    pub fn wake(&self, orders: &[Order]) {
         if orders.is_empty() {
             return;
         }
@@ -86,6 +91,8 @@ impl Signals {
         if map.is_empty() {
             return;
         }
+        // Under the lock: a signal's `last_write` only ever sees increasing numbers.
+        let write = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
         let fire = |filter: Filter| {
             if let Some(signal) = map.get(&filter) {
                 if signal.last_write.swap(write, Ordering::AcqRel) != write {

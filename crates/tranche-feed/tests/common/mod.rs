@@ -13,7 +13,7 @@ pub struct Book {
     pub seq: u64,
     pub rec: u64,
     now: u64,
-    next_id: u64,
+    pub next_id: u64,
     open: Vec<OrderId>,
     changes_left: HashMap<OrderId, u32>,
     /// The core's view: every order's current state.
