@@ -21,6 +21,11 @@
 //!   past everything the store holds is a 400 (`cursor_ahead`).
 //!
 //! - `GET /v1/feed/openapi.json` — this API's OpenAPI document (no token needed).
+//! - `GET /metrics` — the server's figures in the Prometheus text format ([`metrics`]:
+//!   writes and `seq` per shard, reads per protocol, lag, batch sizes, long-poll
+//!   wake-ups); with tokens configured, a reader's token is needed.
+//! - `GET /` — a dashboard of those figures (no token needed to load it; it asks for
+//!   a reader's).
 //!
 //! Bearer tokens ([`FeedTokens`]): a core's token may only post, a firm's client's
 //! token may only read that firm's orders, a reader's may read all. With no tokens
@@ -31,10 +36,13 @@
 #![deny(missing_docs)]
 
 mod auth;
+mod dashboard;
+pub mod metrics;
 mod openapi;
 pub mod wire;
 
 pub use auth::{FeedTokens, Grant};
+pub use metrics::{FeedMetrics, Protocol, ReplicaShard};
 
 use std::time::{Duration, Instant};
 
@@ -101,6 +109,7 @@ pub enum Refused {
 #[derive(Clone, Debug)]
 pub struct Ingest {
     tx: mpsc::Sender<Job>,
+    metrics: FeedMetrics,
 }
 
 /// Starts the one writer task over `writer`. `sync_every`: under
@@ -111,11 +120,19 @@ pub fn spawn_writer(
     writer: Writer,
     sync_every: Option<Duration>,
 ) -> (Ingest, JoinHandle<Result<(), StoreError>>) {
+    spawn_writer_with(writer, sync_every, FeedMetrics::new(1), 0)
+}
+
+/// [`spawn_writer`] recording into `metrics` as shard `shard` of the feed.
+pub fn spawn_writer_with(
+    writer: Writer,
+    sync_every: Option<Duration>,
+    metrics: FeedMetrics,
+    shard: usize,
+) -> (Ingest, JoinHandle<Result<(), StoreError>>) {
     let (tx, rx) = mpsc::channel(QUEUE);
-    (
-        Ingest { tx },
-        tokio::spawn(run_writer(writer, rx, sync_every)),
-    )
+    let task = tokio::spawn(run_writer(writer, rx, sync_every, metrics.clone(), shard));
+    (Ingest { tx, metrics }, task)
 }
 
 impl Ingest {
@@ -138,6 +155,12 @@ impl Ingest {
             .await
             .map_err(|_| Refused::Closed)?;
         Ok(Pending { answer })
+    }
+
+    /// The figures of the server this writer belongs to: every protocol serving
+    /// through it records its reads here.
+    pub fn metrics(&self) -> &FeedMetrics {
+        &self.metrics
     }
 }
 
@@ -188,6 +211,8 @@ async fn run_writer(
     mut writer: Writer,
     mut rx: mpsc::Receiver<Job>,
     sync_every: Option<Duration>,
+    metrics: FeedMetrics,
+    shard: usize,
 ) -> Result<(), StoreError> {
     // Whether a write may be unsynced: only then does an idle writer wake to sync
     // (after an idle interval, one `sync_if_due` is due and syncs whatever is left).
@@ -228,6 +253,7 @@ async fn run_writer(
                 Err(_) => break,
             }
         }
+        let started = Instant::now();
         let (back, jobs, outcome) = tokio::task::spawn_blocking(move || {
             let batches: Vec<&[Event]> = jobs.iter().map(|job| &job.events[..]).collect();
             let outcome = writer.apply_group(&batches);
@@ -239,12 +265,19 @@ async fn run_writer(
         dirty = sync_every.is_some();
         match outcome {
             Ok(results) => {
+                let sizes = jobs.iter().map(|job| job.events.len());
+                metrics.group_committed(
+                    shard,
+                    sizes.zip(results.iter().map(Result::is_ok)),
+                    started.elapsed(),
+                );
                 for (job, result) in jobs.into_iter().zip(results) {
                     job.answer(result.map_err(Refused::Batch));
                 }
             }
             Err(error) => {
                 tracing::error!(%error, batches = jobs.len(), "feed: a group write failed");
+                metrics.group_failed(shard, jobs.len(), started.elapsed());
                 for job in jobs {
                     job.answer(Err(Refused::Store));
                 }
@@ -282,6 +315,8 @@ pub fn router(
         .route("/v1/feed/events", post(post_events))
         .route("/v1/feed/orders", get(get_orders))
         .route("/v1/feed/openapi.json", get(openapi::document))
+        .route("/metrics", get(metrics::metrics_text))
+        .route("/", get(dashboard::page))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(AppState {
             store,
@@ -542,14 +577,17 @@ async fn get_orders(
 
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wait;
-    tokio::select! {
+    let outcome = tokio::select! {
         biased;
-        outcome = app.store.wait_for(filter, cursor, min_batch, deadline) => { outcome?; }
-        () = app.shutdown.cancelled() => {}
-    }
+        outcome = app.store.wait_for(filter, cursor, min_batch, deadline) => Some(outcome?),
+        () = app.shutdown.cancelled() => None,
+    };
     let waited = started.elapsed();
     let page = app.store.read(cursor, filter, limit)?;
     let read = started.elapsed() - waited;
+    app.ingest
+        .metrics()
+        .read_answered(Protocol::Http, &page.orders, outcome);
     let orders: Vec<WireOrder> = page.orders.iter().map(WireOrder::from).collect();
     Ok(Json(OrdersPage {
         next_cursor: page.next.to_string(),

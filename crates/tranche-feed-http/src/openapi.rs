@@ -25,7 +25,7 @@ Errors are {\"error\": {\"code\", \"message\", \"index\"?, \"field\"?, \"oldest\
 Tokens: `core` may only post, `firm=N` reads only firm N, `reader` reads all; without configured tokens the server listens on loopback only and needs none."
     ),
     servers((url = "/")),
-    paths(crate::post_events, crate::get_orders, document),
+    paths(crate::post_events, crate::get_orders, document, crate::metrics::metrics_text, crate::dashboard::page),
     components(schemas(
         Applied, ErrorBody, ErrorDetail, EventBatch, EventType, OrdersPage, WireEvent,
         WireOrder, WireSide, WireStatus

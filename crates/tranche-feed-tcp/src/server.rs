@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tranche_feed::{Cursor, Event, Filter, Order, ReadError, Store, MAX_READ_LIMIT};
-use tranche_feed_http::{FeedTokens, Grant, Ingest, Pending, Refused, MAX_WAIT_MS};
+use tranche_feed_http::{FeedTokens, Grant, Ingest, Pending, Protocol, Refused, MAX_WAIT_MS};
 
 use crate::frame::{
     self, Access, Ack, ErrorCode, Frame, FrameError, ReadHeader, ReadRequest, ServerError, Welcome,
@@ -577,13 +577,16 @@ async fn answer_read(
     let deadline = tokio::time::Instant::now() + wait;
     let waited = tokio::select! {
         biased;
-        waited = shared.store.wait_for(filter, cursor, min_batch, deadline) => waited.map(|_| ()),
-        () = shared.shutdown.cancelled() => Ok(()),
+        waited = shared.store.wait_for(filter, cursor, min_batch, deadline) => waited.map(Some),
+        () = shared.shutdown.cancelled() => Ok(None),
     };
-    if let Err(error) = waited {
-        frame::encode_error(&read_error(error), out);
-        return Ok(());
-    }
+    let outcome = match waited {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            frame::encode_error(&read_error(error), out);
+            return Ok(());
+        }
+    };
     let waited = started.elapsed();
     orders.clear();
     let next = match shared.store.read_into(cursor, filter, limit, orders) {
@@ -594,6 +597,10 @@ async fn answer_read(
         }
     };
     let read_time = started.elapsed() - waited;
+    shared
+        .ingest
+        .metrics()
+        .read_answered(Protocol::Tcp, orders, outcome);
     frame::encode_header(
         &ReadHeader {
             request,

@@ -1,0 +1,99 @@
+//! The feed's dashboard: one static page (no build step, nothing loaded from
+//! elsewhere) that scrapes `/metrics` every second, as a reader would, and shows per
+//! shard the newest `seq` and `rec`, events and batches written per second, batch and
+//! group-commit sizes and commit times; per protocol the answers and orders delivered
+//! per second, the share of empty answers, rows per answer, lag percentiles, long-poll
+//! wake-ups and time-outs; and a replica's lag when the server has one. Rates come
+//! from two scrapes about 10 s apart; percentiles from the histograms' buckets. It
+//! asks for a reader's token when `/metrics` needs one.
+
+use axum::http::header;
+use axum::response::IntoResponse;
+
+const PAGE: &str = include_str!("dashboard.html");
+
+/// The feed's dashboard (HTML; no token needed: the page holds no data, and asks for a
+/// reader's token when `/metrics` needs one).
+#[utoipa::path(
+    get,
+    path = "/",
+    responses((status = 200, description = "HTML page", body = String, content_type = "text/html"))
+)]
+pub(crate) async fn page() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        PAGE,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PAGE;
+
+    /// The page works offline (it loads nothing from elsewhere) and never parses what
+    /// the server returns as markup: every value goes into the page as text.
+    #[test]
+    fn the_page_loads_nothing_else_and_builds_no_markup_from_data() {
+        for loads in [
+            "<script src",
+            "<link",
+            "@import",
+            "<iframe",
+            "<img",
+            "http://",
+            "https://",
+        ] {
+            assert!(!PAGE.contains(loads), "the page loads something: {loads}");
+        }
+        for markup in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+        ] {
+            assert!(!PAGE.contains(markup), "the page builds markup: {markup}");
+        }
+    }
+
+    /// Every metric the page reads is one the server writes.
+    #[test]
+    fn the_page_reads_only_metrics_the_server_writes() {
+        let names = [
+            crate::metrics::SEQ,
+            crate::metrics::REC,
+            crate::metrics::ORDERS,
+            crate::metrics::EVENTS_WRITTEN,
+            crate::metrics::BATCHES_WRITTEN,
+            crate::metrics::BATCHES_REFUSED,
+            crate::metrics::BATCH_EVENTS,
+            crate::metrics::GROUP_BATCHES,
+            crate::metrics::GROUP_SECONDS,
+            crate::metrics::READS,
+            crate::metrics::READS_EMPTY,
+            crate::metrics::READ_ROWS,
+            crate::metrics::READ_LAG,
+            crate::metrics::WAKEUPS,
+            crate::metrics::TIMEOUTS,
+            crate::metrics::REPLICA_LAG_SECONDS,
+            crate::metrics::REPLICA_LAG_EVENTS,
+        ];
+        let mut rest = PAGE;
+        while let Some(at) = rest.find("\"tranche_feed_") {
+            let quoted = &rest[at + 1..];
+            let name = &quoted[..quoted.find('"').expect("a closing quote")];
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|family| names.contains(family))
+                .unwrap_or(name);
+            assert!(names.contains(&family), "the page reads {name}");
+            rest = &quoted[name.len()..];
+        }
+        for name in names {
+            assert!(PAGE.contains(name), "the page does not show {name}");
+        }
+    }
+}
