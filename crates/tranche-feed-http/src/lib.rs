@@ -42,7 +42,7 @@ mod openapi;
 pub mod wire;
 
 pub use auth::{FeedTokens, Grant};
-pub use metrics::{FeedMetrics, Protocol, ReplicaShard};
+pub use metrics::{FeedMetrics, Protocol};
 
 use std::time::{Duration, Instant};
 

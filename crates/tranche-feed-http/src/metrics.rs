@@ -63,7 +63,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use tranche_feed::{Order, Store, WaitOutcome};
+use tranche_feed::{Order, ReplicaLag, ShardLag, Store, WaitOutcome};
 
 use crate::auth::{self, Grant};
 use crate::{ApiError, AppState};
@@ -106,26 +106,6 @@ impl Protocol {
     }
 }
 
-/// How far one shard of a replica is behind its primary, as its replication reports
-/// it (the figures of `tranche_feed`'s replica lag report).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ReplicaShard {
-    /// The shard.
-    pub shard: usize,
-    /// How long the oldest change of the primary not applied here has been known (0
-    /// when caught up); while disconnected, the time since the primary was last heard.
-    pub seconds_behind: f64,
-    /// The primary's events not applied here yet.
-    pub seqs_behind: u64,
-    /// Whether it follows the primary now.
-    pub connected: bool,
-    /// Times it started over from the primary's beginning.
-    pub resyncs: u64,
-}
-
-/// What a scrape asks a replica for.
-type LagSource = Box<dyn Fn() -> Vec<ReplicaShard> + Send + Sync>;
-
 /// One feed server's figures: cheap to clone (one `Arc`), recorded from any thread.
 #[derive(Clone)]
 pub struct FeedMetrics {
@@ -143,7 +123,7 @@ impl std::fmt::Debug for FeedMetrics {
 struct Inner {
     shards: Box<[Padded<Writes>]>,
     reads: [Padded<Reads>; 2],
-    replica: Mutex<Option<LagSource>>,
+    replica: Mutex<Option<ReplicaLag>>,
 }
 
 /// Keeps what different threads update off each other's cache lines.
@@ -259,15 +239,14 @@ impl FeedMetrics {
         &shards[shard.min(shards.len() - 1)].0
     }
 
-    /// Exports a replica's lag, per shard: `lag` is called at each scrape (so it
-    /// should be quick, as reading the replica's lag report is). Replaces an earlier
-    /// one.
-    pub fn watch_replica(&self, lag: impl Fn() -> Vec<ReplicaShard> + Send + Sync + 'static) {
+    /// Exports a replica's lag: its report is read at each scrape, per shard.
+    /// Replaces one watched before.
+    pub fn watch_replica(&self, lag: ReplicaLag) {
         *self
             .inner
             .replica
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Box::new(lag));
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(lag);
     }
 
     /// The figures in the Prometheus text format, with the gauges of `stores` (shard
@@ -413,11 +392,13 @@ impl FeedMetrics {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(lag) = replica.as_ref() {
-            let shards: Vec<(String, ReplicaShard)> = lag()
+            let shards: Vec<(String, ShardLag)> = lag
+                .report()
+                .shards
                 .into_iter()
                 .map(|s| (s.shard.to_string(), s))
                 .collect();
-            type Figure = fn(&ReplicaShard) -> String;
+            type Figure = fn(&ShardLag) -> String;
             for (name, kind, help, pick) in [
                 (
                     REPLICA_LAG_SECONDS,
@@ -963,15 +944,14 @@ mod tests {
         };
         metrics.read_answered(Protocol::Http, &[], Some(timed_out));
         metrics.read_answered(Protocol::Tcp, &page[1..], None);
-        metrics.watch_replica(|| {
-            vec![ReplicaShard {
-                shard: 0,
-                seconds_behind: 1.5,
-                seqs_behind: 42,
-                connected: true,
-                resyncs: 2,
-            }]
-        });
+        let replica = ReplicaLag::new();
+        replica.resynced(0);
+        replica.resynced(0);
+        replica.set_connected(0, true);
+        let heard = std::time::Instant::now() - Duration::from_millis(1_500);
+        replica.heard(0, 50, heard);
+        replica.applied(0, 8);
+        metrics.watch_replica(replica);
 
         let text = metrics.render(&[&store]);
         let scrape = Scrape::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -1032,7 +1012,8 @@ mod tests {
         assert_eq!(scrape.get(READS, &tcp), Some(1.0));
         assert_eq!(scrape.get(READS_EMPTY, &tcp), Some(0.0));
         assert_eq!(scrape.get(TIMEOUTS, &tcp), Some(0.0));
-        assert_eq!(scrape.get(REPLICA_LAG_SECONDS, &shard), Some(1.5));
+        let behind = scrape.get(REPLICA_LAG_SECONDS, &shard).unwrap();
+        assert!((1.5..2.5).contains(&behind), "{behind}");
         assert_eq!(scrape.get(REPLICA_LAG_EVENTS, &shard), Some(42.0));
         assert_eq!(scrape.get(REPLICA_CONNECTED, &shard), Some(1.0));
         assert_eq!(scrape.get(REPLICA_RESYNCS, &shard), Some(2.0));
