@@ -3,7 +3,8 @@
 //! shard the newest `seq` and `rec`, events and batches written per second, batch and
 //! group-commit sizes and commit times; per protocol the answers and orders delivered
 //! per second, the share of empty answers, rows per answer, lag percentiles, long-poll
-//! wake-ups and time-outs; and a replica's lag when the server has one. Rates come
+//! wake-ups and time-outs; and a replica's lag when the server has one (whether it
+//! follows its primary, how far behind in time and events, its start-overs). Rates come
 //! from two scrapes about 10 s apart; percentiles from the histograms' buckets. It
 //! asks for a reader's token when `/metrics` needs one.
 
@@ -79,6 +80,8 @@ mod tests {
             crate::metrics::TIMEOUTS,
             crate::metrics::REPLICA_LAG_SECONDS,
             crate::metrics::REPLICA_LAG_EVENTS,
+            crate::metrics::REPLICA_CONNECTED,
+            crate::metrics::REPLICA_RESYNCS,
         ];
         let mut rest = PAGE;
         while let Some(at) = rest.find("\"tranche_feed_") {
