@@ -39,10 +39,12 @@ mod auth;
 mod dashboard;
 pub mod metrics;
 mod openapi;
+mod service;
 pub mod wire;
 
 pub use auth::{FeedTokens, Grant};
 pub use metrics::{FeedMetrics, Protocol};
+pub use service::{feed_router, spawn_writers, FeedService, ReplicaOf};
 
 use std::time::{Duration, Instant};
 
@@ -59,8 +61,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 pub use tranche_feed::MAX_READ_LIMIT;
 use tranche_feed::{
-    BatchError, BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, ReadError, Store,
-    StoreError, Writer,
+    BatchError, BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, ReadError, ShardReadError,
+    Store, StoreError, VectorCursor, Writer,
 };
 
 use crate::wire::{Applied, ErrorBody, ErrorDetail, EventBatch, OrdersPage, WireOrder};
@@ -295,32 +297,35 @@ async fn run_writer(
 
 #[derive(Clone)]
 struct AppState {
-    store: Store,
-    ingest: Ingest,
+    feed: std::sync::Arc<FeedService>,
     shutdown: CancellationToken,
     tokens: std::sync::Arc<FeedTokens>,
 }
 
-/// The feed's routes over `store`, writing through `ingest`, for the holders of
+/// The feed's routes over one `store`, writing through `ingest`, for the holders of
 /// `tokens` (none: for everyone, so loopback only). Cancelling `shutdown` makes
 /// waiting long polls answer at once with what is ready (for a quick graceful
-/// shutdown).
+/// shutdown). [`feed_router`] serves several shards, or a replica.
 pub fn router(
     store: Store,
     ingest: Ingest,
     shutdown: CancellationToken,
     tokens: FeedTokens,
 ) -> Router {
+    feed_router(FeedService::single(store, ingest), shutdown, tokens)
+}
+
+fn routes(feed: FeedService, shutdown: CancellationToken, tokens: FeedTokens) -> Router {
     Router::new()
         .route("/v1/feed/events", post(post_events))
         .route("/v1/feed/orders", get(get_orders))
+        .route("/v1/feed/status", get(service::status))
         .route("/v1/feed/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::metrics_text))
         .route("/", get(dashboard::page))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(AppState {
-            store,
-            ingest,
+            feed: std::sync::Arc::new(feed),
             shutdown,
             tokens: std::sync::Arc::new(tokens),
         })
@@ -388,16 +393,45 @@ impl From<ReadError> for ApiError {
     }
 }
 
+impl From<ShardReadError> for ApiError {
+    fn from(error: ShardReadError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            ShardReadError::TooOld { oldest, .. } => {
+                let mut e =
+                    ApiError::new(StatusCode::GONE, "cursor_too_old", message).field("cursor");
+                e.detail.oldest = Some(oldest.to_string());
+                e
+            }
+            ShardReadError::Ahead { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "cursor_ahead", message).field("cursor")
+            }
+            ShardReadError::Shards { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_cursor", message).field("cursor")
+            }
+            ShardReadError::Unfiltered { filter } => {
+                let field = match filter {
+                    Filter::Broker(_) => "broker",
+                    Filter::Instrument(_) => "instrument",
+                    _ => "firm",
+                };
+                ApiError::new(StatusCode::BAD_REQUEST, "unfiltered_only", message).field(field)
+            }
+        }
+    }
+}
+
 /// Apply one batch of events, all-or-nothing, once durable.
 #[utoipa::path(
     post,
     path = "/v1/feed/events",
+    params(EventsQuery),
     request_body = EventBatch,
     responses(
         (status = 200, description = "Applied and durable", body = Applied),
-        (status = 400, description = "A bad batch (`index`, `field`): nothing applied", body = ErrorBody),
+        (status = 400, description = "A bad batch (`index`, `field`): nothing applied; or a shard the server does not have", body = ErrorBody),
         (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
-        (status = 403, description = "Not a core's token", body = ErrorBody),
+        (status = 403, description = "Not a core's token, or a read replica (`replica_read_only`: post to its primary)", body = ErrorBody),
         (status = 413, description = "Body over 32 MiB", body = ErrorBody),
         (status = 500, description = "The store could not write: nothing acknowledged", body = ErrorBody),
         (status = 503, description = "Shutting down", body = ErrorBody),
@@ -407,12 +441,16 @@ impl From<ReadError> for ApiError {
 async fn post_events(
     State(app): State<AppState>,
     headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
     // Before the body is read: a stranger's 32 MiB is not worth reading.
     if !app.tokens.is_empty() && app.tokens.grant(&headers)? != Grant::Core {
         return Err(auth::forbidden("only a core's token may post events"));
     }
+    let Query(q) =
+        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    let ingest = app.feed.ingest_for(q.shard.unwrap_or(0))?;
     let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|e| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -462,7 +500,7 @@ async fn post_events(
         events.push(event);
     }
     let applied = events.len();
-    match app.ingest.apply(events).await {
+    match ingest.apply(events).await {
         Ok(position) => Ok(Json(Applied {
             applied,
             position: position.to_string(),
@@ -484,6 +522,15 @@ async fn post_events(
             "the feed's writer has stopped",
         )),
     }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct EventsQuery {
+    /// The shard (trading core) the events belong to, from 0 (the default) to the
+    /// server's `--shards` minus one; each shard numbers its own `seq` and `rec`.
+    shard: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -514,7 +561,7 @@ struct OrdersQuery {
     params(OrdersQuery),
     responses(
         (status = 200, description = "Up to `limit` orders (maybe none, after `wait_ms`)", body = OrdersPage),
-        (status = 400, description = "Malformed or altered cursor, a cursor past the store, several filter keys, a bad parameter", body = ErrorBody),
+        (status = 400, description = "Malformed or altered cursor (`bad_cursor`), a cursor past the store (`cursor_ahead`), several filter keys, a bad parameter, a filter on a read replica (`unfiltered_only`)", body = ErrorBody),
         (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
         (status = 403, description = "The token may not read this (a core's, or another firm's)", body = ErrorBody),
         (status = 410, description = "The cursor is older than retention: `oldest` is the oldest served", body = ErrorBody),
@@ -558,8 +605,8 @@ async fn get_orders(
         }
     };
     let cursor = match &q.cursor {
-        None => Cursor::START,
-        Some(text) => text.parse::<Cursor>().map_err(|e| {
+        None => VectorCursor::START,
+        Some(text) => text.parse::<VectorCursor>().map_err(|e| {
             ApiError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string()).field("cursor")
         })?,
     };
@@ -577,22 +624,24 @@ async fn get_orders(
 
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wait;
+    let shards = &app.feed.shards;
     let outcome = tokio::select! {
         biased;
-        outcome = app.store.wait_for(filter, cursor, min_batch, deadline) => Some(outcome?),
+        outcome = shards.wait_for(filter, &cursor, min_batch, deadline) => Some(outcome?),
         () = app.shutdown.cancelled() => None,
     };
     let waited = started.elapsed();
-    let page = app.store.read(cursor, filter, limit)?;
+    let mut page = Vec::with_capacity(outcome.map_or(0, |o| o.ready));
+    let next = shards.read_into(&cursor, filter, limit, &mut page)?;
     let read = started.elapsed() - waited;
-    app.ingest
-        .metrics()
-        .read_answered(Protocol::Http, &page.orders, outcome);
-    let orders: Vec<WireOrder> = page.orders.iter().map(WireOrder::from).collect();
+    app.feed
+        .metrics
+        .read_answered(Protocol::Http, &page, outcome);
+    let orders: Vec<WireOrder> = page.iter().map(WireOrder::from).collect();
     Ok(Json(OrdersPage {
-        next_cursor: page.next.to_string(),
+        next_cursor: next.to_string(),
         count: orders.len(),
-        oldest_created_at: page.orders.iter().map(|o| o.created_at).min(),
+        oldest_created_at: page.iter().map(|o| o.created_at).min(),
         server_wait_us: waited.as_micros() as u64,
         server_read_us: read.as_micros() as u64,
         orders,

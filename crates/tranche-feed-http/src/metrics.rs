@@ -632,7 +632,10 @@ pub(crate) async fn metrics_text(
             "only a reader's token may read the metrics",
         ));
     }
-    let text = app.ingest.metrics().render(&[&app.store]);
+    let stores: Vec<Store> = (0..app.feed.shards.len())
+        .filter_map(|k| app.feed.shards.shard(k))
+        .collect();
+    let text = app.feed.metrics.render(&stores.iter().collect::<Vec<_>>());
     Ok((
         [(
             header::CONTENT_TYPE,

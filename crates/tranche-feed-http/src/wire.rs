@@ -272,6 +272,69 @@ pub struct OrdersPage {
     pub orders: Vec<WireOrder>,
 }
 
+/// `GET /v1/feed/status`: the server's shards, and on a replica its lag.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct StatusBody {
+    /// `primary` (takes events) or `replica` (follows a primary; unfiltered reads).
+    pub role: String,
+    /// The cursor after everything held now (every shard's newest position): a
+    /// client that wants only what changes from now on starts here.
+    pub newest_cursor: String,
+    /// Each shard's marks, shard 0 first.
+    pub shards: Vec<ShardStatus>,
+    /// On a replica: how far behind its primary it is.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replica: Option<ReplicaStatus>,
+}
+
+/// One shard's marks.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ShardStatus {
+    /// The shard.
+    pub shard: usize,
+    /// The highest `seq` applied (a core of this shard resumes after it).
+    pub seq: u64,
+    /// The highest `rec` applied.
+    pub rec: u64,
+    /// Orders held.
+    pub orders: usize,
+}
+
+/// A replica's lag behind its primary.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ReplicaStatus {
+    /// The primary's address.
+    pub primary: String,
+    /// Whether every shard follows the primary now.
+    pub connected: bool,
+    /// The primary's events not applied here, over all shards.
+    pub seqs_behind: u64,
+    /// The largest lag of any shard, in seconds.
+    pub seconds_behind: f64,
+    /// Per shard.
+    pub shards: Vec<ReplicaShardStatus>,
+}
+
+/// One shard of a replica behind its primary.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ReplicaShardStatus {
+    /// The shard.
+    pub shard: usize,
+    /// The newest `seq` the primary last said it had.
+    pub primary_seq: u64,
+    /// The newest `seq` applied here.
+    pub applied_seq: u64,
+    /// `primary_seq - applied_seq`.
+    pub seqs_behind: u64,
+    /// How long the oldest change not applied here has been known (0 when caught
+    /// up); while disconnected, the time since the primary was last heard.
+    pub seconds_behind: f64,
+    /// Whether it follows the primary now.
+    pub connected: bool,
+    /// Times it started over from the primary's beginning.
+    pub resyncs: u64,
+}
+
 /// An error answer: `{"error": {...}}`.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct ErrorBody {
@@ -283,7 +346,9 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable, for programs: `bad_batch`, `bad_request`, `bad_cursor`,
-    /// `cursor_too_old`, `cursor_ahead`, `store_failed`, `shutting_down`.
+    /// `cursor_too_old`, `cursor_ahead`, `store_failed`, `shutting_down`,
+    /// `unfiltered_only` (a filtered read of a replica), `replica_read_only` (events
+    /// posted to a replica).
     pub code: String,
     /// For people.
     pub message: String,

@@ -447,6 +447,7 @@ async fn the_openapi_document_names_exactly_the_served_routes() {
             ("get".to_string(), "/metrics".to_string()),
             ("get".to_string(), "/v1/feed/openapi.json".to_string()),
             ("get".to_string(), "/v1/feed/orders".to_string()),
+            ("get".to_string(), "/v1/feed/status".to_string()),
             ("post".to_string(), "/v1/feed/events".to_string()),
         ]
     );

@@ -11,8 +11,8 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tranche_feed::{Event, Order};
 
 use crate::frame::{
-    self, Ack, Frame, FrameError, Kind, ReadHeader, ReadRequest, ServerError, Welcome,
-    MAX_FRAME_LEN,
+    self, Ack, Frame, FrameError, Kind, ReadHeader, ReadRequest, ServerError, VectorHeader,
+    VectorRead, Welcome, MAX_FRAME_LEN,
 };
 use crate::stream::{FrameReader, ReadFrameError};
 
@@ -73,10 +73,12 @@ fn io_error(action: &'static str) -> impl FnOnce(io::Error) -> ClientError {
     move |source| ClientError::Io { action, source }
 }
 
-/// Connects, says HELLO with `token`, and reads the WELCOME.
-async fn handshake(
+/// Connects, says HELLO with `token` (and the shard a core writes to), and reads the
+/// WELCOME.
+pub(crate) async fn handshake(
     addr: impl ToSocketAddrs,
     token: Option<&str>,
+    shard: u16,
 ) -> Result<(FrameReader<OwnedReadHalf>, OwnedWriteHalf, Welcome), ClientError> {
     let stream = TcpStream::connect(addr)
         .await
@@ -86,7 +88,7 @@ async fn handshake(
     stream.set_nodelay(true).map_err(io_error("connect to"))?;
     let (rd, mut wr) = stream.into_split();
     let mut buf = Vec::new();
-    frame::encode_hello(token.unwrap_or_default().as_bytes(), &mut buf);
+    frame::encode_hello_shard(token.unwrap_or_default().as_bytes(), shard, &mut buf);
     wr.write_all(&buf).await.map_err(io_error("send to"))?;
     let mut reader = FrameReader::new(rd, MAX_FRAME_LEN);
     let welcome = match next_frame(&mut reader).await? {
@@ -97,7 +99,7 @@ async fn handshake(
     Ok((reader, wr, welcome))
 }
 
-async fn next_frame(
+pub(crate) async fn next_frame(
     reader: &mut FrameReader<OwnedReadHalf>,
 ) -> Result<(u64, Frame<'_>), ClientError> {
     match reader.next().await {
@@ -113,7 +115,7 @@ async fn next_frame(
     }
 }
 
-fn unexpected(number: u64, frame: &Frame<'_>, expected: &str) -> ClientError {
+pub(crate) fn unexpected(number: u64, frame: &Frame<'_>, expected: &str) -> ClientError {
     ClientError::Protocol(FrameError::new(
         number,
         Some(frame.kind().code()),
@@ -193,7 +195,18 @@ impl CoreConnection {
         addr: impl ToSocketAddrs,
         token: Option<&str>,
     ) -> Result<CoreConnection, ClientError> {
-        let (reader, wr, welcome) = handshake(addr, token).await?;
+        CoreConnection::connect_shard(addr, token, 0).await
+    }
+
+    /// [`CoreConnection::connect`] for the core of shard `shard` of a feed of several
+    /// (each shard numbers its own `seq` and `rec`; the WELCOME's marks are its
+    /// shard's). A shard the server does not have is refused.
+    pub async fn connect_shard(
+        addr: impl ToSocketAddrs,
+        token: Option<&str>,
+        shard: u16,
+    ) -> Result<CoreConnection, ClientError> {
+        let (reader, wr, welcome) = handshake(addr, token, shard).await?;
         let sent = Arc::new(AtomicU64::new(0));
         Ok(CoreConnection {
             sender: BatchSender {
@@ -369,7 +382,7 @@ impl FeedClient {
         addr: impl ToSocketAddrs,
         token: Option<&str>,
     ) -> Result<FeedClient, ClientError> {
-        let (reader, wr, welcome) = handshake(addr, token).await?;
+        let (reader, wr, welcome) = handshake(addr, token, 0).await?;
         let sent = Arc::new(AtomicU64::new(0));
         Ok(FeedClient {
             sender: ReadSender {
@@ -434,6 +447,35 @@ impl FeedClient {
         Ok(header)
     }
 
+    /// Sends a read by vector cursor (READV), for a feed of any number of shards,
+    /// without waiting for its answer; returns its number. Its answer is a
+    /// [`VectorHeader`] ([`FeedClient::recv_vector_header`]) and then the orders.
+    pub async fn send_read_vector(&mut self, read: &VectorRead) -> Result<u64, ClientError> {
+        self.sender.send_read_vector(read).await
+    }
+
+    /// The header of the next answer, to a READV: see [`FeedClient::recv_header`].
+    pub async fn recv_vector_header(&mut self) -> Result<VectorHeader, ClientError> {
+        self.answers.recv_vector_header().await
+    }
+
+    /// Sends `read` (READV) and receives its whole answer, appending its orders to
+    /// `out` (nothing else may be in flight).
+    pub async fn read_vector(
+        &mut self,
+        read: &VectorRead,
+        out: &mut Vec<Order>,
+    ) -> Result<VectorHeader, ClientError> {
+        let in_flight = self.in_flight();
+        if in_flight > 0 || self.answers.body_due.is_some() {
+            return Err(ClientError::InFlight(in_flight.max(1)));
+        }
+        self.send_read_vector(read).await?;
+        let header = self.recv_vector_header().await?;
+        self.recv_orders(out).await?;
+        Ok(header)
+    }
+
     /// Requests sent whose header (or error) has not been received yet.
     pub fn in_flight(&self) -> u64 {
         self.answers.in_flight()
@@ -460,11 +502,45 @@ impl ReadSender {
         self.sent.store(request, Ordering::Release);
         Ok(request)
     }
+
+    /// See [`FeedClient::send_read_vector`].
+    pub async fn send_read_vector(&mut self, read: &VectorRead) -> Result<u64, ClientError> {
+        let request = self.sent.load(Ordering::Acquire) + 1;
+        self.buf.clear();
+        frame::encode_read_vector(request, read, &mut self.buf);
+        self.wr
+            .write_all(&self.buf)
+            .await
+            .map_err(io_error("send to"))?;
+        self.sent.store(request, Ordering::Release);
+        Ok(request)
+    }
 }
 
 impl AnswerReceiver {
     /// See [`FeedClient::recv_header`].
     pub async fn recv_header(&mut self) -> Result<ReadHeader, ClientError> {
+        self.recv_any_header(|frame| match frame {
+            Frame::Header(header) => Some((header.count, *header)),
+            _ => None,
+        })
+        .await
+    }
+
+    /// See [`FeedClient::recv_vector_header`].
+    pub async fn recv_vector_header(&mut self) -> Result<VectorHeader, ClientError> {
+        self.recv_any_header(|frame| match frame {
+            Frame::HeaderV(header) => Some((header.count, *header)),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The next answer's header as `pick` takes it (with its count of orders).
+    async fn recv_any_header<H>(
+        &mut self,
+        pick: impl FnOnce(&Frame<'_>) -> Option<(u32, H)>,
+    ) -> Result<H, ClientError> {
         if self.body_due.is_some() {
             return Err(ClientError::OutOfTurn(
                 "expected the orders of the last header to be received first (recv_orders)",
@@ -474,20 +550,27 @@ impl AnswerReceiver {
             return Err(ClientError::Closed);
         }
         let result = match next_frame(&mut self.reader).await {
-            Ok((_, Frame::Header(header))) => Ok(header),
             Ok((_, Frame::Error(error))) => Err(server_error(error)),
-            Ok((number, other)) => Err(unexpected(number, &other, "a HEADER or an ERROR")),
+            Ok((number, frame)) => match pick(&frame) {
+                Some(header) => Ok(header),
+                None => Err(unexpected(number, &frame, "a header or an ERROR")),
+            },
             Err(error) => Err(error),
         };
-        match &result {
-            Ok(header) => {
+        match result {
+            Ok((count, header)) => {
                 self.answered += 1;
-                self.body_due = Some(header.count);
+                self.body_due = Some(count);
+                Ok(header)
             }
-            Err(ClientError::Refused(_)) => self.answered += 1,
-            Err(_) => self.closed = true,
+            Err(error) => {
+                match &error {
+                    ClientError::Refused(_) => self.answered += 1,
+                    _ => self.closed = true,
+                }
+                Err(error)
+            }
         }
-        result
     }
 
     /// See [`FeedClient::recv_orders`].

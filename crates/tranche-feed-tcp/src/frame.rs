@@ -8,7 +8,7 @@ use std::fmt;
 
 use tranche_feed::{
     BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, NewOrder, Order, OrderChange, OrderId,
-    Side, Status, CURSOR_BYTES,
+    Side, Status, VectorCursor, CURSOR_BYTES, MAX_VECTOR_CURSOR_BYTES,
 };
 
 /// The protocol version this build speaks (in HELLO and WELCOME).
@@ -33,6 +33,10 @@ const WELCOME_BYTES: usize = 28;
 const ACK_BYTES: usize = 32;
 const HEADER_BYTES: usize = 64;
 const ERROR_HEAD: usize = 48;
+const READV_HEAD: usize = 32;
+const HEADERV_HEAD: usize = 40;
+const FOLLOW_BYTES: usize = 48;
+const REPLICATE_HEAD: usize = 48;
 
 /// The largest length a frame may declare: a BATCH of [`MAX_BATCH_EVENTS`] events.
 pub const MAX_FRAME_LEN: u32 = (1 + BATCH_HEAD + MAX_BATCH_EVENTS as usize * EVENT_BYTES) as u32;
@@ -49,12 +53,20 @@ pub enum Kind {
     Batch,
     /// Client: a read request (a batched long poll).
     Read,
+    /// Client: a read request with a vector cursor (any number of shards).
+    ReadV,
+    /// Client (a replica): stream one shard's orders after a position.
+    Follow,
     /// Server, first frame: what the token may do, where a core resumes.
     Welcome,
     /// Server: a batch is applied and durable.
     Ack,
     /// Server: the header of a read's answer (before its orders).
     Header,
+    /// Server: the header of a READV's answer (before its orders).
+    HeaderV,
+    /// Server: orders of a followed shard, with the primary's marks.
+    Replicate,
     /// Server: the orders of a read's answer (right after its header).
     Orders,
     /// Server: something was refused; some errors close the connection.
@@ -68,11 +80,15 @@ impl Kind {
             Kind::Hello => 0x01,
             Kind::Batch => 0x02,
             Kind::Read => 0x03,
+            Kind::ReadV => 0x04,
+            Kind::Follow => 0x05,
             Kind::Welcome => 0x81,
             Kind::Ack => 0x82,
             Kind::Header => 0x83,
             Kind::Orders => 0x84,
             Kind::Error => 0x85,
+            Kind::HeaderV => 0x86,
+            Kind::Replicate => 0x87,
         }
     }
 
@@ -82,11 +98,15 @@ impl Kind {
             0x01 => Kind::Hello,
             0x02 => Kind::Batch,
             0x03 => Kind::Read,
+            0x04 => Kind::ReadV,
+            0x05 => Kind::Follow,
             0x81 => Kind::Welcome,
             0x82 => Kind::Ack,
             0x83 => Kind::Header,
             0x84 => Kind::Orders,
             0x85 => Kind::Error,
+            0x86 => Kind::HeaderV,
+            0x87 => Kind::Replicate,
             _ => return None,
         })
     }
@@ -97,11 +117,15 @@ impl Kind {
             Kind::Hello => "HELLO",
             Kind::Batch => "BATCH",
             Kind::Read => "READ",
+            Kind::ReadV => "READV",
+            Kind::Follow => "FOLLOW",
             Kind::Welcome => "WELCOME",
             Kind::Ack => "ACK",
             Kind::Header => "HEADER",
             Kind::Orders => "ORDERS",
             Kind::Error => "ERROR",
+            Kind::HeaderV => "HEADERV",
+            Kind::Replicate => "REPLICATE",
         }
     }
 
@@ -265,8 +289,9 @@ pub struct ServerError {
     pub id: u64,
     /// A refused batch: the index of the event at fault.
     pub index: Option<u32>,
-    /// [`ErrorCode::CursorTooOld`]: the oldest cursor served.
-    pub oldest: Option<Cursor>,
+    /// [`ErrorCode::CursorTooOld`]: the oldest cursor served (for a READ, a
+    /// one-shard cursor: [`VectorCursor::position`] 0 is the [`Cursor`]).
+    pub oldest: Option<VectorCursor>,
     /// The field at fault (empty: none).
     pub field: String,
     /// For people: what was expected and what came.
@@ -325,11 +350,19 @@ impl Access {
 pub struct Hello<'a> {
     /// The token as configured in the server's tokens file (empty: none).
     pub token: &'a [u8],
+    /// The shard a core's batches go to (0: the first, and the only one of a
+    /// one-shard feed; readers read every shard whatever it says).
+    pub shard: u16,
 }
 
 impl fmt::Debug for Hello<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Hello {{ token: {} bytes }}", self.token.len())
+        write!(
+            f,
+            "Hello {{ token: {} bytes, shard: {} }}",
+            self.token.len(),
+            self.shard
+        )
     }
 }
 
@@ -391,6 +424,180 @@ impl ReadRequest {
     }
 }
 
+/// A cursor as a READV carries it: up to [`MAX_VECTOR_CURSOR_BYTES`], passed on
+/// opaque (the server checks it, answering [`ErrorCode::BadCursor`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CursorBytes {
+    len: u16,
+    bytes: [u8; MAX_VECTOR_CURSOR_BYTES],
+}
+
+impl CursorBytes {
+    /// `bytes` as they are, if they fit.
+    pub fn from_slice(bytes: &[u8]) -> Option<CursorBytes> {
+        let mut out = CursorBytes {
+            len: u16::try_from(bytes.len()).ok()?,
+            bytes: [0; MAX_VECTOR_CURSOR_BYTES],
+        };
+        out.bytes.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(out)
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// The cursor they encode, or why not.
+    pub fn cursor(&self) -> Result<VectorCursor, tranche_feed::CursorError> {
+        VectorCursor::from_bytes(self.as_bytes())
+    }
+}
+
+impl From<&VectorCursor> for CursorBytes {
+    fn from(cursor: &VectorCursor) -> CursorBytes {
+        CursorBytes::from_slice(&cursor.to_bytes()).expect("a cursor fits")
+    }
+}
+
+impl fmt::Debug for CursorBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.cursor() {
+            Ok(cursor) => write!(f, "CursorBytes({cursor:?})"),
+            Err(_) => write!(f, "CursorBytes({:?})", self.as_bytes()),
+        }
+    }
+}
+
+/// A read request by vector cursor (READV): [`ReadRequest`]'s parameters with a cursor
+/// of any number of shards. Its answer is a [`VectorHeader`] and the ORDERS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorRead {
+    /// Read after this cursor (a [`VectorHeader::next`], or
+    /// [`VectorCursor::START`]).
+    pub cursor: CursorBytes,
+    /// Which orders.
+    pub filter: Filter,
+    /// The most orders in the answer (at least 1; cut to the store's
+    /// [`tranche_feed::MAX_READ_LIMIT`]).
+    pub limit: u32,
+    /// Wait until this many are ready (cut to `limit`; 0 answers at once).
+    pub min_batch: u32,
+    /// Wait at most this long (cut to [`tranche_feed_http::MAX_WAIT_MS`]).
+    pub wait_ms: u32,
+}
+
+impl VectorRead {
+    /// [`ReadRequest::new`]'s defaults, after `cursor`.
+    pub fn new(cursor: &VectorCursor, filter: Filter) -> VectorRead {
+        VectorRead {
+            cursor: cursor.into(),
+            filter,
+            limit: tranche_feed_http::DEFAULT_LIMIT as u32,
+            min_batch: 1,
+            wait_ms: tranche_feed_http::DEFAULT_WAIT_MS as u32,
+        }
+    }
+}
+
+/// A HEADERV: what a READV's answer holds, before its orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorHeader {
+    /// The request's number.
+    pub request: u64,
+    /// Where to read on from (the request's cursor, every shard spelled out, when
+    /// there are no orders).
+    pub next: VectorCursor,
+    /// Orders in the ORDERS frame that follows.
+    pub count: u32,
+    /// The earliest `created_at` of those orders (ns); `None` when there are none.
+    pub oldest_created_at: Option<u64>,
+    /// Microseconds the server waited for `min_batch` orders.
+    pub server_wait_us: u64,
+    /// Microseconds the server spent reading them out of the store.
+    pub server_read_us: u64,
+}
+
+/// A FOLLOW: a replica asks for one shard's orders after a position, as a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Follow {
+    /// The primary's shard.
+    pub shard: u16,
+    /// The most orders per REPLICATE (0: the server's default; cut to
+    /// [`tranche_feed::MAX_READ_LIMIT`]).
+    pub max_orders: u32,
+    /// Stream the orders after this position.
+    pub after: Cursor,
+    /// The primary's eviction floor as the replica knows it (see
+    /// [`tranche_feed::Store::read_for_replica`]).
+    pub known_floor: Cursor,
+    /// Send a REPLICATE, empty if need be, at least this often (0: the server's
+    /// default), so the replica knows the primary's marks and that it is alive.
+    pub heartbeat_ms: u32,
+}
+
+/// A REPLICATE's head: one shard's orders streamed to a replica, and the primary's
+/// marks when they were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicateHead {
+    /// The shard.
+    pub shard: u16,
+    /// How many shards the primary has.
+    pub shards: u16,
+    /// Orders that follow (80 bytes each, as in ORDERS), in `(seq, rec)` order.
+    pub count: u32,
+    /// The newest `seq` the primary's shard had applied when they were read.
+    pub newest_seq: u64,
+    /// The shard's eviction floor, as it was before they were read.
+    pub floor: Cursor,
+    /// The position after them: the last one's, or the position followed from.
+    pub next: Cursor,
+}
+
+/// A REPLICATE as read: its head, and orders decoded by [`Replicate::decode_into`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replicate<'a> {
+    /// The head.
+    pub head: ReplicateHead,
+    orders: Orders<'a>,
+}
+
+impl Replicate<'_> {
+    /// Appends its orders to `out`, checking their codes and that they ascend from
+    /// the position followed, ending at [`ReplicateHead::next`].
+    pub fn decode_into(&self, after: Cursor, out: &mut Vec<Order>) -> Result<(), FrameError> {
+        let start = out.len();
+        self.orders.decode_into(out)?;
+        let mut last = after;
+        for (i, order) in out[start..].iter().enumerate() {
+            if order.position() <= last {
+                return Err(FrameError::new(
+                    self.orders.frame,
+                    Some(Kind::Replicate.code()),
+                    format!("orders[{i}].seq"),
+                    format!(
+                        "expected a position after ({}, {}), got ({}, {})",
+                        last.seq, last.rec, order.seq, order.rec
+                    ),
+                ));
+            }
+            last = order.position();
+        }
+        if self.head.count > 0 && last != self.head.next {
+            return Err(FrameError::new(
+                self.orders.frame,
+                Some(Kind::Replicate.code()),
+                "next",
+                format!(
+                    "expected the last order's position ({}, {}), got ({}, {})",
+                    last.seq, last.rec, self.head.next.seq, self.head.next.rec
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// An ACK: a batch is applied and durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ack {
@@ -446,6 +653,19 @@ pub enum Frame<'a> {
     Ack(Ack),
     /// See [`ReadHeader`].
     Header(ReadHeader),
+    /// A read request by vector cursor and its number.
+    ReadV {
+        /// The client's number for it, echoed by its HEADERV or ERROR.
+        request: u64,
+        /// What to read.
+        read: VectorRead,
+    },
+    /// See [`Follow`].
+    Follow(Follow),
+    /// See [`VectorHeader`].
+    HeaderV(VectorHeader),
+    /// See [`Replicate`].
+    Replicate(Replicate<'a>),
     /// See [`Orders`].
     Orders(Orders<'a>),
     /// See [`ServerError`].
@@ -462,6 +682,10 @@ impl Frame<'_> {
             Frame::Welcome(_) => Kind::Welcome,
             Frame::Ack(_) => Kind::Ack,
             Frame::Header(_) => Kind::Header,
+            Frame::ReadV { .. } => Kind::ReadV,
+            Frame::Follow(_) => Kind::Follow,
+            Frame::HeaderV(_) => Kind::HeaderV,
+            Frame::Replicate(_) => Kind::Replicate,
             Frame::Orders(_) => Kind::Orders,
             Frame::Error(_) => Kind::Error,
         }
@@ -534,6 +758,43 @@ fn zero(
     Ok(())
 }
 
+/// The filter of a READ or READV: its code and key.
+fn filter_of(
+    code: u8,
+    key: u32,
+    fail: impl Fn(&str, String) -> FrameError,
+) -> Result<Filter, FrameError> {
+    Ok(match code {
+        0 => {
+            if key != 0 {
+                return Err(fail(
+                    "key",
+                    format!("expected 0 with filter 0 (all), got {key}"),
+                ));
+            }
+            Filter::All
+        }
+        1 => Filter::Firm(FirmId(key)),
+        2 => Filter::Broker(BrokerId(key)),
+        3 => Filter::Instrument(InstrumentId(key)),
+        other => {
+            return Err(fail(
+                "filter",
+                format!("expected 0 (all), 1 (firm), 2 (broker) or 3 (instrument), got {other}"),
+            ))
+        }
+    })
+}
+
+fn filter_code(filter: Filter) -> (u8, u32) {
+    match filter {
+        Filter::All => (0, 0),
+        Filter::Firm(f) => (1, f.0),
+        Filter::Broker(b) => (2, b.0),
+        Filter::Instrument(i) => (3, i.0),
+    }
+}
+
 /// Decodes frame number `frame` of kind byte `kind` with `body` (the bytes after the
 /// kind byte). BATCH events and ORDERS orders are checked when decoded into a `Vec`
 /// ([`Batch::decode_into`], [`Orders::decode_into`]).
@@ -544,8 +805,9 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
             Some(kind),
             "kind",
             format!(
-                "expected a frame kind (0x01 HELLO, 0x02 BATCH, 0x03 READ, 0x81 WELCOME, \
-                 0x82 ACK, 0x83 HEADER, 0x84 ORDERS, 0x85 ERROR), got {kind:#04x}"
+                "expected a frame kind (0x01 HELLO, 0x02 BATCH, 0x03 READ, 0x04 READV, \
+                 0x05 FOLLOW, 0x81 WELCOME, 0x82 ACK, 0x83 HEADER, 0x84 ORDERS, 0x85 ERROR, \
+                 0x86 HEADERV, 0x87 REPLICATE), got {kind:#04x}"
             ),
         ));
     };
@@ -570,7 +832,7 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
                     format!("expected {VERSION}, got {version}"),
                 ));
             }
-            zero(frame, k, || "reserved".into(), &body[6..8])?;
+            let shard = u16_at(body, 6);
             let len = usize::from(u16_at(body, 8));
             if len > MAX_TOKEN_BYTES {
                 return Err(fail(
@@ -581,6 +843,7 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
             exact(frame, k, body, HELLO_HEAD + len)?;
             Ok(Frame::Hello(Hello {
                 token: &body[HELLO_HEAD..],
+                shard,
             }))
         }
         Kind::Batch => {
@@ -603,31 +866,8 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
         }
         Kind::Read => {
             exact(frame, k, body, READ_BYTES)?;
-            let filter_code = body[29];
             zero(frame, k, || "reserved".into(), &body[30..32])?;
-            let key = u32_at(body, 32);
-            let filter = match filter_code {
-                0 => {
-                    if key != 0 {
-                        return Err(fail(
-                            "key",
-                            format!("expected 0 with filter 0 (all), got {key}"),
-                        ));
-                    }
-                    Filter::All
-                }
-                1 => Filter::Firm(FirmId(key)),
-                2 => Filter::Broker(BrokerId(key)),
-                3 => Filter::Instrument(InstrumentId(key)),
-                other => {
-                    return Err(fail(
-                        "filter",
-                        format!(
-                            "expected 0 (all), 1 (firm), 2 (broker) or 3 (instrument), got {other}"
-                        ),
-                    ))
-                }
-            };
+            let filter = filter_of(body[29], u32_at(body, 32), fail)?;
             let limit = u32_at(body, 36);
             if limit == 0 {
                 return Err(fail("limit", "expected at least 1, got 0".into()));
@@ -642,6 +882,87 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
                     wait_ms: u32_at(body, 44),
                 },
             })
+        }
+        Kind::ReadV => {
+            at_least(frame, k, body, READV_HEAD)?;
+            zero(frame, k, || "reserved".into(), &body[9..10])?;
+            zero(frame, k, || "reserved".into(), &body[28..32])?;
+            let len = usize::from(u16_at(body, 10));
+            if len > MAX_VECTOR_CURSOR_BYTES {
+                return Err(fail(
+                    "cursor_len",
+                    format!("expected at most {MAX_VECTOR_CURSOR_BYTES} bytes, got {len}"),
+                ));
+            }
+            exact(frame, k, body, READV_HEAD + len)?;
+            let filter = filter_of(body[8], u32_at(body, 12), fail)?;
+            let limit = u32_at(body, 16);
+            if limit == 0 {
+                return Err(fail("limit", "expected at least 1, got 0".into()));
+            }
+            Ok(Frame::ReadV {
+                request: u64_at(body, 0),
+                read: VectorRead {
+                    cursor: CursorBytes::from_slice(&body[READV_HEAD..]).expect("checked"),
+                    filter,
+                    limit,
+                    min_batch: u32_at(body, 20),
+                    wait_ms: u32_at(body, 24),
+                },
+            })
+        }
+        Kind::Follow => {
+            exact(frame, k, body, FOLLOW_BYTES)?;
+            zero(frame, k, || "reserved".into(), &body[2..4])?;
+            zero(frame, k, || "reserved".into(), &body[44..48])?;
+            Ok(Frame::Follow(Follow {
+                shard: u16_at(body, 0),
+                max_orders: u32_at(body, 4),
+                after: Cursor::new(u64_at(body, 8), u64_at(body, 16)),
+                known_floor: Cursor::new(u64_at(body, 24), u64_at(body, 32)),
+                heartbeat_ms: u32_at(body, 40),
+            }))
+        }
+        Kind::HeaderV => {
+            at_least(frame, k, body, HEADERV_HEAD)?;
+            zero(frame, k, || "reserved".into(), &body[14..16])?;
+            exact(frame, k, body, HEADERV_HEAD + usize::from(u16_at(body, 12)))?;
+            let next = VectorCursor::from_bytes(&body[HEADERV_HEAD..])
+                .map_err(|e| fail("next", e.to_string()))?;
+            let oldest = u64_at(body, 16);
+            Ok(Frame::HeaderV(VectorHeader {
+                request: u64_at(body, 0),
+                next,
+                count: u32_at(body, 8),
+                oldest_created_at: (oldest != 0).then_some(oldest),
+                server_wait_us: u64_at(body, 24),
+                server_read_us: u64_at(body, 32),
+            }))
+        }
+        Kind::Replicate => {
+            at_least(frame, k, body, REPLICATE_HEAD)?;
+            let count = u32_at(body, 4);
+            let orders = &body[REPLICATE_HEAD..];
+            if orders.len() != count as usize * ORDER_BYTES {
+                return Err(fail(
+                    "count",
+                    format!(
+                        "expected {count} orders of {ORDER_BYTES} bytes, got {} bytes",
+                        orders.len()
+                    ),
+                ));
+            }
+            Ok(Frame::Replicate(Replicate {
+                head: ReplicateHead {
+                    shard: u16_at(body, 0),
+                    shards: u16_at(body, 2),
+                    count,
+                    newest_seq: u64_at(body, 8),
+                    floor: Cursor::new(u64_at(body, 16), u64_at(body, 24)),
+                    next: Cursor::new(u64_at(body, 32), u64_at(body, 40)),
+                },
+                orders: Orders { frame, orders },
+            }))
         }
         Kind::Welcome => {
             exact(frame, k, body, WELCOME_BYTES)?;
@@ -722,17 +1043,24 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
             at_least(frame, k, body, ERROR_HEAD)?;
             let code = ErrorCode::from_code(body[0])
                 .ok_or_else(|| fail("code", format!("expected 1 to 9, got {}", body[0])))?;
-            zero(frame, k, || "reserved".into(), &body[1..4])?;
+            zero(frame, k, || "reserved".into(), &body[1..2])?;
+            let vector_len = usize::from(u16_at(body, 2));
             let index = u32_at(body, 4);
-            let oldest = &body[24..24 + CURSOR_BYTES];
-            let oldest = if oldest.iter().all(|&b| b == 0) {
-                None
-            } else {
-                Some(Cursor::from_bytes(oldest).map_err(|e| fail("oldest", e.to_string()))?)
-            };
             let field_len = usize::from(body[45]);
             let message_len = usize::from(u16_at(body, 46));
-            exact(frame, k, body, ERROR_HEAD + field_len + message_len)?;
+            let text_end = ERROR_HEAD + field_len + message_len;
+            exact(frame, k, body, text_end + vector_len)?;
+            let oldest = &body[24..24 + CURSOR_BYTES];
+            let oldest = if vector_len > 0 {
+                Some(
+                    VectorCursor::from_bytes(&body[text_end..])
+                        .map_err(|e| fail("oldest", e.to_string()))?,
+                )
+            } else if oldest.iter().all(|&b| b == 0) {
+                None
+            } else {
+                Some(VectorCursor::from_bytes(oldest).map_err(|e| fail("oldest", e.to_string()))?)
+            };
             let text = |field: &str, bytes: &[u8]| {
                 std::str::from_utf8(bytes)
                     .map(str::to_string)
@@ -745,7 +1073,7 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
                 index: (index != u32::MAX).then_some(index),
                 oldest,
                 field: text("field", &body[ERROR_HEAD..ERROR_HEAD + field_len])?,
-                message: text("message", &body[ERROR_HEAD + field_len..])?,
+                message: text("message", &body[ERROR_HEAD + field_len..text_end])?,
             }))
         }
     }
@@ -905,11 +1233,16 @@ fn finish(out: &mut [u8], start: usize) {
 /// Appends a HELLO carrying `token` (at most [`MAX_TOKEN_BYTES`]; longer is cut, and
 /// refused by the server as unknown).
 pub fn encode_hello(token: &[u8], out: &mut Vec<u8>) {
+    encode_hello_shard(token, 0, out);
+}
+
+/// Appends a HELLO of a core writing to shard `shard` (see [`encode_hello`]).
+pub fn encode_hello_shard(token: &[u8], shard: u16, out: &mut Vec<u8>) {
     let token = &token[..token.len().min(MAX_TOKEN_BYTES)];
     let start = begin(out, Kind::Hello);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&[0; 2]);
+    out.extend_from_slice(&shard.to_le_bytes());
     out.extend_from_slice(&(token.len() as u16).to_le_bytes());
     out.extend_from_slice(token);
     finish(out, start);
@@ -960,12 +1293,7 @@ pub fn encode_batch(batch: u64, events: &[Event], out: &mut Vec<u8>) {
 /// Appends a READ numbered `request`.
 pub fn encode_read(request: u64, read: &ReadRequest, out: &mut Vec<u8>) {
     let start = begin(out, Kind::Read);
-    let (code, key) = match read.filter {
-        Filter::All => (0u8, 0u32),
-        Filter::Firm(f) => (1, f.0),
-        Filter::Broker(b) => (2, b.0),
-        Filter::Instrument(i) => (3, i.0),
-    };
+    let (code, key) = filter_code(read.filter);
     out.extend_from_slice(&request.to_le_bytes());
     out.extend_from_slice(&read.cursor);
     out.push(code);
@@ -974,6 +1302,79 @@ pub fn encode_read(request: u64, read: &ReadRequest, out: &mut Vec<u8>) {
     out.extend_from_slice(&read.limit.to_le_bytes());
     out.extend_from_slice(&read.min_batch.to_le_bytes());
     out.extend_from_slice(&read.wait_ms.to_le_bytes());
+    finish(out, start);
+}
+
+/// Appends a READV numbered `request`.
+pub fn encode_read_vector(request: u64, read: &VectorRead, out: &mut Vec<u8>) {
+    let start = begin(out, Kind::ReadV);
+    let (code, key) = filter_code(read.filter);
+    let cursor = read.cursor.as_bytes();
+    out.extend_from_slice(&request.to_le_bytes());
+    out.extend_from_slice(&[code, 0]);
+    out.extend_from_slice(&(cursor.len() as u16).to_le_bytes());
+    out.extend_from_slice(&key.to_le_bytes());
+    out.extend_from_slice(&read.limit.to_le_bytes());
+    out.extend_from_slice(&read.min_batch.to_le_bytes());
+    out.extend_from_slice(&read.wait_ms.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(cursor);
+    finish(out, start);
+}
+
+/// Appends a FOLLOW.
+pub fn encode_follow(follow: &Follow, out: &mut Vec<u8>) {
+    let start = begin(out, Kind::Follow);
+    out.extend_from_slice(&follow.shard.to_le_bytes());
+    out.extend_from_slice(&[0; 2]);
+    out.extend_from_slice(&follow.max_orders.to_le_bytes());
+    for n in [
+        follow.after.seq,
+        follow.after.rec,
+        follow.known_floor.seq,
+        follow.known_floor.rec,
+    ] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.extend_from_slice(&follow.heartbeat_ms.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    finish(out, start);
+}
+
+/// Appends a HEADERV.
+pub fn encode_header_vector(header: &VectorHeader, out: &mut Vec<u8>) {
+    let start = begin(out, Kind::HeaderV);
+    let next = header.next.to_bytes();
+    out.extend_from_slice(&header.request.to_le_bytes());
+    out.extend_from_slice(&header.count.to_le_bytes());
+    out.extend_from_slice(&(next.len() as u16).to_le_bytes());
+    out.extend_from_slice(&[0; 2]);
+    out.extend_from_slice(&header.oldest_created_at.unwrap_or(0).to_le_bytes());
+    out.extend_from_slice(&header.server_wait_us.to_le_bytes());
+    out.extend_from_slice(&header.server_read_us.to_le_bytes());
+    out.extend_from_slice(&next);
+    finish(out, start);
+}
+
+/// Appends a REPLICATE of `orders` (`head.count` is taken from them).
+pub fn encode_replicate(head: &ReplicateHead, orders: &[Order], out: &mut Vec<u8>) {
+    out.reserve(LEN_BYTES + 1 + REPLICATE_HEAD + orders.len() * ORDER_BYTES);
+    let start = begin(out, Kind::Replicate);
+    out.extend_from_slice(&head.shard.to_le_bytes());
+    out.extend_from_slice(&head.shards.to_le_bytes());
+    out.extend_from_slice(&(orders.len() as u32).to_le_bytes());
+    for n in [
+        head.newest_seq,
+        head.floor.seq,
+        head.floor.rec,
+        head.next.seq,
+        head.next.rec,
+    ] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    for order in orders {
+        encode_order(order, out);
+    }
     finish(out, start);
 }
 
@@ -1064,19 +1465,29 @@ pub fn encode_error(error: &ServerError, out: &mut Vec<u8>) {
     let field = cut(&error.field, usize::from(u8::MAX));
     let message = cut(&error.message, usize::from(u16::MAX));
     let start = begin(out, Kind::Error);
+    // A one-shard cursor fits the fixed field (what a READ's client expects); a
+    // longer one follows the message, its length in the reserved bytes.
+    let vector = error
+        .oldest
+        .filter(|cursor| cursor.shards() > 1)
+        .map(|cursor| cursor.to_bytes());
     out.push(error.code.code());
-    out.extend_from_slice(&[0; 3]);
+    out.push(0);
+    out.extend_from_slice(&(vector.map_or(0, |v| v.len()) as u16).to_le_bytes());
     out.extend_from_slice(&error.index.unwrap_or(u32::MAX).to_le_bytes());
     out.extend_from_slice(&error.frame.to_le_bytes());
     out.extend_from_slice(&error.id.to_le_bytes());
     match error.oldest {
-        Some(cursor) => out.extend_from_slice(&cursor.to_bytes()),
-        None => out.extend_from_slice(&[0; CURSOR_BYTES]),
+        Some(cursor) if vector.is_none() => out.extend_from_slice(&cursor.position(0).to_bytes()),
+        _ => out.extend_from_slice(&[0; CURSOR_BYTES]),
     }
     out.push(field.len() as u8);
     out.extend_from_slice(&(message.len() as u16).to_le_bytes());
     out.extend_from_slice(field.as_bytes());
     out.extend_from_slice(message.as_bytes());
+    if let Some(vector) = vector {
+        out.extend_from_slice(&vector);
+    }
     finish(out, start);
 }
 

@@ -131,6 +131,7 @@
 
 mod client;
 pub mod frame;
+mod replica;
 mod server;
 mod stream;
 
@@ -138,7 +139,9 @@ pub use client::{
     AckReceiver, AnswerReceiver, BatchSender, ClientError, CoreConnection, FeedClient, ReadSender,
 };
 pub use frame::{
-    Access, Ack, ErrorCode, FrameError, ReadHeader, ReadRequest, ServerError, Welcome,
-    MAX_BATCH_EVENTS, MAX_FRAME_LEN, MAX_HELLO_LEN,
+    Access, Ack, CursorBytes, ErrorCode, Follow, FrameError, ReadHeader, ReadRequest,
+    ReplicateHead, ServerError, VectorHeader, VectorRead, Welcome, MAX_BATCH_EVENTS, MAX_FRAME_LEN,
+    MAX_HELLO_LEN,
 };
-pub use server::{serve, HELLO_TIMEOUT, MAX_IN_FLIGHT};
+pub use replica::{Replica, ReplicaConfig};
+pub use server::{serve, serve_feed, DEFAULT_HEARTBEAT, HELLO_TIMEOUT, MAX_IN_FLIGHT};

@@ -11,12 +11,17 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tranche_feed::{Cursor, Event, Filter, Order, ReadError, Store, MAX_READ_LIMIT};
-use tranche_feed_http::{FeedTokens, Grant, Ingest, Pending, Protocol, Refused, MAX_WAIT_MS};
+use tranche_feed::{
+    Event, Filter, Order, ReadError, ShardReadError, Store, VectorCursor, MAX_READ_LIMIT,
+};
+use tranche_feed_http::{
+    FeedService, FeedTokens, Grant, Ingest, Pending, Protocol, Refused, MAX_WAIT_MS,
+};
 
 use crate::frame::{
-    self, Access, Ack, ErrorCode, Frame, FrameError, ReadHeader, ReadRequest, ServerError, Welcome,
-    MAX_BATCH_EVENTS, MAX_FRAME_LEN, MAX_HELLO_LEN, VERSION,
+    self, Access, Ack, CursorBytes, ErrorCode, Follow, Frame, FrameError, ReadHeader,
+    ReplicateHead, ServerError, VectorHeader, Welcome, MAX_BATCH_EVENTS, MAX_FRAME_LEN,
+    MAX_HELLO_LEN, VERSION,
 };
 use crate::stream::{FrameReader, ReadFrameError};
 
@@ -31,10 +36,12 @@ pub const MAX_IN_FLIGHT: usize = 256;
 const LINGER: Duration = Duration::from_secs(2);
 /// Batch buffers a connection keeps for reuse.
 const POOLED: usize = 8;
+/// How often a followed shard is sent a REPLICATE when nothing changes, unless the
+/// FOLLOW asks otherwise.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 
 struct Shared {
-    store: Store,
-    ingest: Ingest,
+    feed: FeedService,
     tokens: FeedTokens,
     shutdown: CancellationToken,
 }
@@ -46,7 +53,8 @@ struct Shared {
 /// On shutdown it stops accepting; each connection stops reading, answers what it
 /// has read (a waiting read at once, with what is ready; a batch once durable), sends
 /// [`ErrorCode::ShuttingDown`] and closes. Returns once every connection has closed,
-/// having dropped its clones of `ingest`.
+/// having dropped its clones of `ingest`. [`serve_feed`] serves several shards, or a
+/// replica.
 pub async fn serve(
     listener: TcpListener,
     store: Store,
@@ -54,9 +62,26 @@ pub async fn serve(
     tokens: FeedTokens,
     shutdown: CancellationToken,
 ) {
+    serve_feed(
+        listener,
+        FeedService::single(store, ingest),
+        tokens,
+        shutdown,
+    )
+    .await;
+}
+
+/// [`serve`] over a feed of one or more shards (a core's HELLO names its shard;
+/// reads span every shard by vector cursor, READV), or a read replica's (no batches,
+/// unfiltered reads). Replicas of this server FOLLOW its shards over it.
+pub async fn serve_feed(
+    listener: TcpListener,
+    feed: FeedService,
+    tokens: FeedTokens,
+    shutdown: CancellationToken,
+) {
     let shared = Arc::new(Shared {
-        store,
-        ingest,
+        feed,
         tokens,
         shutdown,
     });
@@ -96,14 +121,27 @@ enum Reply {
         count: u32,
         pending: Pending,
     },
-    Read {
+    Read(Read),
+    /// Stream a shard to a replica until the connection ends.
+    Follow {
         frame: u64,
-        request: u64,
-        read: ReadRequest,
-        filter: Filter,
+        follow: Follow,
     },
     /// Answer everything before it, send this, close.
     Fatal(ServerError),
+}
+
+/// A READ or READV, as the answering half serves it.
+struct Read {
+    frame: u64,
+    request: u64,
+    cursor: CursorBytes,
+    filter: Filter,
+    limit: u32,
+    min_batch: u32,
+    wait_ms: u32,
+    /// A READV, answered by a HEADERV (else a READ, by a HEADER).
+    vector: bool,
 }
 
 fn error_of(code: ErrorCode, frame: u64, id: u64, field: &str, message: String) -> ServerError {
@@ -145,8 +183,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
         () = shared.shutdown.cancelled() => return,
         greeted = tokio::time::timeout(HELLO_TIMEOUT, hello(&mut reader, &shared.tokens)) => greeted,
     };
-    let access = match greeted {
-        Ok(Ok(access)) => access,
+    let (access, shard) = match greeted {
+        Ok(Ok(greeted)) => greeted,
         Ok(Err(None)) => return,
         Ok(Err(Some(error))) => {
             refuse(&mut reader, &mut wr, &error).await;
@@ -164,16 +202,48 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
             return;
         }
     };
+    // The writer task of the core's shard; none on a replica (batches refused).
+    let ingest = match (
+        access.may_write(),
+        shared.feed.ingest.get(usize::from(shard)),
+    ) {
+        (false, _) => None,
+        (true, Some(ingest)) => Some(ingest.clone()),
+        (true, None) if shared.feed.replica.is_some() && access == Access::Open => None,
+        (true, None) => {
+            let error = if shared.feed.replica.is_some() {
+                error_of(
+                    ErrorCode::Forbidden,
+                    1,
+                    0,
+                    "token",
+                    "this server is a read replica: cores send their batches to its primary".into(),
+                )
+            } else {
+                malformed(FrameError::new(
+                    1,
+                    Some(frame::Kind::Hello.code()),
+                    "shard",
+                    format!(
+                        "expected a shard from 0 to {}, got {shard}",
+                        shared.feed.ingest.len().saturating_sub(1)
+                    ),
+                ))
+            };
+            refuse(&mut reader, &mut wr, &error).await;
+            return;
+        }
+    };
+    let marks = match (&ingest, shared.feed.shards.shard(usize::from(shard))) {
+        (Some(_), Some(store)) => store.marks(),
+        _ => (0, 0),
+    };
     let mut out = Vec::with_capacity(256);
     frame::encode_welcome(
         &Welcome {
             version: VERSION,
             access,
-            marks: if access.may_write() {
-                shared.store.marks()
-            } else {
-                (0, 0)
-            },
+            marks,
             max_batch_events: MAX_BATCH_EVENTS,
         },
         &mut out,
@@ -190,9 +260,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
     let closing = CancellationToken::new();
     let pool = Mutex::new(Vec::new());
+    // A follower's end: the replica closed its side (or broke the protocol).
+    let gone = CancellationToken::new();
     tokio::join!(
-        read_side(reader, access, &shared, tx, &closing, &pool),
-        answer_side(wr, rx, &shared, &closing, &pool, out),
+        read_side(reader, access, ingest, &shared, tx, &closing, &gone, &pool),
+        answer_side(wr, rx, &shared, &closing, &gone, &pool, out),
     );
     tracing::debug!(%peer, "feed tcp: closed");
 }
@@ -202,7 +274,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
 async fn hello(
     reader: &mut FrameReader<OwnedReadHalf>,
     tokens: &FeedTokens,
-) -> Result<Access, Option<ServerError>> {
+) -> Result<(Access, u16), Option<ServerError>> {
     let (number, kind, body) = match reader.next().await {
         Ok(Some(frame)) => frame,
         Ok(None) | Err(ReadFrameError::Io(_)) => return Err(None),
@@ -220,8 +292,9 @@ async fn hello(
         }
         Err(error) => return Err(Some(malformed(error))),
     };
+    let shard = hello.shard;
     if tokens.is_empty() {
-        return Ok(Access::Open);
+        return Ok((Access::Open, shard));
     }
     let unauthorized = |message: &str| {
         Some(error_of(
@@ -236,9 +309,9 @@ async fn hello(
         return Err(unauthorized("expected a token: this server has tokens"));
     }
     match tokens.check(hello.token) {
-        Some(Grant::Core) => Ok(Access::Core),
-        Some(Grant::Firm(firm)) => Ok(Access::Firm(firm)),
-        Some(Grant::Reader) => Ok(Access::Reader),
+        Some(Grant::Core) => Ok((Access::Core, shard)),
+        Some(Grant::Firm(firm)) => Ok((Access::Firm(firm), shard)),
+        Some(Grant::Reader) => Ok((Access::Reader, shard)),
         None => Err(unauthorized("the token is not valid")),
     }
 }
@@ -257,12 +330,15 @@ async fn refuse(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn read_side(
     mut reader: FrameReader<OwnedReadHalf>,
     access: Access,
+    ingest: Option<Ingest>,
     shared: &Shared,
     tx: mpsc::Sender<Reply>,
     closing: &CancellationToken,
+    gone: &CancellationToken,
     pool: &Mutex<Vec<Vec<Event>>>,
 ) {
     let mut last_batch = 0;
@@ -289,15 +365,20 @@ async fn read_side(
         };
         match frame {
             Frame::Batch(batch) => {
-                if !access.may_write() {
+                let Some(ingest) = ingest.as_ref() else {
+                    let message = if access.may_write() {
+                        "this server is a read replica: send batches to its primary"
+                    } else {
+                        "only a core's token may send batches"
+                    };
                     break Some(error_of(
                         ErrorCode::Forbidden,
                         number,
                         batch.batch,
                         "",
-                        "only a core's token may send batches".into(),
+                        message.into(),
                     ));
-                }
+                };
                 if batch.batch <= last_batch {
                     break Some(malformed(FrameError::new(
                         number,
@@ -320,7 +401,7 @@ async fn read_side(
                 let Ok(permit) = tx.reserve().await else {
                     break None;
                 };
-                match shared.ingest.submit(events).await {
+                match ingest.submit(events).await {
                     Ok(pending) => permit.send(Reply::Ack {
                         frame: number,
                         batch: batch.batch,
@@ -330,7 +411,48 @@ async fn read_side(
                     Err(_) => break Some(shutting_down()),
                 }
             }
-            Frame::Read { request, read } => {
+            Frame::Read { .. } | Frame::ReadV { .. } => {
+                let (request, read) = match frame {
+                    Frame::Read { request, read } => (
+                        request,
+                        Read {
+                            frame: number,
+                            request,
+                            cursor: CursorBytes::from_slice(&read.cursor).expect("21 bytes fit"),
+                            filter: read.filter,
+                            limit: read.limit,
+                            min_batch: read.min_batch,
+                            wait_ms: read.wait_ms,
+                            vector: false,
+                        },
+                    ),
+                    Frame::ReadV { request, read } => (
+                        request,
+                        Read {
+                            frame: number,
+                            request,
+                            cursor: read.cursor,
+                            filter: read.filter,
+                            limit: read.limit,
+                            min_batch: read.min_batch,
+                            wait_ms: read.wait_ms,
+                            vector: true,
+                        },
+                    ),
+                    _ => unreachable!("matched above"),
+                };
+                let shards = shared.feed.shards.len();
+                if !read.vector && shards > 1 {
+                    break Some(malformed(FrameError::new(
+                        number,
+                        Some(kind),
+                        "kind",
+                        format!(
+                            "expected a READV (0x04): this feed has {shards} shards, whose \
+                             cursors do not fit a READ's 21 bytes"
+                        ),
+                    )));
+                }
                 let filter = match access.read_filter(read.filter) {
                     Ok(filter) => filter,
                     Err(message) => {
@@ -355,22 +477,51 @@ async fn read_side(
                     )));
                 }
                 last_request = request;
-                let reply = Reply::Read {
-                    frame: number,
-                    request,
-                    read,
-                    filter,
-                };
-                if tx.send(reply).await.is_err() {
+                if tx.send(Reply::Read(Read { filter, ..read })).await.is_err() {
                     break None;
                 }
+            }
+            Frame::Follow(follow) => {
+                if !matches!(access, Access::Open | Access::Reader) {
+                    break Some(error_of(
+                        ErrorCode::Forbidden,
+                        number,
+                        0,
+                        "token",
+                        "only a reader's token may follow the feed (a replica holds every \
+                         order)"
+                            .into(),
+                    ));
+                }
+                if tx
+                    .send(Reply::Follow {
+                        frame: number,
+                        follow,
+                    })
+                    .await
+                    .is_err()
+                {
+                    break None;
+                }
+                // Nothing more may come on a follower's connection: its end, or
+                // anything else, ends the stream.
+                tokio::select! {
+                    biased;
+                    () = &mut closed => {}
+                    () = &mut stopping => {}
+                    _ = reader.next() => gone.cancel(),
+                }
+                break None;
             }
             other => {
                 break Some(malformed(FrameError::new(
                     number,
                     Some(kind),
                     "kind",
-                    format!("expected a BATCH or a READ, got {}", other.kind()),
+                    format!(
+                        "expected a BATCH, a READ, a READV or a FOLLOW, got {}",
+                        other.kind()
+                    ),
                 )))
             }
         }
@@ -428,6 +579,7 @@ async fn answer_side(
     mut rx: mpsc::Receiver<Reply>,
     shared: &Shared,
     closing: &CancellationToken,
+    gone: &CancellationToken,
     pool: &Mutex<Vec<Vec<Event>>>,
     mut out: Vec<u8>,
 ) {
@@ -505,22 +657,13 @@ async fn answer_side(
                         }
                     }
                 }
-                Reply::Read {
-                    frame,
-                    request,
-                    read,
-                    filter,
-                } => {
-                    answer_read(
-                        shared,
-                        &mut wr,
-                        &mut out,
-                        &mut orders,
-                        (frame, request),
-                        &read,
-                        filter,
-                    )
-                    .await?
+                Reply::Read(read) => {
+                    answer_read(shared, &mut wr, &mut out, &mut orders, &read).await?
+                }
+                Reply::Follow { frame, follow } => {
+                    stream_shard(shared, &mut wr, &mut out, &mut orders, frame, &follow, gone)
+                        .await?;
+                    break;
                 }
                 Reply::Fatal(error) => {
                     frame::encode_error(&error, &mut out);
@@ -538,32 +681,46 @@ async fn answer_side(
     closing.cancel();
 }
 
-/// Answers one read: waits for `min_batch` orders (woken by the writer), reads them,
-/// and appends a HEADER and the ORDERS to `out`, or an ERROR about the cursor.
+/// The ERROR answering read `read` whose cursor the feed cannot serve.
+fn cursor_error(read: &Read, error: &ShardReadError) -> ServerError {
+    let (code, field, oldest) = match error {
+        ShardReadError::TooOld { oldest, .. } => {
+            (ErrorCode::CursorTooOld, "cursor", Some(**oldest))
+        }
+        ShardReadError::Ahead { .. } => (ErrorCode::CursorAhead, "cursor", None),
+        ShardReadError::Shards { .. } => (ErrorCode::BadCursor, "cursor", None),
+        ShardReadError::Unfiltered { .. } => (ErrorCode::Forbidden, "filter", None),
+    };
+    let mut answer = error_of(code, read.frame, read.request, field, error.to_string());
+    answer.oldest = oldest;
+    answer
+}
+
+/// Answers one read: waits for `min_batch` orders (woken by any shard's writer),
+/// reads them across the shards, and appends a HEADER (HEADERV for a READV) and the
+/// ORDERS to `out`, or an ERROR about the cursor.
 async fn answer_read(
     shared: &Shared,
     wr: &mut OwnedWriteHalf,
     out: &mut Vec<u8>,
     orders: &mut Vec<Order>,
-    (frame, request): (u64, u64),
-    read: &ReadRequest,
-    filter: Filter,
+    read: &Read,
 ) -> std::io::Result<()> {
-    let cursor_error = |code: ErrorCode, message: String, oldest: Option<Cursor>| {
-        let mut error = error_of(code, frame, request, "cursor", message);
-        error.oldest = oldest;
-        error
+    // A READ's cursor is a store's, version 1 only: its errors say so.
+    let cursor = match read.vector {
+        true => read.cursor.cursor(),
+        false => tranche_feed::Cursor::from_bytes(read.cursor.as_bytes()).map(VectorCursor::from),
     };
-    let read_error = |error: ReadError| match error {
-        ReadError::TooOld { oldest, .. } => {
-            cursor_error(ErrorCode::CursorTooOld, error.to_string(), Some(oldest))
-        }
-        ReadError::Ahead { .. } => cursor_error(ErrorCode::CursorAhead, error.to_string(), None),
-    };
-    let cursor = match Cursor::from_bytes(&read.cursor) {
+    let cursor = match cursor {
         Ok(cursor) => cursor,
         Err(error) => {
-            let error = cursor_error(ErrorCode::BadCursor, error.to_string(), None);
+            let error = error_of(
+                ErrorCode::BadCursor,
+                read.frame,
+                read.request,
+                "cursor",
+                error.to_string(),
+            );
             frame::encode_error(&error, out);
             return Ok(());
         }
@@ -573,45 +730,175 @@ async fn answer_read(
     let wait = Duration::from_millis(u64::from(read.wait_ms).min(MAX_WAIT_MS));
     // What is written already must not wait behind this read's wait.
     flush(wr, out, &shared.shutdown).await?;
+    let shards = &shared.feed.shards;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wait;
     let waited = tokio::select! {
         biased;
-        waited = shared.store.wait_for(filter, cursor, min_batch, deadline) => waited.map(Some),
+        waited = shards.wait_for(read.filter, &cursor, min_batch, deadline) => waited.map(Some),
         () = shared.shutdown.cancelled() => Ok(None),
     };
     let outcome = match waited {
         Ok(outcome) => outcome,
         Err(error) => {
-            frame::encode_error(&read_error(error), out);
+            let answer = cursor_error(read, &error);
+            frame::encode_error(&answer, out);
             return Ok(());
         }
     };
     let waited = started.elapsed();
     orders.clear();
-    let next = match shared.store.read_into(cursor, filter, limit, orders) {
+    let next = match shards.read_into(&cursor, read.filter, limit, orders) {
         Ok(next) => next,
         Err(error) => {
-            frame::encode_error(&read_error(error), out);
+            frame::encode_error(&cursor_error(read, &error), out);
             return Ok(());
         }
     };
     let read_time = started.elapsed() - waited;
     shared
-        .ingest
-        .metrics()
+        .feed
+        .metrics
         .read_answered(Protocol::Tcp, orders, outcome);
-    frame::encode_header(
-        &ReadHeader {
-            request,
-            next,
-            count: orders.len() as u32,
-            oldest_created_at: orders.iter().map(|o| o.created_at).min(),
-            server_wait_us: waited.as_micros() as u64,
-            server_read_us: read_time.as_micros() as u64,
-        },
-        out,
-    );
+    let oldest_created_at = orders.iter().map(|o| o.created_at).min();
+    if read.vector {
+        frame::encode_header_vector(
+            &VectorHeader {
+                request: read.request,
+                next,
+                count: orders.len() as u32,
+                oldest_created_at,
+                server_wait_us: waited.as_micros() as u64,
+                server_read_us: read_time.as_micros() as u64,
+            },
+            out,
+        );
+    } else {
+        frame::encode_header(
+            &ReadHeader {
+                request: read.request,
+                next: next.position(0),
+                count: orders.len() as u32,
+                oldest_created_at,
+                server_wait_us: waited.as_micros() as u64,
+                server_read_us: read_time.as_micros() as u64,
+            },
+            out,
+        );
+    }
     frame::encode_orders(orders, out);
     Ok(())
+}
+
+/// Streams one shard to a replica: every order after the FOLLOW's position, a
+/// REPLICATE at a time as writes make them visible (woken by the shard's writer), an
+/// empty one when nothing changed for a heartbeat; each carries the shard's marks
+/// and floor. Ends when the replica goes, the server stops (an ERROR
+/// `shutting_down`), or the replica's position cannot be served (an ERROR
+/// `cursor_too_old` or `cursor_ahead`: the replica starts over).
+async fn stream_shard(
+    shared: &Shared,
+    wr: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    orders: &mut Vec<Order>,
+    frame: u64,
+    follow: &Follow,
+    gone: &CancellationToken,
+) -> std::io::Result<()> {
+    let shards = &shared.feed.shards;
+    let Some(store) = shards.shard(usize::from(follow.shard)) else {
+        let error = malformed(FrameError::new(
+            frame,
+            Some(frame::Kind::Follow.code()),
+            "shard",
+            format!(
+                "expected a shard from 0 to {}, got {}",
+                shards.len().saturating_sub(1),
+                follow.shard
+            ),
+        ));
+        frame::encode_error(&error, out);
+        return Ok(());
+    };
+    let heartbeat = match follow.heartbeat_ms {
+        0 => DEFAULT_HEARTBEAT,
+        ms => Duration::from_millis(u64::from(ms).min(MAX_WAIT_MS)),
+    };
+    let max = match follow.max_orders {
+        0 => MAX_READ_LIMIT,
+        n => (n as usize).min(MAX_READ_LIMIT),
+    };
+    let mut after = follow.after;
+    let mut known = follow.known_floor;
+    // None until the first REPLICATE, which goes out at once: the replica learns the
+    // primary's shards and marks before anything changes.
+    let mut last_sent: Option<tokio::time::Instant> = None;
+    let refuse = |error: ReadError| {
+        let (code, oldest) = match error {
+            ReadError::TooOld { oldest, .. } => {
+                (ErrorCode::CursorTooOld, Some(VectorCursor::from(oldest)))
+            }
+            ReadError::Ahead { .. } => (ErrorCode::CursorAhead, None),
+        };
+        let mut answer = error_of(code, frame, 0, "after", error.to_string());
+        answer.oldest = oldest;
+        answer
+    };
+    loop {
+        orders.clear();
+        // Before the read: an eviction since can only drop orders the read then
+        // misses, which the replica drops too when it adopts this floor.
+        let floor = store.oldest();
+        let next = match store.read_for_replica(after, known, max, orders) {
+            Ok(next) => next,
+            Err(error) => {
+                frame::encode_error(&refuse(error), out);
+                return Ok(());
+            }
+        };
+        if !orders.is_empty() || last_sent.is_none_or(|at| at.elapsed() >= heartbeat) {
+            frame::encode_replicate(
+                &ReplicateHead {
+                    shard: follow.shard,
+                    shards: shards.len() as u16,
+                    count: orders.len() as u32,
+                    newest_seq: store.marks().0,
+                    floor,
+                    next,
+                },
+                orders,
+                out,
+            );
+            // Whether or not it had orders, the replica adopts this floor.
+            known = floor;
+            after = next;
+            last_sent = Some(tokio::time::Instant::now());
+            // Awaited: a replica that reads slowly holds its stream back here.
+            tokio::select! {
+                biased;
+                () = gone.cancelled() => return Ok(()),
+                flushed = flush(wr, out, &shared.shutdown) => flushed?,
+            }
+            if !orders.is_empty() {
+                continue;
+            }
+        }
+        let waited = tokio::select! {
+            biased;
+            () = gone.cancelled() => return Ok(()),
+            () = shared.shutdown.cancelled() => {
+                frame::encode_error(&shutting_down(), out);
+                return Ok(());
+            }
+            waited = store.wait_for_replica(
+                after,
+                known,
+                last_sent.map_or_else(tokio::time::Instant::now, |at| at + heartbeat),
+            ) => waited,
+        };
+        if let Err(error) = waited {
+            frame::encode_error(&refuse(error), out);
+            return Ok(());
+        }
+    }
 }

@@ -188,7 +188,7 @@ fn every_kind_round_trips() {
             frame: 4,
             id: 3,
             index: None,
-            oldest: Some(Cursor::new(2, 1)),
+            oldest: Some(Cursor::new(2, 1).into()),
             field: "cursor".into(),
             message: "too old — résumé from the oldest".into(),
         },
@@ -313,9 +313,14 @@ fn malformed_hellos() {
     let error = refused(1, &raw(1, &bad), "version");
     assert_eq!(error.problem, "expected 1, got 2");
 
-    let mut bad = body.to_vec();
-    bad[6] = 1;
-    refused(1, &raw(1, &bad), "reserved");
+    // What was reserved names a core's shard.
+    let mut shard = Vec::new();
+    frame::encode_hello_shard(b"tok", 3, &mut shard);
+    assert_eq!(&shard[..LEN_BYTES + 7], &good[..LEN_BYTES + 7]);
+    match decode_one(1, &shard).unwrap() {
+        Frame::Hello(hello) => assert_eq!((hello.token, hello.shard), (&b"tok"[..], 3)),
+        other => panic!("expected a HELLO, got {other:?}"),
+    }
 
     let mut bad = body.to_vec();
     bad[8..10].copy_from_slice(&1_025u16.to_le_bytes());

@@ -569,7 +569,7 @@ async fn cursors_too_old_malformed_or_ahead_are_answered_and_the_connection_goes
     );
     assert!(!closes);
     assert_eq!(error.code, ErrorCode::CursorTooOld);
-    assert_eq!(error.oldest, Some(Cursor::new(2, 1)));
+    assert_eq!(error.oldest, Some(Cursor::new(2, 1).into()));
     assert_eq!(
         (error.field.as_str(), error.id, error.frame),
         ("cursor", 1, 2)

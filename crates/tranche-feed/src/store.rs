@@ -500,6 +500,40 @@ impl Store {
         min_batch: usize,
         deadline: tokio::time::Instant,
     ) -> Result<WaitOutcome, ReadError> {
+        self.wait_with(filter, min_batch, deadline, |cap| {
+            self.count_after(cursor, filter, cap)
+        })
+        .await
+    }
+
+    /// A replica's [`Store::wait_for`] one order after `cursor`, with the check of
+    /// [`Store::read_for_replica`].
+    pub async fn wait_for_replica(
+        &self,
+        cursor: Cursor,
+        known_floor: Cursor,
+        deadline: tokio::time::Instant,
+    ) -> Result<WaitOutcome, ReadError> {
+        self.wait_with(Filter::All, 1, deadline, |cap| {
+            let state = self.shared.state.read();
+            match state.check(cursor) {
+                Err(ReadError::TooOld { .. }) if state.floor == known_floor => {}
+                checked => checked?,
+            }
+            Ok(state.count_after(cursor, Filter::All, cap))
+        })
+        .await
+    }
+
+    /// Waits on `filter`'s wake-up until `count(min_batch)` reaches `min_batch` or
+    /// `deadline` passes.
+    async fn wait_with(
+        &self,
+        filter: Filter,
+        min_batch: usize,
+        deadline: tokio::time::Instant,
+        count: impl Fn(usize) -> Result<usize, ReadError>,
+    ) -> Result<WaitOutcome, ReadError> {
         let registration = self.shared.signals.register(filter);
         let sleep = tokio::time::sleep_until(deadline);
         tokio::pin!(sleep);
@@ -509,7 +543,7 @@ impl Store {
             tokio::pin!(notified);
             // Registered before the count: a write after the count wakes us.
             notified.as_mut().enable();
-            let ready = self.count_after(cursor, filter, min_batch)?;
+            let ready = count(min_batch)?;
             if ready >= min_batch {
                 return Ok(WaitOutcome {
                     ready,
@@ -521,7 +555,7 @@ impl Store {
                 biased;
                 () = &mut notified => wakeups += 1,
                 () = &mut sleep => {
-                    let ready = self.count_after(cursor, filter, min_batch)?;
+                    let ready = count(min_batch)?;
                     return Ok(WaitOutcome { ready, wakeups, timed_out: ready < min_batch });
                 }
             }

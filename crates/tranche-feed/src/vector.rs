@@ -268,6 +268,21 @@ impl FromStr for VectorCursor {
                 unit: "characters",
             });
         }
+        // A length no cursor has is reported as such, against the next length one has
+        // (a cut cursor's).
+        let lengths = std::iter::once(CURSOR_BYTES)
+            .chain((2..=MAX_SHARDS).map(|n| V2_HEAD + n * V2_POSITION + V2_CRC))
+            .map(|bytes| (bytes * 4).div_ceil(3));
+        if !lengths.clone().any(|chars| chars == text.len()) {
+            return Err(CursorError::Length {
+                expected: lengths
+                    .filter(|&chars| chars > text.len())
+                    .min()
+                    .unwrap_or(MAX_VECTOR_CURSOR_CHARS),
+                got: text.len(),
+                unit: "characters",
+            });
+        }
         // The first two bytes (three characters) say how long the cursor is: a cut or
         // padded one is reported as such, not by whatever its last bits look like.
         let head: Option<[u8; 3]> = text.as_bytes().get(..3).and_then(|h| h.try_into().ok());
