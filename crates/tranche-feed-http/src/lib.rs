@@ -20,12 +20,29 @@
 //!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
 //!   past everything the store holds is a 400 (`cursor_ahead`).
 //!
+//! - `GET /v1/feed/status` — the shards' marks (a core resumes after its shard's),
+//!   the cursor after everything held, and on a replica its primary and lag
+//!   ([`wire::StatusBody`]); any valid token.
 //! - `GET /v1/feed/openapi.json` — this API's OpenAPI document (no token needed).
 //! - `GET /metrics` — the server's figures in the Prometheus text format ([`metrics`]:
 //!   writes and `seq` per shard, reads per protocol, lag, batch sizes, long-poll
 //!   wake-ups); with tokens configured, a reader's token is needed.
 //! - `GET /` — a dashboard of those figures (no token needed to load it; it asks for
 //!   a reader's).
+//!
+//! **Shards and replicas.** [`feed_router`] serves a [`FeedService`]: one store and
+//! writer ([`router`]), a primary's shards with a writer task each
+//! ([`spawn_writers`], [`FeedService::primary`]), or a read replica's copy
+//! ([`FeedService::replica`]). With shards, a core posts to its own with
+//! `POST /v1/feed/events?shard=k` (0 by default; a shard the server lacks is a 400
+//! naming `shard`), each shard numbering its own `seq` and `rec`, and a read merges
+//! every shard through a [`VectorCursor`]: the client's
+//! opaque `cursor` holds a position per shard, and a client cannot tell how many
+//! there are (a one-shard feed's cursors are a store's, and stay valid when shards
+//! are added). A cursor naming more shards than the server has is a 400
+//! (`bad_cursor`); one too old in any shard a 410 whose `oldest` keeps the other
+//! shards' positions. A replica takes no events (403 `replica_read_only`) and serves
+//! unfiltered reads only (a filter, or a firm's token, is a 400 `unfiltered_only`).
 //!
 //! Bearer tokens ([`FeedTokens`]): a core's token may only post, a firm's client's
 //! token may only read that firm's orders, a reader's may read all. With no tokens

@@ -36,7 +36,7 @@ const ERROR_HEAD: usize = 48;
 const READV_HEAD: usize = 32;
 const HEADERV_HEAD: usize = 40;
 const FOLLOW_BYTES: usize = 48;
-const REPLICATE_HEAD: usize = 48;
+const REPLICATE_HEAD: usize = 56;
 
 /// The largest length a frame may declare: a BATCH of [`MAX_BATCH_EVENTS`] events.
 pub const MAX_FRAME_LEN: u32 = (1 + BATCH_HEAD + MAX_BATCH_EVENTS as usize * EVENT_BYTES) as u32;
@@ -552,6 +552,11 @@ pub struct ReplicateHead {
     pub floor: Cursor,
     /// The position after them: the last one's, or the position followed from.
     pub next: Cursor,
+    /// Whether they are every order after the position followed from as of
+    /// `newest_seq` (the read was not cut short): a replica that applies them
+    /// reflects the primary's shard up to `newest_seq`, even when the newest orders
+    /// were evicted and `next` is behind it.
+    pub complete: bool,
 }
 
 /// A REPLICATE as read: its head, and orders decoded by [`Replicate::decode_into`].
@@ -942,6 +947,12 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
         Kind::Replicate => {
             at_least(frame, k, body, REPLICATE_HEAD)?;
             let count = u32_at(body, 4);
+            let complete = match body[48] {
+                0 => false,
+                1 => true,
+                other => return Err(fail("complete", format!("expected 0 or 1, got {other}"))),
+            };
+            zero(frame, k, || "reserved".into(), &body[49..56])?;
             let orders = &body[REPLICATE_HEAD..];
             if orders.len() != count as usize * ORDER_BYTES {
                 return Err(fail(
@@ -960,6 +971,7 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
                     newest_seq: u64_at(body, 8),
                     floor: Cursor::new(u64_at(body, 16), u64_at(body, 24)),
                     next: Cursor::new(u64_at(body, 32), u64_at(body, 40)),
+                    complete,
                 },
                 orders: Orders { frame, orders },
             }))
@@ -1372,6 +1384,8 @@ pub fn encode_replicate(head: &ReplicateHead, orders: &[Order], out: &mut Vec<u8
     ] {
         out.extend_from_slice(&n.to_le_bytes());
     }
+    out.push(u8::from(head.complete));
+    out.extend_from_slice(&[0; 7]);
     for order in orders {
         encode_order(order, out);
     }

@@ -39,6 +39,46 @@
 //!   400; `cursor_too_old` with the oldest cursor served: HTTP's 410; `cursor_ahead`),
 //!   and the connection goes on.
 //!
+//! # Shards
+//!
+//! A server of several shards ([`serve_feed`] over a
+//! [`FeedService`](tranche_feed_http::FeedService) of
+//! [`Shards`](tranche_feed::Shards)) keeps one store and writer task per trading
+//! core. A core names its shard in its HELLO ([`CoreConnection::connect_shard`]; 0 by
+//! default) and its BATCHes go to that shard's writer; its WELCOME carries that
+//! shard's marks. Readers read every shard at once by
+//! [`VectorCursor`](tranche_feed::VectorCursor): a READV is a READ whose cursor has a
+//! length of its own, answered by a HEADERV whose next cursor does, then the ORDERS
+//! (merged across the shards, see [`Shards`](tranche_feed::Shards)). A READ's 21-byte
+//! cursor is a one-shard cursor: READ is served by a one-shard feed (exactly as
+//! before shards) and refused (`malformed`, naming READV) by a feed of several, whose
+//! next cursor it could not carry. A READV works on any feed, so a client written
+//! for it need not know how many shards there are.
+//!
+//! # Replication
+//!
+//! A read replica ([`Replica`]; `tranche feed serve --replica-of`) connects with a
+//! `reader` token and sends one FOLLOW per primary shard, on a connection of its own:
+//! the shard, the position after which it wants orders (after the newest `seq` it has
+//! applied, which survives its restarts) and the primary's eviction floor as it knows
+//! it. The connection is then the primary's: it streams REPLICATEs, each the orders
+//! that changed after the position, in `(seq, rec)` order, at their latest versions
+//! (read from the primary's store as an unfiltered reader reads, woken by the shard's
+//! writes, never polling), with the shard's newest `seq` and floor when they were
+//! read and the number of shards the primary has. When nothing changes it sends an
+//! empty REPLICATE every heartbeat (the FOLLOW's, 1 s by default): the replica knows
+//! the primary's marks and that it is alive, and reconnects after three heartbeats of
+//! silence. Nothing is acknowledged: the replica's durable position is where it
+//! resumes, and TCP's flow control holds the stream back when the replica applies
+//! slowly. The replica applies each REPLICATE as one log record (its store's own
+//! durability), adopts the floor, and when the primary has more shards than it,
+//! opens and follows them. If its position cannot be served (the primary evicted
+//! past what it knows: orders it holds may have ended unseen; or the primary holds
+//! less than it) the primary answers `cursor_too_old` or `cursor_ahead`, and the
+//! replica starts over from the primary's beginning. A primary that restarts closes
+//! the stream with `shutting_down`; the replica reconnects with backoff (doubling
+//! from 50 ms to 5 s, reset once the primary answers) and resumes.
+//!
 //! Tokens are `tranche-feed-http`'s [`FeedTokens`](tranche_feed_http::FeedTokens): a
 //! `core` token may only send batches, a `firm=N` token may only read firm N's orders
 //! (a read of every order is served as firm N's; any other filter is refused), a
@@ -61,14 +101,18 @@
 //!
 //! | kind | from | body |
 //! |---|---|---|
-//! | `0x01` HELLO | client, first | `0` magic `"TRFD"`, `4` version u16 = 1, `6` reserved u16, `8` token length u16 (≤ 1,024), `10` token |
+//! | `0x01` HELLO | client, first | `0` magic `"TRFD"`, `4` version u16 = 1, `6` shard u16 (a core's; 0 for others), `8` token length u16 (≤ 1,024), `10` token |
 //! | `0x02` BATCH | core | `0` batch u64 (greater than the last on the connection), `8` count u32 (≤ [`MAX_BATCH_EVENTS`]), `12` reserved u32, `16` count × 64-byte events |
 //! | `0x03` READ | client | `0` request u64 (greater than the last), `8` cursor (21 bytes, [`Cursor::to_bytes`](tranche_feed::Cursor::to_bytes)), `29` filter u8 (0 all, 1 firm, 2 broker, 3 instrument), `30` reserved u16, `32` key u32 (0 for all), `36` limit u32 (≥ 1), `40` min_batch u32, `44` wait_ms u32 — 48 bytes |
+//! | `0x04` READV | client | `0` request u64, `8` filter u8, `9` reserved u8, `10` cursor length u16 (≤ 262), `12` key u32, `16` limit u32 (≥ 1), `20` min_batch u32, `24` wait_ms u32, `28` reserved u32, `32` cursor ([`VectorCursor::to_bytes`](tranche_feed::VectorCursor::to_bytes): 21 bytes for one shard, `6 + 16K` for `K`) |
+//! | `0x05` FOLLOW | replica | `0` shard u16, `2` reserved u16, `4` max orders per REPLICATE u32 (0: 10,000), `8` after seq u64, `16` after rec u64, `24` known floor seq u64, `32` known floor rec u64, `40` heartbeat ms u32 (0: 1,000), `44` reserved u32 — 48 bytes |
 //! | `0x81` WELCOME | server, first | `0` version u16, `2` access u8 (0 open, 1 core, 2 firm, 3 reader), `3` reserved, `4` firm u32 (access 2, else 0), `8` seq u64, `16` rec u64 (the store's marks; 0 unless the token may write), `24` max events per batch u32 — 28 bytes |
 //! | `0x82` ACK | server | `0` batch u64, `8` events u32, `12` reserved u32, `16` seq u64, `24` rec u64 (the position of the batch's last event) — 32 bytes |
 //! | `0x83` HEADER | server | `0` request u64, `8` next cursor (21 bytes), `29` reserved (3), `32` count u32, `36` reserved u32, `40` oldest created_at u64 (0: no orders), `48` server wait µs u64, `56` server read µs u64 — 64 bytes |
-//! | `0x84` ORDERS | server, after each HEADER | count × 80-byte orders |
-//! | `0x85` ERROR | server | `0` code u8, `1` reserved (3), `4` event index u32 (`u32::MAX`: none), `8` frame u64 (the client frame answered; 0: none), `16` batch or request number u64 (0: none), `24` oldest cursor (21 bytes; zeros unless `cursor_too_old`), `45` field length u8, `46` message length u16, `48` field, message (UTF-8) |
+//! | `0x84` ORDERS | server, after each HEADER or HEADERV | count × 80-byte orders |
+//! | `0x86` HEADERV | server | `0` request u64, `8` count u32, `12` next cursor length u16, `14` reserved u16, `16` oldest created_at u64 (0: no orders), `24` server wait µs u64, `32` server read µs u64, `40` next cursor |
+//! | `0x87` REPLICATE | server, to a FOLLOW | `0` shard u16, `2` shards u16 (the primary's), `4` count u32, `8` newest seq u64 (the shard's, before the read), `16` floor seq u64, `24` floor rec u64, `32` next seq u64, `40` next rec u64 (the last order's position, else the FOLLOW's), `48` complete u8 (1: every order after the position as of newest seq), `49` reserved (7), `56` count × 80-byte orders |
+//! | `0x85` ERROR | server | `0` code u8, `1` reserved u8, `2` vector cursor length u16 (0 unless `cursor_too_old` with a cursor of several shards), `4` event index u32 (`u32::MAX`: none), `8` frame u64 (the client frame answered; 0: none), `16` batch or request number u64 (0: none), `24` oldest cursor (21 bytes; zeros unless `cursor_too_old` with a one-shard cursor), `45` field length u8, `46` message length u16, `48` field, message (UTF-8), then the vector cursor |
 //!
 //! An **event** (64 bytes): `0` type u8 (1 insert, 2 change), `1` side u8 (insert: 1
 //! buy, 2 sell) or status u8 (change: 1 new … 7 expired, as
@@ -84,7 +128,8 @@
 //!
 //! **Error codes** ([`ErrorCode`]): 1 `malformed`, 2 `unauthorized`, 3 `forbidden`, 8
 //! `store_failed` and 9 `shutting_down` close the connection; 4 `bad_cursor`, 5
-//! `cursor_too_old`, 6 `cursor_ahead` answer one READ and 7 `bad_batch` one BATCH.
+//! `cursor_too_old`, 6 `cursor_ahead` answer one READ or READV (or end a FOLLOW's
+//! stream) and 7 `bad_batch` one BATCH. A filtered read of a replica is `forbidden`.
 //! A malformed frame's ERROR names its frame number and field, e.g. `frame 3 (BATCH),
 //! field events[2].side: expected 1 (buy) or 2 (sell), got 9`; a refused batch's names
 //! the event, e.g. `events[4].seq`.

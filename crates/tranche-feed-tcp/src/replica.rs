@@ -366,7 +366,15 @@ async fn follow_once(
                     tracing::error!(shard, %error, "feed replica: could not apply the primary's orders");
                     return (Ended::Broken(error), writer, heard);
                 }
-                lag.applied(shard, writer.position().seq);
+                let applied = writer.position().seq;
+                lag.applied(
+                    shard,
+                    if head.complete {
+                        applied.max(head.newest_seq)
+                    } else {
+                        applied
+                    },
+                );
             }
             Frame::Error(error)
                 if matches!(error.code, ErrorCode::CursorTooOld | ErrorCode::CursorAhead) =>

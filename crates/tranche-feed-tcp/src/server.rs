@@ -849,6 +849,8 @@ async fn stream_shard(
         // Before the read: an eviction since can only drop orders the read then
         // misses, which the replica drops too when it adopts this floor.
         let floor = store.oldest();
+        // Before the read too: everything up to it is visible to the read.
+        let newest_seq = store.marks().0;
         let next = match store.read_for_replica(after, known, max, orders) {
             Ok(next) => next,
             Err(error) => {
@@ -862,9 +864,11 @@ async fn stream_shard(
                     shard: follow.shard,
                     shards: shards.len() as u16,
                     count: orders.len() as u32,
-                    newest_seq: store.marks().0,
+                    newest_seq,
                     floor,
                     next,
+                    // Not cut by the limit, nor by a floor moving during the read.
+                    complete: orders.len() < max && store.oldest() == floor,
                 },
                 orders,
                 out,

@@ -7,6 +7,7 @@ use tranche_feed_tcp::{
     Access, Ack, ErrorCode, FrameError, ReadHeader, ReadRequest, ServerError, Welcome,
     MAX_BATCH_EVENTS, MAX_FRAME_LEN,
 };
+use tranche_feed_tcp::{Follow, ReplicateHead, VectorHeader, VectorRead};
 
 fn insert(seq: u64) -> Event {
     Event::Insert(NewOrder {
@@ -566,4 +567,110 @@ fn the_largest_batch_fits_the_largest_frame() {
         panic!("not a batch")
     };
     assert_eq!(batch.count, MAX_BATCH_EVENTS);
+}
+
+#[test]
+fn shard_frames_round_trip_and_malformed_ones_name_the_field() {
+    let mut out = Vec::new();
+    let two = VectorCursor::from_positions(&[Cursor::new(3, 2), Cursor::new(9, 4)]).unwrap();
+    let read = VectorRead {
+        cursor: (&two).into(),
+        filter: Filter::Firm(FirmId(7)),
+        limit: 500,
+        min_batch: 10,
+        wait_ms: 20,
+    };
+    frame::encode_read_vector(4, &read, &mut out);
+    assert_eq!(out.len(), LEN_BYTES + 1 + 32 + 38);
+    let decoded = decode_one(2, &out).unwrap();
+    assert_eq!(decoded, Frame::ReadV { request: 4, read });
+    let Frame::ReadV { read: back, .. } = decoded else {
+        unreachable!()
+    };
+    assert_eq!(back.cursor.cursor(), Ok(two));
+
+    let header = VectorHeader {
+        request: 4,
+        next: two,
+        count: 3,
+        oldest_created_at: Some(17),
+        server_wait_us: 5,
+        server_read_us: 6,
+    };
+    out.clear();
+    frame::encode_header_vector(&header, &mut out);
+    assert_eq!(decode_one(2, &out).unwrap(), Frame::HeaderV(header));
+
+    let follow = Follow {
+        shard: 1,
+        max_orders: 0,
+        after: Cursor::new(50, u64::MAX),
+        known_floor: Cursor::new(10, 3),
+        heartbeat_ms: 250,
+    };
+    out.clear();
+    frame::encode_follow(&follow, &mut out);
+    assert_eq!(decode_one(2, &out).unwrap(), Frame::Follow(follow));
+
+    let orders = [order(1), order(2)];
+    let head = ReplicateHead {
+        shard: 1,
+        shards: 2,
+        count: 2,
+        newest_seq: 99,
+        floor: Cursor::new(10, 3),
+        next: orders[1].position(),
+        complete: true,
+    };
+    out.clear();
+    frame::encode_replicate(&head, &orders, &mut out);
+    let Frame::Replicate(replicate) = decode_one(3, &out).unwrap() else {
+        panic!("not a REPLICATE")
+    };
+    assert_eq!(replicate.head, head);
+    let mut decoded = Vec::new();
+    replicate.decode_into(Cursor::START, &mut decoded).unwrap();
+    assert_eq!(decoded, orders);
+    // Orders not after the position followed from are a broken stream.
+    let error = replicate
+        .decode_into(orders[0].position(), &mut Vec::new())
+        .unwrap_err();
+    assert_eq!(error.field, "orders[0].seq");
+
+    // A vector cursor too old: after the message, its length where 0s were.
+    let error = ServerError {
+        code: ErrorCode::CursorTooOld,
+        frame: 4,
+        id: 2,
+        index: None,
+        oldest: Some(two),
+        field: "cursor".into(),
+        message: "too old".into(),
+    };
+    out.clear();
+    frame::encode_error(&error, &mut out);
+    assert_eq!(decode_one(5, &out).unwrap(), Frame::Error(error));
+
+    // Malformed: a cursor longer than any, a filter unknown, reserved bytes set, a
+    // REPLICATE whose count and orders disagree.
+    let mut good = Vec::new();
+    frame::encode_read_vector(4, &read, &mut good);
+    let body = &good[LEN_BYTES + 1..];
+    let mut bad = body.to_vec();
+    bad[10..12].copy_from_slice(&300u16.to_le_bytes());
+    refused(2, &raw(0x04, &bad), "cursor_len");
+    let mut bad = body.to_vec();
+    bad[8] = 9;
+    refused(2, &raw(0x04, &bad), "filter");
+    let mut bad = body.to_vec();
+    bad[30] = 1;
+    refused(2, &raw(0x04, &bad), "reserved");
+    refused(2, &raw(0x04, &body[..body.len() - 1]), "length");
+    let mut good = Vec::new();
+    frame::encode_replicate(&head, &orders, &mut good);
+    let body = &good[LEN_BYTES + 1..];
+    refused(3, &raw(0x87, &body[..body.len() - 1]), "count");
+    let mut bad = body.to_vec();
+    bad[48] = 2;
+    refused(3, &raw(0x87, &bad), "complete");
 }
