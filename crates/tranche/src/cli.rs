@@ -402,7 +402,8 @@ pub enum Feed {
     /// `GET /v1/feed/orders` (filtered long polls by cursor), and with --tcp the same
     /// over the binary TCP protocol, until SIGINT/SIGTERM, which answers waiting polls,
     /// finishes queued writes and syncs the log. Without --tokens, loopback addresses
-    /// only.
+    /// only. With --shards K, one store and writer per trading core, read as one feed;
+    /// with --replica-of ADDR, a read replica of another server.
     Serve(FeedServeArgs),
     /// Emulate K trading cores (one per --target, each with its own seq and rec): a
     /// realistic book (most orders amended or filled one to three times, cancels,
@@ -446,6 +447,27 @@ pub struct FeedServeArgs {
     /// about the interval; units us, ms, s) or never (tests and emulators).
     #[arg(long, default_value = "every-write", value_parser = crate::commands::parse_durability)]
     pub durability: tranche_feed::Durability,
+    /// Shards: one per trading core, each with its own seq and rec, store
+    /// (shard 0 in --dir, shard k in --dir/shard-k), writer and group commit. A core
+    /// posts to its shard (HTTP ?shard=k; TCP: its HELLO); readers read every shard
+    /// through one opaque cursor. Shards can be added at a restart (old cursors stay
+    /// valid and read the new shard from its start), not removed.
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=tranche_feed::MAX_SHARDS as i64),
+          conflicts_with = "replica_of")]
+    pub shards: u16,
+    /// Run as a read replica of the primary whose --tcp listener is at ADDR
+    /// (HOST:PORT): follow every shard it has into --dir (resuming from there after a
+    /// restart, reconnecting with backoff when the primary goes), serve unfiltered
+    /// reads over HTTP (and --tcp), take no events. Its lag is in /v1/feed/status and
+    /// /metrics. The primary's reader token comes from TRANCHE_FEED_REPLICA_TOKEN or
+    /// --replica-token-file.
+    #[arg(long, value_name = "ADDR")]
+    pub replica_of: Option<String>,
+    /// A file holding the reader token --replica-of presents to the primary (instead
+    /// of TRANCHE_FEED_REPLICA_TOKEN; never on the command line, where ps shows it).
+    #[arg(long, value_name = "FILE", requires = "replica_of")]
+    pub replica_token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

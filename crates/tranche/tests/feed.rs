@@ -304,3 +304,176 @@ fn feed_serve_refuses_a_non_loopback_tcp_address_without_tokens() {
         "{stderr}"
     );
 }
+
+/// Waits (polling, at most 20 s) until `check` passes on the JSON at `url`.
+async fn until_json(url: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body: Option<Value> = match client.get(url).bearer_auth(token).send().await {
+            Ok(response) => response.json().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(body) = body.filter(|b| check(b)) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "not reached in 20 s: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_serve_with_shards_and_a_replica_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "core-1 core\nread-1 reader\nfirm-2 firm=2\n").unwrap();
+    let mut primary = Feed(
+        support::tranche()
+            .args([
+                "feed",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--tcp",
+                "127.0.0.1:0",
+            ])
+            .args(["--shards", "2", "--dir"])
+            .arg(dir.path().join("primary"))
+            .arg("--tokens")
+            .arg(&tokens)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the primary"),
+    );
+    let (base, line) = support::server_address(&mut primary.0);
+    assert!(line.contains("2 shard(s)"), "{line}");
+    let tcp = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("tcp://"))
+        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
+        .to_string();
+    let client = reqwest::Client::new();
+    for (shard, id) in [("0", 10), ("1", 20)] {
+        let response = client
+            .post(format!("{base}/v1/feed/events?shard={shard}"))
+            .bearer_auth("core-1")
+            .json(&json!({"events": [insert(1, id, 1), insert(2, id + 1, 2)]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "shard {shard}");
+    }
+
+    let mut replica = Feed(
+        support::tranche()
+            .args([
+                "feed",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--replica-of",
+                &tcp,
+            ])
+            .arg("--dir")
+            .arg(dir.path().join("replica"))
+            .arg("--tokens")
+            .arg(&tokens)
+            .env("TRANCHE_FEED_REPLICA_TOKEN", "read-1")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the replica"),
+    );
+    let (replica_base, line) = support::server_address(&mut replica.0);
+    assert!(line.contains(&format!("replica of {tcp}")), "{line}");
+    let status = until_json(
+        &format!("{replica_base}/v1/feed/status"),
+        "read-1",
+        "the replica caught up with both shards",
+        |s| {
+            s["replica"]["connected"] == true
+                && s["replica"]["seqs_behind"] == 0
+                && s["shards"].as_array().is_some_and(|a| a.len() == 2)
+        },
+    )
+    .await;
+    assert_eq!(status["role"], "replica");
+    let page: Value = client
+        .get(format!("{replica_base}/v1/feed/orders?wait_ms=0"))
+        .bearer_auth("read-1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["count"], 4, "{page}");
+    let primary_page: Value = client
+        .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+        .bearer_auth("read-1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        page["next_cursor"], primary_page["next_cursor"],
+        "the same cursors"
+    );
+    let refused = client
+        .get(format!("{replica_base}/v1/feed/orders?wait_ms=0"))
+        .bearer_auth("firm-2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+
+    for mut feed in [replica, primary] {
+        let pid = feed.0.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = feed.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "feed did not stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+#[test]
+fn feed_serve_refuses_fewer_shards_than_its_store_has() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("shard-2")).unwrap();
+    let out = support::tranche()
+        .args([
+            "feed",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--shards",
+            "2",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .env_remove("TRANCHE_FEED_TOKENS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("open at least 3 shards"), "{stderr}");
+    let help = support::tranche()
+        .args(["feed", "serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--shards <K>",
+        "--replica-of <ADDR>",
+        "--replica-token-file <FILE>",
+    ] {
+        assert!(help.contains(flag), "{flag} in {help}");
+    }
+}

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tranche_feed::{Durability, FeedOptions, Store};
-use tranche_feed_http::FeedTokens;
+use tranche_feed::{Durability, FeedOptions, Shards};
+use tranche_feed_http::{FeedService, FeedTokens};
+use tranche_feed_tcp::{Replica, ReplicaConfig};
 
 use crate::cli::FeedServeArgs;
 
@@ -44,6 +45,21 @@ pub fn parse_durability(text: &str) -> Result<Durability, String> {
     Ok(Durability::Interval(every))
 }
 
+/// The reader token a replica presents to its primary: from --replica-token-file, or
+/// TRANCHE_FEED_REPLICA_TOKEN, or none (a primary without tokens).
+fn replica_token(args: &FeedServeArgs) -> Result<Option<String>> {
+    let token = match &args.replica_token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("could not read {}", path.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("TRANCHE_FEED_REPLICA_TOKEN").ok(),
+    };
+    Ok(token.filter(|t| !t.is_empty()))
+}
+
 pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     let tokens = match &args.tokens {
         Some(path) => FeedTokens::from_file(path).map_err(anyhow::Error::msg)?,
@@ -64,9 +80,34 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     };
     let dir = args.dir.clone();
     std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
-    let (store, writer) = tokio::task::spawn_blocking(move || Store::open(&dir, options))
-        .await?
-        .with_context(|| format!("could not open the feed store in {}", args.dir.display()))?;
+    let sync_every = match args.durability {
+        Durability::Interval(every) => Some(every),
+        _ => None,
+    };
+    let (feed, writer_tasks, replica) = match &args.replica_of {
+        None => {
+            let count = usize::from(args.shards);
+            let (shards, writers) =
+                tokio::task::spawn_blocking(move || Shards::open(&dir, count, options))
+                    .await?
+                    .with_context(|| {
+                        format!("could not open the feed store in {}", args.dir.display())
+                    })?;
+            let (ingest, tasks) = tranche_feed_http::spawn_writers(writers, sync_every);
+            (FeedService::primary(shards, ingest), tasks, None)
+        }
+        Some(primary) => {
+            let mut config = ReplicaConfig::new(primary.clone(), replica_token(&args)?, dir);
+            config.options = options;
+            let replica = Replica::start(config).await.with_context(|| {
+                format!(
+                    "could not open the replica's store in {}",
+                    args.dir.display()
+                )
+            })?;
+            (replica.service(), Vec::new(), Some(replica))
+        }
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("could not listen on {}", args.listen))?;
@@ -78,34 +119,44 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
-    let sync_every = match args.durability {
-        Durability::Interval(every) => Some(every),
-        _ => None,
-    };
-    let (ingest, writer_task) = tranche_feed_http::spawn_writer(writer, sync_every);
     let stop = tranche_core::on_terminate();
+    if let Some(replica) = &replica {
+        // A replica whose files failed stops following: stop serving it too, rather
+        // than serve a copy that no longer follows.
+        let halted = replica.halted();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            halted.cancelled().await;
+            stop.cancel();
+        });
+    }
     let token_count = tokens.len();
+    let shards = feed.shards.clone();
     // One line for both addresses: whoever reads the first line finds them all.
     let mut tcp_address = String::new();
     let tcp_server = match tcp_listener {
         Some(tcp) => {
             tcp_address = format!(" and tcp://{}", tcp.local_addr()?);
-            Some(tokio::spawn(tranche_feed_tcp::serve(
+            Some(tokio::spawn(tranche_feed_tcp::serve_feed(
                 tcp,
-                store.clone(),
-                ingest.clone(),
+                feed.clone(),
                 tokens.clone(),
                 stop.clone(),
             )))
         }
         None => None,
     };
-    let app = tranche_feed_http::router(store.clone(), ingest, stop.clone(), tokens);
+    let role = match &args.replica_of {
+        Some(primary) => format!("replica of {primary}, "),
+        None => String::new(),
+    };
+    let app = tranche_feed_http::feed_router(feed, stop.clone(), tokens);
     println!(
-        "tranche feed listening on http://{}{tcp_address} (store in {}, {} orders, {} token(s))",
+        "tranche feed listening on http://{}{tcp_address} ({role}store in {}, {} shard(s), {} orders, {} token(s))",
         listener.local_addr()?,
         args.dir.display(),
-        store.len(),
+        shards.len(),
+        shards.orders(),
         token_count
     );
     std::io::stdout().flush()?;
@@ -117,10 +168,14 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         // Returns once its connections have answered what they read and closed.
         tcp_server.await.context("the feed's TCP server failed")?;
     }
-    // Every request is answered and the router dropped: the writer drains, syncs, ends.
-    writer_task
-        .await?
-        .context("the feed's log could not be synced on shutdown")?;
+    // Every request is answered and the router dropped: the writers drain, sync, end.
+    for task in writer_tasks {
+        task.await?
+            .context("the feed's log could not be synced on shutdown")?;
+    }
+    if let Some(replica) = replica {
+        replica.stop().await.context("the replica's store failed")?;
+    }
     // stderr: whoever read the address line may have closed stdout.
     eprintln!("tranche feed stopped (log synced)");
     Ok(ExitCode::SUCCESS)
