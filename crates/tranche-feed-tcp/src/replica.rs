@@ -355,7 +355,11 @@ async fn follow_once(
                 });
                 let batch = std::mem::take(orders);
                 let (back, batch, applied) = tokio::task::spawn_blocking(move || {
-                    let applied = writer.apply(&batch, head.floor);
+                    // Heartbeats included: under an interval durability an idle replica
+                    // still syncs what it applied last.
+                    let applied = writer
+                        .apply(&batch, head.floor)
+                        .and_then(|()| writer.sync_if_due().map(drop));
                     (writer, batch, applied)
                 })
                 .await

@@ -165,7 +165,7 @@ async fn cores_write_their_own_shard_and_a_readv_reads_every_shard() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_firms_token_reads_only_its_firm_across_shards_and_too_old_names_the_oldest() {
+async fn a_firms_token_reads_only_its_firm_across_shards() {
     let tokens = FeedTokens::parse("core-1 core\nfirm-1 firm=1\nread-1 reader\n", "t").unwrap();
     let feed = start(2, tokens).await;
     for shard in [0u16, 1] {
