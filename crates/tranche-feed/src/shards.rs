@@ -413,18 +413,22 @@ impl Shards {
     ) -> Result<usize, ShardReadError> {
         self.check_filter(filter)?;
         let stores = self.inner.stores.read();
-        let full = Shards::check_with(&stores, cursor)?;
+        if cursor.shards() > stores.len() {
+            return Shards::check_with(&stores, cursor).map(|_| 0);
+        }
+        // Checked and counted under one hold of each shard's lock (this runs at every
+        // wake-up of a long poll); an error is worked out in full by `check_with`.
         let mut ready = 0;
         for (shard, store) in stores.iter().enumerate() {
-            if ready >= cap {
-                break;
+            let state = store.shared.state.read();
+            let position = cursor.position(shard);
+            if state.check(position).is_err() {
+                drop(state);
+                return Shards::check_with(&stores, cursor).map(|_| ready);
             }
-            ready +=
-                store
-                    .shared
-                    .state
-                    .read()
-                    .count_after(full.position(shard), filter, cap - ready);
+            if ready < cap {
+                ready += state.count_after(position, filter, cap - ready);
+            }
         }
         Ok(ready)
     }
