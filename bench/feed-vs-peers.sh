@@ -84,7 +84,8 @@ Options:
   --transport tcp|http  Tranche's protocol (default tcp, the fast path)
   --durability MODE     Tranche's --durability (default every-write)
   --peers-durable       peers in their durable mode in every scenario (default: ingest only)
-  --strict-peers        ingest: Tarantool wal_mode=fsync, Redis appendfsync always
+  --strict-peers        the peers' durable mode syncs every write: Tarantool
+                        wal_mode=fsync, Redis appendfsync always (NATS: no such setting)
   --quick               smoke test: 3 s runs, warm 1 s, one ingest step (100000),
                         one pilot step (10000)
   --tranche PATH        the tranche binary (default: $TRANCHE_BIN, else target/release/tranche)
@@ -244,6 +245,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
+# bounded SECS CMD...: runs CMD with a time limit, in the background so that a signal
+# to this script stops the run at once (its trap, then cleanup, which stops CMD too).
+bounded() {
+    local limit=$1 pid rc=0
+    shift
+    timeout "$limit" "$@" &
+    pid=$!
+    pids+=("$pid")
+    wait "$pid" || rc=$?
+    forget "$pid"
+    return "$rc"
+}
 forget() { # forget PID: it has been stopped
     local keep=() pid
     for pid in "${pids[@]}"; do [ "$pid" = "$1" ] || keep+=("$pid"); done
@@ -456,7 +469,7 @@ stop_servers() {
     server_pids=()
     server_roles=()
     rss=$kb
-    cpu=$(python3 -c "print(f'{$ticks / $hz:.1f}')")
+    cpu=$(awk -v t="$ticks" -v hz="$hz" 'BEGIN { printf "%.1f", t / hz }')
 }
 
 start_tarantool() { # start_tarantool DIR WAL_MODE: sets addr
@@ -500,13 +513,14 @@ start_tranche() {
     local role=$1 dir=$2 pid line
     shift 2
     mkdir -p "$dir"
+    : > "$dir/serve.out"
     "$tranche" feed serve --dir "$dir/store" --listen 127.0.0.1:0 --tcp 127.0.0.1:0 \
         --durability "$durability" "$@" > "$dir/serve.out" 2> "$dir/serve.err" &
     pid=$!
     pids+=("$pid"); server_pids+=("$pid"); server_roles+=("$role")
     line=
     for _ in $(seq 300); do
-        line=$(head -1 "$dir/serve.out")
+        line=$(head -1 "$dir/serve.out" 2>/dev/null || true)
         [ -n "$line" ] && break
         kill -0 "$pid" 2>/dev/null || die "tranche feed serve exited: $(cat "$dir/serve.err")"
         sleep 0.1
@@ -553,7 +567,7 @@ run_peer_ingest() {
     start_peer "$sys" "$dir" durable
     log "ingest: $label, write mode for ${duration}s"
     measure_start
-    timeout $((duration + 60)) "$feedbench" -sys "$sys" -addr "$addr" -mode write -dur "${duration}s" \
+    bounded $((duration + 60)) "$feedbench" -sys "$sys" -addr "$addr" -mode write -dur "${duration}s" \
         "${flags[@]}" > "$dir/bench.out" 2>&1 || rc=$?
     stop_servers
     [ "$rc" = 0 ] || log "the yardstick exited with $rc: $(tail -3 "$dir/bench.out")"
@@ -566,12 +580,13 @@ run_peer_latency() { # run_peer_latency SYS filtered|unfiltered
     local sys=$1 scenario=$2 dir=$tmp/$2-$1 rc=0 mode=memory extra=()
     [ "$peers_durable" = 1 ] && mode=durable
     start_peer "$sys" "$dir" "$mode"
-    if [ "$scenario" = filtered ]; then extra=(-filter); fi
+    # Filtered: client i follows broker i of as many brokers as clients (Tranche: firm i).
+    if [ "$scenario" = filtered ]; then extra=(-filter -brokers "$clients"); fi
     if [ "$sys" = redis ] && [ "$scenario" = unfiltered ]; then extra+=(-redisblob); label+=", one blob per entry"; fi
     [ "$scenario" = filtered ] && [ "$sys" = redis ] && label+=", a stream per broker"
     log "$scenario: $label, $clients clients at $rate writes/s for ${duration}s"
     measure_start
-    timeout $((duration + 60)) "$feedbench" -sys "$sys" -addr "$addr" -mode latency -dur "${duration}s" \
+    bounded $((duration + 60)) "$feedbench" -sys "$sys" -addr "$addr" -mode latency -dur "${duration}s" \
         -warm "${warm}s" -rate "$rate" -clients "$clients" "${flags[@]}" "${extra[@]}" \
         > "$dir/bench.out" 2>&1 || rc=$?
     stop_servers
@@ -590,7 +605,7 @@ run_tranche_ingest() { # run_tranche_ingest RATE: returns 1 once the core fell b
     targets=(--target "$last_target")
     log "ingest: $tranche_label, one core at $r writes/s for ${duration}s"
     measure_start
-    timeout $((duration + 120)) "$tranche" feed emulate-core --transport "$transport" "${targets[@]}" \
+    bounded $((duration + 120)) "$tranche" feed emulate-core --transport "$transport" "${targets[@]}" \
         --firms 50 --rate "$r" --duration "$duration" --json > "$dir/core.json" 2> "$dir/core.err" || rc=$?
     stop_servers
     case $rc in 0|3) ;; *) log "emulate-core exited with $rc: $(tail -3 "$dir/core.err")" ;; esac
@@ -640,7 +655,7 @@ run_tranche_clients() {
     fi
     sleep 0.5
     measure_start
-    timeout $((secs + 120)) "$tranche" feed emulate-core --transport "$transport" "${primaries[@]}" \
+    bounded $((secs + 120)) "$tranche" feed emulate-core --transport "$transport" "${primaries[@]}" \
         --run-file "$dir/run.json" --firms "$firms" --rate "$r" --duration "$secs" --json \
         > "$dir/core.json" 2> "$dir/core.err" || rc=$?
     wait "$cpid" || crc=$?
