@@ -9,7 +9,7 @@
 #   - Redis 7 Streams (a stream per broker for filtered readers, XREAD BLOCK);
 #   - NATS 2.9 JetStream (a subject per order, MaxMsgsPerSubject=1, push consumers).
 #
-#   bench/feed-vs-peers.sh                   # every scenario, every peer (~30 min)
+#   bench/feed-vs-peers.sh                   # every scenario, every peer (~15 min)
 #   bench/feed-vs-peers.sh --quick           # a few seconds per scenario: a smoke test
 #   bench/feed-vs-peers.sh --scenarios filtered,unfiltered --peers redis --duration 30
 #   bench/feed-vs-peers.sh --help
@@ -51,15 +51,19 @@
 # The yardstick drops its first --warm seconds; Tranche's figures cover the whole run.
 # Tranche's clients check every view against the final state replayed from the core's
 # seed (omissions, reorderings); the yardstick does not check ("n/c"). Peak RSS and
-# CPU seconds are the servers' (both shards' for the pilot), not the load generators'.
-# Peers run in memory in the latency scenarios, as in ../shared/peers (--peers-durable
-# runs them in their durable mode); Tranche runs with --durability (every-write).
+# CPU seconds are the servers' (for the pilot all of them, primaries and replicas), not
+# the load generators'. Peers run in memory in the latency scenarios, as their
+# yardstick's own figures were measured (--peers-durable runs them in their durable
+# mode); Tranche runs with --durability (every-write).
 #
 # Everything listens on free 127.0.0.1 ports, with its data in one temporary directory;
 # every server is started fresh per run and stopped on exit (also on ^C). Nothing is
 # installed: what is missing is named with how to get it (--skip-missing runs the
 # rest). The yardstick is built from bench/feed-peers (go build; the pinned modules
-# are fetched on first use). Progress goes to stderr; the table (Markdown) to stdout.
+# are fetched on first use): a verbatim copy of the peers' feed-bench/ and feed.lua
+# from ../shared/peers on the project's benchmark machine (2026-11-26; its README.md
+# says more), kept in the repository so a clone has all it needs. Progress goes to
+# stderr; the table (Markdown) to stdout.
 set -euo pipefail
 
 usage() {
@@ -99,6 +103,7 @@ nats-server (apt-get install -y tarantool redis-server nats-server).
 EOF
 }
 
+caller_dir=$(pwd)
 cd "$(dirname "$0")/.."
 root=$(pwd)
 log() { echo "feed-vs-peers: $*" >&2; }
@@ -154,6 +159,10 @@ while [ $# -gt 0 ]; do
     given[$opt]=1
     shift 2
 done
+
+# Paths given relative to where the script was started from.
+case $tranche in /*) ;; *) tranche=$caller_dir/$tranche ;; esac
+case $work_dir in /*|'') ;; *) work_dir=$caller_dir/$work_dir ;; esac
 
 # --quick changes only what was not given explicitly.
 if [ "$quick" = 1 ]; then
@@ -332,6 +341,9 @@ def main():
         if core is None:
             err = open(args["err"]).read() if args.get("err") else ""
             why = "fell behind" if "FELL BEHIND" in err else "failed (see " + args["err"] + ")"
+            m = re.search(r"\(([0-9]+) ms at [0-9]+/s, more than the ([0-9]+) ms allowed\) after ([0-9]+) ms", err)
+            if m:
+                note = (note + "; " if note else "") + f"stopped {m.group(3)} ms in, {m.group(1)} ms of events unacknowledged"
             row([system, scenario, why, dash, dash, dash, dash, dash, dash, dash, dash, rss, cpu, note])
             return
         per_batch = sum(core["events"]) / max(core["batches"], 1)
@@ -669,7 +681,7 @@ run_tranche_clients() {
     done
     note="one process of $((filtered + unfiltered)) clients"
     if [ -n "$pilot" ]; then
-        note="$shards shards as servers of their own"
+        note="$shards shard(s), each a server of its own"
         if [ "$on_replicas" = 1 ]; then
             note+=" with a replica each; $filtered filtered clients on the primaries, $unfiltered unfiltered on the replicas"
         else
