@@ -151,6 +151,13 @@ pub trait Ledger: Send + Sync + 'static {
     /// Costs one index range scan per run of consecutive seqs.
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError>;
 
+    /// The batch keys of the entries [`Ledger::entries_at`] would answer for `seqs`
+    /// (credits and debits apart: [`tranche_ach::Entry::batch_key`]), each with its
+    /// effective state and submission date, in seq order. What a packager's grouper
+    /// reads: the batch-level columns only, never the payee's, and one key per run of
+    /// consecutive entries sharing it, rather than a whole entry and key each.
+    async fn batch_keys_at(&self, seqs: &[i64]) -> Result<SeqKeys, LedgerError>;
+
     /// Record a file and put the given entries in it, atomically, only if every one
     /// is known, `accepted`, not cancelled and of the file's bank, submission date
     /// and same-day flag; otherwise change nothing and answer
