@@ -1,7 +1,10 @@
 //! An entry's columns: what both backends store, and the checks before storing.
 
 use chrono::{Datelike, NaiveDate};
-use tranche_ach::{AccountNumber, Entry, RoutingNumber, SecCode, TransactionCode};
+use tranche_ach::{
+    AccountNumber, BatchKey, Direction, Entry, RoutingNumber, SecCode, ServiceClass,
+    TransactionCode,
+};
 
 /// Whether an entry can be stored at all (valid or not): `Err` says why not.
 pub(crate) fn storable(e: &Entry) -> Result<(), String> {
@@ -130,5 +133,58 @@ impl EntryColumns {
             same_day: self.same_day,
             addenda: self.addenda,
         })
+    }
+}
+
+/// The batch-level columns of an entry as read (text borrowed from the row): what its
+/// batch key is made of, compared with a key before one is allocated.
+pub(crate) struct KeyColumns<'a> {
+    pub bank: &'a str,
+    pub company_name: &'a str,
+    pub company_id: &'a str,
+    pub sec_code: SecCode,
+    pub service_class: ServiceClass,
+    pub entry_description: &'a str,
+    pub descriptive_date: &'a str,
+    pub effective_date: NaiveDate,
+    pub same_day: bool,
+}
+
+impl KeyColumns<'_> {
+    /// The service class of a batch of entries of transaction code `code`'s direction,
+    /// or `None` for a code that is none.
+    pub(crate) fn service_class(code: i64) -> Option<ServiceClass> {
+        let code = TransactionCode::from_code(u8::try_from(code).ok()?).ok()?;
+        Some(match code.direction {
+            Direction::Credit => ServiceClass::CreditsOnly,
+            Direction::Debit => ServiceClass::DebitsOnly,
+        })
+    }
+
+    /// Whether `key` is these columns' key.
+    pub(crate) fn matches(&self, key: &BatchKey) -> bool {
+        self.bank == key.bank
+            && self.company_name == key.company_name
+            && self.company_id == key.company_id
+            && self.sec_code == key.sec_code
+            && self.service_class == key.service_class
+            && self.entry_description == key.entry_description
+            && self.descriptive_date == key.descriptive_date
+            && self.effective_date == key.effective_date
+            && self.same_day == key.same_day
+    }
+
+    pub(crate) fn to_key(&self) -> BatchKey {
+        BatchKey {
+            bank: self.bank.to_string(),
+            company_name: self.company_name.to_string(),
+            company_id: self.company_id.to_string(),
+            sec_code: self.sec_code,
+            service_class: self.service_class,
+            entry_description: self.entry_description.to_string(),
+            descriptive_date: self.descriptive_date.to_string(),
+            effective_date: self.effective_date,
+            same_day: self.same_day,
+        }
     }
 }

@@ -103,6 +103,7 @@ pub async fn exercise(a: Arc<dyn Ledger>, b: Arc<dyn Ledger>) {
     packaging_refuses_what_does_not_fit(&*a).await;
     eligible_pages_in_import_order(&*a).await;
     entries_are_read_by_seq(&*a).await;
+    batch_keys_are_read_by_seq(&*a).await;
     packaging_by_seq_answers_as_by_id(&*a).await;
     status_counts_per_bank_and_state(&*a).await;
     nothing_shows_an_account_number(&*a).await;
@@ -731,6 +732,63 @@ pub async fn entries_are_read_by_seq(ledger: &dyn Ledger) {
     assert_eq!(whole.len(), 6);
     assert_eq!(whole[4].entry, sample_entry(&ids[4], "seq", d, 100));
     assert!(ledger.entries_at(&[]).await.unwrap().is_empty());
+}
+
+/// `batch_keys_at` answers, for what `entries_at` answers, each entry's batch key,
+/// effective state and submission date; consecutive entries sharing a key share one.
+pub async fn batch_keys_are_read_by_seq(ledger: &dyn Ledger) {
+    let d = day(13);
+    let mut entries: Vec<Entry> = (0..6)
+        .map(|i| sample_entry(&format!("keys-{i}"), "keys", d, 100))
+        .collect();
+    // A debit goes in a batch of its own (service class 225), and so does another
+    // company; the entry after them shares the first key again.
+    entries[2].transaction_code = TransactionCode::new(AccountKind::Checking, Direction::Debit);
+    entries[3].company_name = "OTHER CO".into();
+    let ids: Vec<String> = entries.iter().map(|e| e.entry_id.clone()).collect();
+    ledger.import(entries.clone()).await.expect("import");
+    let mut seqs = Vec::new();
+    for id in &ids {
+        seqs.push(ledger.entry(id).await.unwrap().unwrap().seq);
+    }
+    ledger.cancel(&ids[1], "x").await.unwrap();
+    assert!(matches!(
+        ledger
+            .package(sample_file("keys-F", "keys", d), vec![ids[5].clone()])
+            .await
+            .unwrap(),
+        PackageOutcome::Packaged(_)
+    ));
+    let unknown = seqs.iter().max().unwrap() + 1_000_000;
+    let mut asked = seqs.clone();
+    asked.extend([unknown, seqs[0]]);
+    asked.reverse();
+    let got = ledger.batch_keys_at(&asked).await.unwrap();
+    let whole = ledger.entries_at(&asked).await.unwrap();
+    assert_eq!(got.entries.len(), whole.len());
+    for (k, e) in got.entries.iter().zip(&whole) {
+        assert_eq!(
+            (k.seq, k.state, k.submission_date),
+            (e.seq, e.state, e.entry.submission_date)
+        );
+        assert_eq!(got.keys[k.key], e.entry.batch_key(), "seq {}", k.seq);
+    }
+    let states: Vec<State> = got.entries.iter().map(|k| k.state).collect();
+    assert_eq!(
+        states,
+        [
+            State::Accepted,
+            State::Cancelled,
+            State::Accepted,
+            State::Accepted,
+            State::Accepted,
+            State::Packaged
+        ]
+    );
+    let key_of: Vec<usize> = got.entries.iter().map(|k| k.key).collect();
+    assert_eq!(key_of, [0, 0, 1, 2, 3, 3], "one key per run of equal keys");
+    assert_eq!(got.keys[0], got.keys[3]);
+    assert!(ledger.batch_keys_at(&[]).await.unwrap().keys.is_empty());
 }
 
 /// `package_seqs` is `package` with the entries named by seq: the same refusals

@@ -20,9 +20,13 @@
 //!
 //! # States
 //!
-//! An entry's row is `accepted`, `packaged` (in one file), `submitted` (its file was
-//! delivered) or `rejected` (with a reason). A separate `cancellations` table
-//! overrides the row: an entry whose id is there is [`State::Cancelled`] everywhere
+//! An entry is `accepted`, `packaged` (in one file), `submitted` (its file was
+//! delivered) or `rejected` (with a reason). Its row keeps what intake decided
+//! (accepted or rejected) and is never rewritten by packaging: which file holds it is a
+//! row of a narrow `members` table (seq → file), and packaged or submitted is that
+//! file's state. Putting 25,000 entries in a file inserts 25,000 pairs instead of
+//! rewriting 25,000 wide rows and their indexes, and submitting or releasing a file
+//! touches no entry. A separate `cancellations` table overrides both: an entry whose id is there is [`State::Cancelled`] everywhere
 //! (its [`StoredEntry::state`], [`Ledger::eligible`], [`Ledger::status`]) from the
 //! moment the insert commits, whatever its row says. Cancelling writes only that
 //! table — never the entry's row — so a cancel takes no row lock a packager holds.
@@ -150,6 +154,13 @@ pub trait Ledger: Send + Sync + 'static {
     /// step re-reads the state because a cancel may have come since the pass began.
     /// Costs one index range scan per run of consecutive seqs.
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError>;
+
+    /// The batch keys of the entries [`Ledger::entries_at`] would answer for `seqs`
+    /// (credits and debits apart: [`tranche_ach::Entry::batch_key`]), each with its
+    /// effective state and submission date, in seq order. What a packager's grouper
+    /// reads: the batch-level columns only, never the payee's, and one key per run of
+    /// consecutive entries sharing it, rather than a whole entry and key each.
+    async fn batch_keys_at(&self, seqs: &[i64]) -> Result<SeqKeys, LedgerError>;
 
     /// Record a file and put the given entries in it, atomically, only if every one
     /// is known, `accepted`, not cancelled and of the file's bank, submission date

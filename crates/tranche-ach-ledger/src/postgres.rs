@@ -14,7 +14,7 @@ use tokio_postgres::{IsolationLevel, NoTls, Row};
 use tranche_ach::Entry;
 use tranche_types::{Clock, SystemClock, Timestamp};
 
-use crate::columns::{rejection, storable, EntryColumns};
+use crate::columns::{rejection, storable, EntryColumns, KeyColumns};
 use crate::error::{mask_url, LedgerError};
 use crate::membership::repeated;
 use crate::sqlite::{is_credit, ENTRY_COLUMNS};
@@ -28,7 +28,8 @@ pub const PASSWORD_FILE_ENV: &str = "TRANCHE_LEDGER_PASSWORD_FILE";
 
 /// The schema's history, oldest first: migration N brings the database to version N
 /// (the highest row of `ledger_version`). Append, never edit.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE entries (
     seq               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     entry_id          text NOT NULL UNIQUE,
@@ -82,7 +83,48 @@ CREATE TABLE files (
 );
 CREATE INDEX files_date ON files (submission_date, bank);
 CREATE INDEX files_state ON files (state);
-"#];
+"#,
+    // 2: which file holds an entry moves out of the entry's row into a narrow table (see
+    // the SQLite ledger's MEMBERS for why), and one index serves the eligible range and
+    // the status counts.
+    r#"
+CREATE TABLE members (
+    seq     bigint PRIMARY KEY,
+    file_id text NOT NULL
+);
+CREATE INDEX members_file ON members (file_id, seq);
+INSERT INTO members (seq, file_id)
+    SELECT seq, file_id FROM entries WHERE file_id IS NOT NULL AND state IN (1, 2);
+UPDATE entries SET state = 0 WHERE state IN (1, 2);
+DROP INDEX entries_file;
+DROP INDEX entries_eligible;
+DROP INDEX entries_date;
+ALTER TABLE entries DROP COLUMN file_id, DROP COLUMN packaged_at, DROP COLUMN submitted_at;
+CREATE INDEX entries_day ON entries (submission_date, bank, same_day, state, seq);
+"#,
+];
+
+/// Which file holds entry `e` (`m`; no row when none does) and that file (`f`).
+const MEMBERSHIP: &str =
+    "LEFT JOIN members m ON m.seq = e.seq LEFT JOIN files f ON f.file_id = m.file_id";
+/// Entry `e`'s state before the cancellations override it ([`MEMBERSHIP`] joined): its
+/// row's (accepted or rejected) unless a file holds it, then packaged — also while the
+/// file's submission is under way — or submitted.
+const RECORDED_STATE: &str =
+    "CASE WHEN m.seq IS NULL THEN e.state WHEN f.state = 2 THEN 2::int2 ELSE 1::int2 END";
+/// Entry `e` is in no file, checked by a lookup in `members` per entry (a scalar
+/// subquery, which the planner keeps as one) rather than `NOT EXISTS`, which it turns
+/// into an anti-join that walks `members` from its start for every page of eligible
+/// entries once its statistics lag (see [`RECORDED_STATE_OF_MANY`]).
+const UNHELD: &str = "(SELECT true FROM members m WHERE m.seq = e.seq) IS NULL";
+/// [`RECORDED_STATE`] for reads of many entries, without [`MEMBERSHIP`]: a lookup in
+/// `members` per entry. Joined instead, the planner hashes all of `members` for every
+/// read whenever its statistics lag (they do while a night's packaging fills it from
+/// empty faster than autovacuum analyses it): a grouper's read of 1,000 entries took
+/// 150 ms instead of 3.
+const RECORDED_STATE_OF_MANY: &str = "coalesce((SELECT CASE WHEN f.state = 2 THEN 2::int2 \
+    ELSE 1::int2 END FROM members m JOIN files f ON f.file_id = m.file_id \
+    WHERE m.seq = e.seq), e.state)";
 
 const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
@@ -171,8 +213,8 @@ impl PostgresOptions {
 /// checks need:
 ///
 /// - *package* vs *cancel*: package reads the cancellations of its entries and writes
-///   their rows; cancel reads the entry's row (and its file's state) and writes only
-///   the cancellations table. If they overlap, SSI aborts one (each read what the
+///   their `members` rows; cancel reads the entry's membership (and its file's state)
+///   and writes only the cancellations table. If they overlap, SSI aborts one (each read what the
 ///   other wrote): either the cancel is first (package then sees it and refuses) or
 ///   the package is (the cancel then answers `Cancelled { file_id }`, and the file is
 ///   rebuilt). A cancel never waits for a row lock: it locks no entry row and a
@@ -180,9 +222,16 @@ impl PostgresOptions {
 /// - *begin_submission* vs *cancel*: begin reads the file's cancellations and writes
 ///   the file's state; cancel reads that state and writes a cancellation: the same
 ///   dangerous structure, so either the begin refuses or the cancel is `TooLate`.
-/// - two *packagers*: both write the same entry rows; the second waits for the first's
-///   row locks and then fails to serialise, and its retry sees the entries packaged.
-///   The `UPDATE … WHERE state = 0` count is checked besides.
+/// - two *packagers*: both insert the same `members` rows; the second waits for the
+///   first's primary-key entries and then fails (a serialisation failure or a unique
+///   violation, both retried), and its retry sees the entries packaged. The insert's
+///   count is checked besides.
+///
+/// Reads of many entries look each one's membership up with a scalar subquery, never
+/// a join: `members` fills from empty during a night's packaging much faster than
+/// autovacuum analyses it, and with its statistics behind, the planner hashed or
+/// merge-scanned all of it for every read (a grouper's 1,000 entries took 150 ms
+/// instead of 3).
 ///
 /// Cheap to clone.
 #[derive(Clone)]
@@ -519,9 +568,11 @@ fn entry_at(row: &Row) -> R<Entry> {
 
 fn stored_sql(filter: &str) -> String {
     format!(
-        "SELECT {ENTRY_COLUMNS}, e.seq, e.state, e.rejection, e.file_id, e.imported_at, \
-         e.packaged_at, e.submitted_at, c.reason, c.at \
-         FROM entries e LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE {filter}"
+        "SELECT {ENTRY_COLUMNS}, e.seq, {RECORDED_STATE}, e.rejection, m.file_id, \
+         e.imported_at, f.created_at, CASE WHEN f.state = 2 THEN f.submitted_at END, \
+         c.reason, c.at \
+         FROM entries e {MEMBERSHIP} LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+         WHERE {filter}"
     )
 }
 
@@ -592,9 +643,10 @@ async fn file_record<C: GenericClient>(c: &C, file_id: &str) -> R<Option<FileRec
 async fn file_entries<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<(String, bool)>> {
     let rows = c
         .query(
-            "SELECT e.entry_id, c.entry_id IS NOT NULL FROM entries e \
+            "SELECT e.entry_id, c.entry_id IS NOT NULL FROM members m \
+             JOIN entries e ON e.seq = m.seq \
              LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-             WHERE e.file_id = $1 ORDER BY e.seq",
+             WHERE m.file_id = $1 ORDER BY m.seq",
             &[&file_id],
         )
         .await?;
@@ -606,8 +658,9 @@ async fn file_entries<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<(String, 
 async fn cancelled_in<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<String>> {
     let rows = c
         .query(
-            "SELECT e.entry_id FROM entries e JOIN cancellations c ON c.entry_id = e.entry_id \
-             WHERE e.file_id = $1 ORDER BY e.seq",
+            "SELECT e.entry_id FROM members m JOIN entries e ON e.seq = m.seq \
+             JOIN cancellations c ON c.entry_id = e.entry_id \
+             WHERE m.file_id = $1 ORDER BY m.seq",
             &[&file_id],
         )
         .await?;
@@ -617,8 +670,10 @@ async fn cancelled_in<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<String>> 
 async fn effective_state<C: GenericClient>(c: &C, entry_id: &str) -> R<Option<State>> {
     let row = c
         .query_opt(
-            "SELECT e.state, c.entry_id IS NOT NULL FROM entries e \
-             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = $1",
+            &format!(
+                "SELECT {RECORDED_STATE}, c.entry_id IS NOT NULL FROM entries e {MEMBERSHIP} \
+                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = $1"
+            ),
             &[&entry_id],
         )
         .await?;
@@ -847,9 +902,13 @@ async fn package_tx(
     }
     let rows = tx
         .query(
-            "SELECT e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, e.submission_date, \
-             e.same_day, e.transaction_code, e.amount_cents FROM entries e \
-             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = ANY($1)",
+            &format!(
+                "SELECT e.entry_id, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL, e.bank, \
+                 e.submission_date, e.same_day, e.transaction_code, e.amount_cents, e.seq \
+                 FROM entries e \
+                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                 WHERE e.entry_id = ANY($1)"
+            ),
             &[&entry_ids],
         )
         .await?;
@@ -861,6 +920,7 @@ async fn package_tx(
     let mut conflicts = Vec::new();
     let mut seen = std::collections::HashSet::with_capacity(entry_ids.len());
     let mut totals = Totals::default();
+    let mut seqs = Vec::with_capacity(entry_ids.len());
     for id in entry_ids {
         if !seen.insert(id.as_str()) {
             conflicts.push(PackageConflict {
@@ -871,7 +931,10 @@ async fn package_tx(
         }
         let why = match found.get(id) {
             None => Some(ConflictReason::Unknown),
-            Some(r) => totals.check(r, 1, file)?,
+            Some(r) => {
+                seqs.push(r.try_get::<_, i64>(8)?);
+                totals.check(r, 1, file)?
+            }
         };
         if let Some(why) = why {
             conflicts.push(PackageConflict {
@@ -884,15 +947,8 @@ async fn package_tx(
         return Ok(PackageOutcome::Refused(conflicts));
     }
     insert_file(tx, file, entry_ids.len(), &totals, now).await?;
-    let marked = tx
-        .execute(
-            "UPDATE entries SET state = 1, file_id = $1, packaged_at = $2 \
-             WHERE entry_id = ANY($3) AND state = 0 \
-             AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = entries.entry_id)",
-            &[&file.file_id, &now.0, &entry_ids],
-        )
-        .await?;
-    recorded(tx, file, marked, entry_ids.len()).await
+    let joined = join_file(tx, file, &seqs).await?;
+    recorded(tx, file, joined, entry_ids.len()).await
 }
 
 /// [`package_tx`] with the entries named by seq.
@@ -908,7 +964,7 @@ async fn package_seqs_tx(
     if let Some(existing) = file_record(tx, &file.file_id).await? {
         let held: Vec<i64> = tx
             .query(
-                "SELECT seq FROM entries WHERE file_id = $1",
+                "SELECT seq FROM members WHERE file_id = $1",
                 &[&file.file_id],
             )
             .await?
@@ -917,11 +973,29 @@ async fn package_seqs_tx(
             .collect::<Result<_, _>>()?;
         return Ok(repeated(existing, file, held, seqs.to_vec()));
     }
+    let totals = match probe_seqs(tx, file, seqs).await? {
+        Ok(totals) => totals,
+        Err(conflicts) => return Ok(PackageOutcome::Refused(conflicts)),
+    };
+    insert_file(tx, file, seqs.len(), &totals, now).await?;
+    let joined = join_file(tx, file, seqs).await?;
+    recorded(tx, file, joined, seqs.len()).await
+}
+
+/// Whether every entry `seqs` names may go in `file`: their totals, or every conflict.
+async fn probe_seqs<C: GenericClient>(
+    tx: &C,
+    file: &NewFile,
+    seqs: &[i64],
+) -> R<Result<Totals, Vec<PackageConflict>>> {
     let rows = tx
         .query(
-            "SELECT e.seq, e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, \
-             e.submission_date, e.same_day, e.transaction_code, e.amount_cents FROM entries e \
-             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.seq = ANY($1)",
+            &format!(
+                "SELECT e.seq, e.entry_id, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL, e.bank, \
+                 e.submission_date, e.same_day, e.transaction_code, e.amount_cents \
+                 FROM entries e \
+                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.seq = ANY($1)"
+            ),
             &[&seqs],
         )
         .await?;
@@ -952,19 +1026,35 @@ async fn package_seqs_tx(
             });
         }
     }
-    if !conflicts.is_empty() {
-        return Ok(PackageOutcome::Refused(conflicts));
-    }
-    insert_file(tx, file, seqs.len(), &totals, now).await?;
-    let marked = tx
+    Ok(if conflicts.is_empty() {
+        Ok(totals)
+    } else {
+        Err(conflicts)
+    })
+}
+
+/// Put the entries `seqs` (checked fit in this transaction) in `file`: one narrow row
+/// each, never a rewrite of the entries' own rows. Answers how many joined: fewer than
+/// asked when one was cancelled since the check, and a seq another file took since
+/// fails the primary key — both retried (the retry's check answers why).
+async fn join_file(
+    tx: &deadpool_postgres::Transaction<'_>,
+    file: &NewFile,
+    seqs: &[i64],
+) -> R<u64> {
+    let joined = tx
         .execute(
-            "UPDATE entries SET state = 1, file_id = $1, packaged_at = $2 \
-             WHERE seq = ANY($3) AND state = 0 \
-             AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = entries.entry_id)",
-            &[&file.file_id, &now.0, &seqs],
+            "INSERT INTO members (seq, file_id) SELECT s, $2 FROM unnest($1::bigint[]) AS s \
+             WHERE NOT EXISTS (SELECT 1 FROM cancellations c JOIN entries e \
+             ON e.entry_id = c.entry_id WHERE e.seq = s)",
+            &[&seqs, &file.file_id],
         )
-        .await?;
-    recorded(tx, file, marked, seqs.len()).await
+        .await;
+    match joined {
+        Ok(n) => Ok(n),
+        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(Fail::Retry),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Credits and debits of the entries found fit for a file.
@@ -1064,23 +1154,19 @@ async fn cancel_tx(
     }
     let row = tx
         .query_opt(
-            "SELECT e.state, e.file_id, f.state FROM entries e \
-             LEFT JOIN files f ON f.file_id = e.file_id WHERE e.entry_id = $1",
+            &format!("SELECT m.file_id, f.state FROM entries e {MEMBERSHIP} WHERE e.entry_id = $1"),
             &[&id],
         )
         .await?;
     let mut file_of = None;
     if let Some(r) = &row {
-        let code: i16 = r.try_get(0)?;
-        let file_id: Option<String> = r.try_get(1)?;
+        let file_id: Option<String> = r.try_get(0)?;
         let fstate = r
-            .try_get::<_, Option<i16>>(2)?
+            .try_get::<_, Option<i16>>(1)?
             .map(file_state)
             .transpose()?;
         if let (Some(file_id), Some(fs)) = (file_id, fstate) {
-            if matches!(fs, FileState::Submitting | FileState::Submitted)
-                || i64::from(code) == State::Submitted.code()
-            {
+            if matches!(fs, FileState::Submitting | FileState::Submitted) {
                 return Ok(CancelOutcome::TooLate {
                     file_id,
                     file_state: fs,
@@ -1179,11 +1265,6 @@ async fn submitted_tx(
         &[&id, &submission.destination, &submission.at.0],
     )
     .await?;
-    tx.execute(
-        "UPDATE entries SET state = 2, submitted_at = $2 WHERE file_id = $1 AND state = 1",
-        &[&id, &submission.at.0],
-    )
-    .await?;
     Ok(SubmitOutcome::Submitted)
 }
 
@@ -1215,11 +1296,7 @@ async fn release_tx(tx: &deadpool_postgres::Transaction<'_>, id: &str) -> R<Rele
     }
     let cancelled = cancelled_in(tx, id).await?.len() as u64;
     let moved = tx
-        .execute(
-            "UPDATE entries SET state = 0, file_id = NULL, packaged_at = NULL \
-             WHERE file_id = $1 AND state = 1",
-            &[&id],
-        )
+        .execute("DELETE FROM members WHERE file_id = $1", &[&id])
         .await?;
     tx.execute("UPDATE files SET state = 3 WHERE file_id = $1", &[&id])
         .await?;
@@ -1295,6 +1372,7 @@ impl Ledger for PostgresLedger {
                     "SELECT {ENTRY_COLUMNS}, e.seq FROM entries e \
                      WHERE e.state = 0 AND e.bank = $1 AND e.submission_date = $2 \
                      AND e.same_day = $3 AND e.seq > $4 \
+                     AND {UNHELD} \
                      AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
                      ORDER BY e.seq LIMIT $5"
                 );
@@ -1327,23 +1405,45 @@ impl Ledger for PostgresLedger {
         let q = query.clone();
         self.read("listing eligible entries", move |tx| {
             Box::pin(async move {
-                let rows = tx
-                    .query(
-                        "SELECT e.seq FROM entries e \
-                         WHERE e.state = 0 AND e.bank = $1 AND e.submission_date = $2 \
-                         AND e.same_day = $3 AND e.seq > $4 \
-                         AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
-                         ORDER BY e.seq LIMIT $5",
-                        &[
-                            &q.bank,
-                            &q.submission_date,
-                            &q.same_day,
-                            &q.after.unwrap_or(i64::MIN),
-                            &i64::from(q.limit),
-                        ],
-                    )
-                    .await?;
-                rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+                // Pages of the accepted range (the index alone, in its order), then the
+                // held among each page taken out by a lookup per seq: no plan for both
+                // at once stays good while `members` grows faster than its statistics.
+                let mut seqs = Vec::with_capacity(q.limit as usize);
+                let mut after = q.after.unwrap_or(i64::MIN);
+                loop {
+                    let want = i64::from(q.limit) - seqs.len() as i64;
+                    let page: Vec<i64> = tx
+                        .query(
+                            "SELECT e.seq FROM entries e \
+                             WHERE e.state = 0 AND e.bank = $1 AND e.submission_date = $2 \
+                             AND e.same_day = $3 AND e.seq > $4 \
+                             AND NOT EXISTS (SELECT 1 FROM cancellations c \
+                             WHERE c.entry_id = e.entry_id) ORDER BY e.seq LIMIT $5",
+                            &[&q.bank, &q.submission_date, &q.same_day, &after, &want],
+                        )
+                        .await?
+                        .iter()
+                        .map(|r| r.try_get(0))
+                        .collect::<Result<_, _>>()?;
+                    let Some(&last) = page.last() else { break };
+                    let full = page.len() as i64 == want;
+                    after = last;
+                    let held: std::collections::HashSet<i64> = tx
+                        .query(
+                            "SELECT s FROM unnest($1::bigint[]) AS s \
+                             WHERE (SELECT true FROM members m WHERE m.seq = s)",
+                            &[&page],
+                        )
+                        .await?
+                        .iter()
+                        .map(|r| r.try_get(0))
+                        .collect::<Result<_, _>>()?;
+                    seqs.extend(page.into_iter().filter(|s| !held.contains(s)));
+                    if !full || seqs.len() as u32 >= q.limit {
+                        break;
+                    }
+                }
+                Ok(seqs)
             })
         })
         .await
@@ -1356,7 +1456,8 @@ impl Ledger for PostgresLedger {
         self.read("reading entries by seq", move |tx| {
             Box::pin(async move {
                 let sql = format!(
-                    "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL FROM entries e \
+                    "SELECT {ENTRY_COLUMNS}, e.seq, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL \
+                     FROM entries e \
                      LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
                      WHERE e.seq = ANY($1) ORDER BY e.seq"
                 );
@@ -1376,6 +1477,73 @@ impl Ledger for PostgresLedger {
                         })
                     })
                     .collect()
+            })
+        })
+        .await
+    }
+
+    async fn batch_keys_at(&self, seqs: &[i64]) -> Result<SeqKeys, LedgerError> {
+        let mut wanted = seqs.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        self.read("reading batch keys by seq", move |tx| {
+            Box::pin(async move {
+                let rows = tx
+                    .query(
+                        &format!(
+                            "SELECT e.seq, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL, \
+                             e.submission_date, e.bank, e.company_name, e.company_id, \
+                             e.sec_code, e.transaction_code, e.entry_description, \
+                             e.descriptive_date, e.effective_date, e.same_day \
+                             FROM entries e \
+                             LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                             WHERE e.seq = ANY($1) ORDER BY e.seq"
+                        ),
+                        &[&wanted],
+                    )
+                    .await?;
+                let mut out = SeqKeys::default();
+                for r in &rows {
+                    let seq: i64 = r.try_get(0)?;
+                    let sec_code: &str = r.try_get(7)?;
+                    let code = i64::from(r.try_get::<_, i16>(8)?);
+                    let columns = KeyColumns {
+                        bank: r.try_get(4)?,
+                        company_name: r.try_get(5)?,
+                        company_id: r.try_get(6)?,
+                        sec_code: sec_code.parse().map_err(|_| {
+                            corrupt(
+                                format!("entries.sec_code of seq {seq}"),
+                                "an SEC code",
+                                sec_code,
+                            )
+                        })?,
+                        service_class: KeyColumns::service_class(code).ok_or_else(|| {
+                            corrupt(
+                                format!("entries.transaction_code of seq {seq}"),
+                                "a transaction code",
+                                code,
+                            )
+                        })?,
+                        entry_description: r.try_get(9)?,
+                        descriptive_date: r.try_get(10)?,
+                        effective_date: r.try_get(11)?,
+                        same_day: r.try_get(12)?,
+                    };
+                    let state = if r.try_get::<_, bool>(2)? {
+                        State::Cancelled
+                    } else {
+                        state(r.try_get(1)?, "entries.state")?
+                    };
+                    out.push(
+                        seq,
+                        state,
+                        r.try_get(3)?,
+                        |k| columns.matches(k),
+                        || columns.to_key(),
+                    );
+                }
+                Ok(out)
             })
         })
         .await
@@ -1480,10 +1648,11 @@ impl Ledger for PostgresLedger {
             Box::pin(async move {
                 let rows = tx
                     .query(
-                        "SELECT e.file_id, e.entry_id FROM cancellations c \
+                        "SELECT m.file_id, e.entry_id FROM cancellations c \
                          JOIN entries e ON e.entry_id = c.entry_id \
-                         JOIN files f ON f.file_id = e.file_id \
-                         WHERE f.state = 0 ORDER BY e.file_id, e.seq",
+                         JOIN members m ON m.seq = e.seq \
+                         JOIN files f ON f.file_id = m.file_id \
+                         WHERE f.state = 0 ORDER BY m.file_id, m.seq",
                         &[],
                     )
                     .await?;
@@ -1516,10 +1685,13 @@ impl Ledger for PostgresLedger {
                 let mut banks: std::collections::BTreeMap<String, BankStatus> = Default::default();
                 let rows = tx
                     .query(
-                        "SELECT e.bank, CASE WHEN c.entry_id IS NULL THEN e.state ELSE 4::int2 END AS s, \
-                         count(*), coalesce(sum(e.amount_cents), 0)::bigint FROM entries e \
-                         LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-                         WHERE e.submission_date = $1 GROUP BY e.bank, s",
+                        &format!(
+                            "SELECT e.bank, \
+                             CASE WHEN c.entry_id IS NULL THEN {RECORDED_STATE} ELSE 4::int2 END AS s, \
+                             count(*), coalesce(sum(e.amount_cents), 0)::bigint FROM entries e \
+                             {MEMBERSHIP} LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                             WHERE e.submission_date = $1 GROUP BY e.bank, s"
+                        ),
                         &[&date],
                     )
                     .await?;

@@ -10,7 +10,7 @@ use rusqlite_migration::{Migrations, SchemaVersion, M};
 use tranche_ach::{Direction, Entry};
 use tranche_types::{Clock, SystemClock, Timestamp};
 
-use crate::columns::{day_number, from_day_number, rejection, storable, EntryColumns};
+use crate::columns::{day_number, from_day_number, rejection, storable, EntryColumns, KeyColumns};
 use crate::error::LedgerError;
 use crate::types::{seq_runs, *};
 use crate::Ledger;
@@ -77,7 +77,38 @@ CREATE INDEX IF NOT EXISTS files_date ON files (submission_date, bank);
 CREATE INDEX IF NOT EXISTS files_state ON files (state);
 "#;
 
-const HISTORY: &[M<'static>] = &[M::up(SCHEMA).comment("1: entries, cancellations, files")];
+/// Which file holds an entry moves out of the entry's row into a narrow table of its
+/// own. Packaging a file of 25,000 entries rewrote 25,000 wide rows (and two indexes)
+/// in one transaction, about 60 ms on SQLite's single writer; inserting 25,000 pairs
+/// of numbers and names takes about 8. Submitting and releasing a file no longer touch
+/// the entries at all. An entry's row keeps what intake decided (accepted or
+/// rejected); whether it is packaged or submitted is its membership and its file's
+/// state.
+///
+/// With rows no longer moving out of `accepted`, one index serves both the packager's
+/// eligible range and the status counts, instead of two maintained on every import.
+const MEMBERS: &str = r#"
+CREATE TABLE members (
+    seq     INTEGER PRIMARY KEY,
+    file_id TEXT NOT NULL
+);
+CREATE INDEX members_file ON members (file_id, seq);
+INSERT INTO members (seq, file_id)
+    SELECT seq, file_id FROM entries WHERE file_id IS NOT NULL AND state IN (1, 2);
+UPDATE entries SET state = 0 WHERE state IN (1, 2);
+DROP INDEX entries_file;
+ALTER TABLE entries DROP COLUMN file_id;
+ALTER TABLE entries DROP COLUMN packaged_at;
+ALTER TABLE entries DROP COLUMN submitted_at;
+DROP INDEX entries_eligible;
+DROP INDEX entries_date;
+CREATE INDEX entries_day ON entries (submission_date, bank, same_day, state, seq);
+"#;
+
+const HISTORY: &[M<'static>] = &[
+    M::up(SCHEMA).comment("1: entries, cancellations, files"),
+    M::up(MEMBERS).comment("2: file membership out of the entries' rows"),
+];
 const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
 
 /// The entry columns every read selects, in [`EntryColumns`] order (`e` is `entries`).
@@ -86,6 +117,15 @@ pub(crate) const ENTRY_COLUMNS: &str = "e.entry_id, e.bank, e.company_name, e.co
     e.individual_id, e.individual_name, e.entry_description, e.descriptive_date, \
     e.effective_date, e.submission_date, e.same_day, e.addenda";
 const ENTRY_COLUMN_COUNT: usize = 17;
+
+/// Which file holds entry `e` (`m`; no row when none does) and that file (`f`).
+const MEMBERSHIP: &str =
+    "LEFT JOIN members m ON m.seq = e.seq LEFT JOIN files f ON f.file_id = m.file_id";
+/// Entry `e`'s state before the cancellations override it ([`MEMBERSHIP`] joined): its
+/// row's (accepted or rejected) unless a file holds it, then packaged — also while the
+/// file's submission is under way — or submitted.
+const RECORDED_STATE: &str =
+    "CASE WHEN m.seq IS NULL THEN e.state WHEN f.state = 2 THEN 2 ELSE 1 END";
 
 const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
@@ -390,9 +430,10 @@ fn entry_at(row: &Row<'_>) -> R<Entry> {
 
 fn stored_entry(tx: &rusqlite::Transaction<'_>, entry_id: &str) -> R<Option<StoredEntry>> {
     let sql = format!(
-        "SELECT {ENTRY_COLUMNS}, e.seq, e.state, e.rejection, e.file_id, e.imported_at, \
-         e.packaged_at, e.submitted_at, c.reason, c.at \
-         FROM entries e LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+        "SELECT {ENTRY_COLUMNS}, e.seq, {RECORDED_STATE}, e.rejection, m.file_id, \
+         e.imported_at, f.created_at, CASE WHEN f.state = 2 THEN f.submitted_at END, \
+         c.reason, c.at \
+         FROM entries e {MEMBERSHIP} LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
          WHERE e.entry_id = ?1"
     );
     let mut stmt = tx.prepare_cached(&sql)?;
@@ -429,10 +470,10 @@ fn stored_entry(tx: &rusqlite::Transaction<'_>, entry_id: &str) -> R<Option<Stor
 }
 
 fn effective_state(tx: &rusqlite::Transaction<'_>, entry_id: &str) -> R<Option<State>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT e.state, c.entry_id IS NOT NULL FROM entries e \
-         LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = ?1",
-    )?;
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {RECORDED_STATE}, c.entry_id IS NOT NULL FROM entries e {MEMBERSHIP} \
+         LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = ?1"
+    ))?;
     let found: Option<(i64, bool)> = stmt
         .query_row([entry_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
@@ -483,9 +524,10 @@ fn file_at(row: &Row<'_>) -> R<FileRecord> {
 /// The file's entries, in import order, with whether each is cancelled.
 fn file_entries(tx: &rusqlite::Transaction<'_>, file_id: &str) -> R<Vec<(String, bool)>> {
     let mut stmt = tx.prepare_cached(
-        "SELECT e.entry_id, c.entry_id IS NOT NULL FROM entries e \
+        "SELECT e.entry_id, c.entry_id IS NOT NULL FROM members m \
+         JOIN entries e ON e.seq = m.seq \
          LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-         WHERE e.file_id = ?1 ORDER BY e.seq",
+         WHERE m.file_id = ?1 ORDER BY m.seq",
     )?;
     let rows = stmt.query_map([file_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -493,8 +535,9 @@ fn file_entries(tx: &rusqlite::Transaction<'_>, file_id: &str) -> R<Vec<(String,
 
 fn cancelled_in(tx: &rusqlite::Transaction<'_>, file_id: &str) -> R<Vec<String>> {
     let mut stmt = tx.prepare_cached(
-        "SELECT e.entry_id FROM entries e JOIN cancellations c ON c.entry_id = e.entry_id \
-         WHERE e.file_id = ?1 ORDER BY e.seq",
+        "SELECT e.entry_id FROM members m JOIN entries e ON e.seq = m.seq \
+         JOIN cancellations c ON c.entry_id = e.entry_id \
+         WHERE m.file_id = ?1 ORDER BY m.seq",
     )?;
     let rows = stmt.query_map([file_id], |r| r.get(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -603,11 +646,12 @@ fn package_tx(
     let mut totals = Totals::default();
     let mut seqs = Vec::with_capacity(entry_ids.len());
     {
-        let mut probe = tx.prepare_cached(
-            "SELECT e.seq, e.state, c.entry_id IS NOT NULL, e.bank, e.submission_date, \
-             e.same_day, e.transaction_code, e.amount_cents FROM entries e \
-             LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.entry_id = ?1",
-        )?;
+        let mut probe = tx.prepare_cached(&format!(
+            "SELECT e.seq, {RECORDED_STATE}, c.entry_id IS NOT NULL, e.bank, \
+             e.submission_date, e.same_day, e.transaction_code, e.amount_cents FROM entries e \
+             {MEMBERSHIP} LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+             WHERE e.entry_id = ?1"
+        ))?;
         for id in &entry_ids {
             if !seen.insert(id.as_str()) {
                 conflicts.push(PackageConflict {
@@ -621,7 +665,8 @@ fn package_tx(
                 None => Some(ConflictReason::Unknown),
                 Some(row) => {
                     seqs.push(row.get::<_, i64>(0)?);
-                    totals.check(row, 1, &file)?
+                    let recorded = state(row.get(1)?, "entries.state")?;
+                    totals.check(row, 3, recorded, row.get(2)?, &file)?
                 }
             };
             if let Some(why) = why {
@@ -651,7 +696,7 @@ fn package_seqs_tx(
     }
     if let Some(existing) = file_record(tx, &file.file_id)? {
         let held: Vec<i64> = tx
-            .prepare_cached("SELECT seq FROM entries WHERE file_id = ?1")?
+            .prepare_cached("SELECT seq FROM members WHERE file_id = ?1")?
             .query_map([&file.file_id], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
         return Ok(crate::membership::repeated(existing, &file, held, seqs));
@@ -668,13 +713,14 @@ fn package_seqs_tx(
     }
     sorted.dedup();
     {
+        let runs = seq_runs(&sorted);
+        let overrides = Overrides::of(tx, &runs)?;
         let mut probe = tx.prepare_cached(
-            "SELECT e.seq, e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, \
-             e.submission_date, e.same_day, e.transaction_code, e.amount_cents FROM entries e \
-             LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+            "SELECT e.seq, e.entry_id, e.state, e.bank, e.submission_date, e.same_day, \
+             e.transaction_code, e.amount_cents FROM entries e \
              WHERE e.seq BETWEEN ?1 AND ?2 ORDER BY e.seq",
         )?;
-        for (first, last) in seq_runs(&sorted) {
+        for (first, last) in runs {
             let mut expected = first;
             let mut rows = probe.query(params![first, last])?;
             while let Some(row) = rows.next()? {
@@ -686,7 +732,9 @@ fn package_seqs_tx(
                     });
                 }
                 expected = seq + 1;
-                if let Some(why) = totals.check(row, 2, &file)? {
+                let recorded = overrides.recorded(seq, row.get(2)?)?;
+                let cancelled = overrides.cancelled.contains(&seq);
+                if let Some(why) = totals.check(row, 3, recorded, cancelled, &file)? {
                     conflicts.push(PackageConflict {
                         entry_id: row.get(1)?,
                         why,
@@ -707,6 +755,64 @@ fn package_seqs_tx(
     record_file(tx, &file, &sorted, &totals, now)
 }
 
+/// What overrides the rows' own state over runs of seqs: the entries a file holds
+/// (with the state that gives them) and the cancelled ones. Read once per call rather
+/// than joined row by row: both are few among the rows a packager asks for (it asks
+/// for accepted entries), and a join costs two index lookups for every row.
+struct Overrides {
+    held: std::collections::HashMap<i64, i64>,
+    cancelled: std::collections::HashSet<i64>,
+}
+
+impl Overrides {
+    fn of(tx: &rusqlite::Transaction<'_>, runs: &[(i64, i64)]) -> R<Overrides> {
+        let (Some(&(low, _)), Some(&(_, high))) = (runs.first(), runs.last()) else {
+            return Ok(Overrides {
+                held: Default::default(),
+                cancelled: Default::default(),
+            });
+        };
+        // The cancellations are few, the entries a day's: walk the former (CROSS JOIN
+        // keeps SQLite from choosing the other way round).
+        let cancelled = tx
+            .prepare_cached(
+                "SELECT e.seq FROM cancellations c CROSS JOIN entries e \
+                 ON e.entry_id = c.entry_id WHERE e.seq BETWEEN ?1 AND ?2",
+            )?
+            .query_map(params![low, high], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut held = std::collections::HashMap::new();
+        let mut members = tx.prepare_cached(
+            "SELECT m.seq, CASE WHEN f.state = 2 THEN 2 ELSE 1 END FROM members m \
+             JOIN files f ON f.file_id = m.file_id WHERE m.seq BETWEEN ?1 AND ?2",
+        )?;
+        for &(first, last) in runs {
+            let mut rows = members.query(params![first, last])?;
+            while let Some(row) = rows.next()? {
+                held.insert(row.get(0)?, row.get(1)?);
+            }
+        }
+        Ok(Overrides { held, cancelled })
+    }
+
+    /// The state of the entry `seq` before cancellations, its row saying `row_state`.
+    fn recorded(&self, seq: i64, row_state: i64) -> R<State> {
+        state(
+            self.held.get(&seq).copied().unwrap_or(row_state),
+            "entries.state",
+        )
+    }
+
+    /// Its state after them.
+    fn effective(&self, seq: i64, row_state: i64) -> R<State> {
+        if self.cancelled.contains(&seq) {
+            Ok(State::Cancelled)
+        } else {
+            self.recorded(seq, row_state)
+        }
+    }
+}
+
 fn id_of_seq(tx: &rusqlite::Transaction<'_>, seq: i64) -> R<String> {
     Ok(tx
         .prepare_cached("SELECT entry_id FROM entries WHERE seq = ?1")?
@@ -723,21 +829,29 @@ struct Totals {
 }
 
 impl Totals {
-    /// Whether the probed entry in `row` (state, cancelled, bank, date, same-day, code,
-    /// amount from column `at`) may go in `file`; counted if so.
-    fn check(&mut self, row: &Row<'_>, at: usize, file: &NewFile) -> R<Option<ConflictReason>> {
-        let bank: String = row.get(at + 2)?;
+    /// Whether the probed entry — in `state`, `cancelled` or not, its bank, date,
+    /// same-day flag, transaction code and amount in `row` from column `at` on — may go
+    /// in `file`; counted if so.
+    fn check(
+        &mut self,
+        row: &Row<'_>,
+        at: usize,
+        state: State,
+        cancelled: bool,
+        file: &NewFile,
+    ) -> R<Option<ConflictReason>> {
+        let bank = row.get_ref(at)?.as_str().map_err(rusqlite::Error::from)?;
         let member = crate::membership::Member {
-            state: state(row.get(at)?, "entries.state")?,
-            cancelled: row.get(at + 1)?,
-            bank: &bank,
-            submission_date: date(row.get(at + 3)?, "entries.submission_date")?,
-            same_day: row.get(at + 4)?,
+            state,
+            cancelled,
+            bank,
+            submission_date: date(row.get(at + 1)?, "entries.submission_date")?,
+            same_day: row.get(at + 2)?,
         };
         let why = member.conflict(file);
         if why.is_none() {
-            let amount = row.get::<_, i64>(at + 6)? as u64;
-            if is_credit(row.get(at + 5)?) {
+            let amount = row.get::<_, i64>(at + 4)? as u64;
+            if is_credit(row.get(at + 3)?) {
                 self.credit += amount;
             } else {
                 self.debit += amount;
@@ -775,19 +889,11 @@ fn record_file(
         now.0,
     ])?;
     {
-        let mut mark = tx.prepare_cached(
-            "UPDATE entries SET state = 1, file_id = ?1, packaged_at = ?2 \
-             WHERE seq BETWEEN ?3 AND ?4 AND state = 0",
-        )?;
-        for (first, last) in seq_runs(seqs) {
-            let marked = mark.execute(params![file.file_id, now.0, first, last])?;
-            if marked as i64 != last - first + 1 {
-                return Err(corrupt(
-                    format!("entries.state of seqs {first} to {last}"),
-                    "accepted (checked in this transaction)",
-                    "another state",
-                ));
-            }
+        // A seq already held by a file (checked not to be, in this transaction) would
+        // fail the insert on the primary key and the whole transaction with it.
+        let mut join = tx.prepare_cached("INSERT INTO members (seq, file_id) VALUES (?1, ?2)")?;
+        for &seq in seqs {
+            join.execute(params![seq, file.file_id])?;
         }
     }
     let record = file_record(tx, &file.file_id)?
@@ -852,21 +958,21 @@ impl Ledger for SqliteLedger {
                     at: ts(at),
                 }));
             }
-            let row: Option<(i64, Option<String>, Option<i64>)> = tx
+            let row: Option<(Option<String>, Option<i64>)> = tx
                 .query_row(
-                    "SELECT e.state, e.file_id, f.state FROM entries e \
-                     LEFT JOIN files f ON f.file_id = e.file_id WHERE e.entry_id = ?1",
+                    &format!(
+                        "SELECT m.file_id, f.state FROM entries e {MEMBERSHIP} \
+                         WHERE e.entry_id = ?1"
+                    ),
                     [&id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
             let mut file_of = None;
-            if let Some((code, file_id, fstate)) = &row {
+            if let Some((file_id, fstate)) = &row {
                 let fstate = fstate.map(file_state).transpose()?;
                 if let (Some(file_id), Some(fs)) = (file_id, fstate) {
-                    if matches!(fs, FileState::Submitting | FileState::Submitted)
-                        || *code == State::Submitted.code()
-                    {
+                    if matches!(fs, FileState::Submitting | FileState::Submitted) {
                         return Ok(CancelOutcome::TooLate {
                             file_id: file_id.clone(),
                             file_state: fs,
@@ -894,6 +1000,7 @@ impl Ledger for SqliteLedger {
                 "SELECT {ENTRY_COLUMNS}, e.seq FROM entries e \
                  WHERE e.state = 0 AND e.bank = ?1 AND e.submission_date = ?2 \
                  AND e.same_day = ?3 AND e.seq > ?4 \
+                 AND NOT EXISTS (SELECT 1 FROM members m WHERE m.seq = e.seq) \
                  AND NOT EXISTS (SELECT 1 FROM cancellations c WHERE c.entry_id = e.entry_id) \
                  ORDER BY e.seq LIMIT ?5"
             );
@@ -944,9 +1051,11 @@ impl Ledger for SqliteLedger {
                 let want = i64::from(q.limit) - seqs.len() as i64;
                 let page: Vec<i64> = tx
                     .prepare_cached(
-                        "SELECT seq FROM entries INDEXED BY entries_eligible \
-                         WHERE state = 0 AND bank = ?1 AND submission_date = ?2 \
-                         AND same_day = ?3 AND seq > ?4 ORDER BY seq LIMIT ?5",
+                        "SELECT e.seq FROM entries e INDEXED BY entries_day \
+                         WHERE e.state = 0 AND e.bank = ?1 AND e.submission_date = ?2 \
+                         AND e.same_day = ?3 AND e.seq > ?4 \
+                         AND NOT EXISTS (SELECT 1 FROM members m WHERE m.seq = e.seq) \
+                         ORDER BY e.seq LIMIT ?5",
                     )?
                     .query_map(params![q.bank, day, q.same_day, after, want], |r| r.get(0))?
                     .collect::<Result<_, _>>()?;
@@ -966,18 +1075,10 @@ impl Ledger for SqliteLedger {
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
         let runs = seq_runs(seqs);
         self.read("reading entries by seq", move |tx| {
-            let (Some(&(low, _)), Some(&(_, high))) = (runs.first(), runs.last()) else {
+            if runs.is_empty() {
                 return Ok(Vec::new());
-            };
-            // The few cancelled entries of the span, read once, rather than a lookup
-            // in the cancellations table for every row.
-            let cancelled: std::collections::HashSet<i64> = tx
-                .prepare_cached(
-                    "SELECT e.seq FROM cancellations c CROSS JOIN entries e ON e.entry_id = c.entry_id \
-                     WHERE e.seq BETWEEN ?1 AND ?2",
-                )?
-                .query_map(params![low, high], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
+            }
+            let overrides = Overrides::of(tx, &runs)?;
             let sql = format!(
                 "SELECT {ENTRY_COLUMNS}, e.seq, e.state FROM entries e \
                  WHERE e.seq BETWEEN ?1 AND ?2 ORDER BY e.seq"
@@ -992,12 +1093,68 @@ impl Ledger for SqliteLedger {
                     out.push(SeqEntry {
                         entry: entry_at(row)?,
                         seq,
-                        state: if cancelled.contains(&seq) {
-                            State::Cancelled
-                        } else {
-                            state(row.get(n + 1)?, "entries.state")?
-                        },
+                        state: overrides.effective(seq, row.get(n + 1)?)?,
                     });
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn batch_keys_at(&self, seqs: &[i64]) -> Result<SeqKeys, LedgerError> {
+        let runs = seq_runs(seqs);
+        self.read("reading batch keys by seq", move |tx| {
+            let mut out = SeqKeys::default();
+            if runs.is_empty() {
+                return Ok(out);
+            }
+            let overrides = Overrides::of(tx, &runs)?;
+            let mut stmt = tx.prepare_cached(
+                "SELECT e.seq, e.state, e.submission_date, e.bank, e.company_name, \
+                 e.company_id, e.sec_code, e.transaction_code, e.entry_description, \
+                 e.descriptive_date, e.effective_date, e.same_day FROM entries e \
+                 WHERE e.seq BETWEEN ?1 AND ?2 ORDER BY e.seq",
+            )?;
+            for (first, last) in runs {
+                let mut rows = stmt.query(params![first, last])?;
+                while let Some(row) = rows.next()? {
+                    let seq: i64 = row.get(0)?;
+                    let text = |i: usize| -> R<&str> {
+                        Ok(row.get_ref(i)?.as_str().map_err(rusqlite::Error::from)?)
+                    };
+                    let sec_code = text(6)?;
+                    let code: i64 = row.get(7)?;
+                    let columns = KeyColumns {
+                        bank: text(3)?,
+                        company_name: text(4)?,
+                        company_id: text(5)?,
+                        sec_code: sec_code.parse().map_err(|_| {
+                            corrupt(
+                                format!("entries.sec_code of seq {seq}"),
+                                "an SEC code",
+                                sec_code,
+                            )
+                        })?,
+                        service_class: KeyColumns::service_class(code).ok_or_else(|| {
+                            corrupt(
+                                format!("entries.transaction_code of seq {seq}"),
+                                "a transaction code",
+                                code,
+                            )
+                        })?,
+                        entry_description: text(8)?,
+                        descriptive_date: text(9)?,
+                        effective_date: date(row.get(10)?, "entries.effective_date")?,
+                        same_day: row.get(11)?,
+                    };
+                    out.push(
+                        seq,
+                        overrides.effective(seq, row.get(1)?)?,
+                        date(row.get(2)?, "entries.submission_date")?,
+                        |k| columns.matches(k),
+                        || columns.to_key(),
+                    );
                 }
             }
             Ok(out)
@@ -1148,10 +1305,6 @@ impl Ledger for SqliteLedger {
                  WHERE file_id = ?1",
                 params![id, submission.destination, submission.at.0],
             )?;
-            tx.execute(
-                "UPDATE entries SET state = 2, submitted_at = ?2 WHERE file_id = ?1 AND state = 1",
-                params![id, submission.at.0],
-            )?;
             Ok(SubmitOutcome::Submitted)
         })
         .await
@@ -1181,10 +1334,11 @@ impl Ledger for SqliteLedger {
     ) -> Result<Vec<FileWithCancellations>, LedgerError> {
         self.read("listing files with cancellations", |tx| {
             let mut stmt = tx.prepare_cached(
-                "SELECT e.file_id, e.entry_id FROM cancellations c \
+                "SELECT m.file_id, e.entry_id FROM cancellations c \
                  JOIN entries e ON e.entry_id = c.entry_id \
-                 JOIN files f ON f.file_id = e.file_id \
-                 WHERE f.state = 0 ORDER BY e.file_id, e.seq",
+                 JOIN members m ON m.seq = e.seq \
+                 JOIN files f ON f.file_id = m.file_id \
+                 WHERE f.state = 0 ORDER BY m.file_id, m.seq",
             )?;
             let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?;
             let mut out: Vec<FileWithCancellations> = Vec::new();
@@ -1217,11 +1371,7 @@ impl Ledger for SqliteLedger {
                 FileState::Packaged => {}
             }
             let cancelled = cancelled_in(tx, &id)?.len() as u64;
-            let moved = tx.execute(
-                "UPDATE entries SET state = 0, file_id = NULL, packaged_at = NULL \
-                 WHERE file_id = ?1 AND state = 1",
-                [&id],
-            )? as u64;
+            let moved = tx.execute("DELETE FROM members WHERE file_id = ?1", [&id])? as u64;
             tx.execute("UPDATE files SET state = 3 WHERE file_id = ?1", [&id])?;
             Ok(ReleaseOutcome::Released {
                 returned: moved - cancelled,
@@ -1235,12 +1385,12 @@ impl Ledger for SqliteLedger {
         self.read("counting entries and files", move |tx| {
             let d = day_number(date);
             let mut banks: std::collections::BTreeMap<String, BankStatus> = Default::default();
-            let mut stmt = tx.prepare_cached(
-                "SELECT e.bank, CASE WHEN c.entry_id IS NULL THEN e.state ELSE 4 END AS s, \
-                 count(*), sum(e.amount_cents) FROM entries e \
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT e.bank, CASE WHEN c.entry_id IS NULL THEN {RECORDED_STATE} ELSE 4 END AS s, \
+                 count(*), sum(e.amount_cents) FROM entries e {MEMBERSHIP} \
                  LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-                 WHERE e.submission_date = ?1 GROUP BY e.bank, s",
-            )?;
+                 WHERE e.submission_date = ?1 GROUP BY e.bank, s"
+            ))?;
             let mut rows = stmt.query([d])?;
             while let Some(row) = rows.next()? {
                 let bank: String = row.get(0)?;
@@ -1274,5 +1424,85 @@ impl Ledger for SqliteLedger {
             })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod migration_tests {
+    use super::*;
+
+    /// A ledger written by schema 1 (membership in the entries' rows) reads the same
+    /// after the move to the members table.
+    #[tokio::test]
+    async fn entries_keep_their_files_across_the_members_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+        Migrations::from_slice(&HISTORY[..1])
+            .to_latest(&mut conn)
+            .unwrap();
+        let d = day_number(NaiveDate::from_ymd_opt(2026, 5, 4).unwrap());
+        for (seq, state, file, packaged, submitted) in [
+            (1, 2, Some("F"), Some(10), Some(20)),
+            (2, 1, Some("G"), Some(11), None),
+            (3, 0, None, None, None),
+            (4, 3, None, None, None),
+        ] {
+            conn.execute(
+                "INSERT INTO entries (seq, entry_id, bank, company_name, company_id, sec_code, \
+                 transaction_code, rdfi_routing, account_number, amount_cents, individual_id, \
+                 individual_name, entry_description, descriptive_date, effective_date, \
+                 submission_date, same_day, state, file_id, imported_at, packaged_at, \
+                 submitted_at) VALUES (?1, ?2, 'b', 'ACME', '1234567890', 'PPD', 22, \
+                 '021000021', '12345', 100, 'I', 'N', 'PAYROLL', '', ?3, ?3, 0, ?4, ?5, 1, \
+                 ?6, ?7)",
+                params![seq, format!("e-{seq}"), d, state, file, packaged, submitted],
+            )
+            .unwrap();
+        }
+        for (file, state, created, submitted) in [("F", 2, 10, Some(20)), ("G", 0, 11, None)] {
+            conn.execute(
+                "INSERT INTO files (file_id, bank, submission_date, same_day, \
+                 submission_window, name, hash, state, entries, credit_cents, debit_cents, \
+                 created_at, destination, submitted_at) \
+                 VALUES (?1, 'b', ?2, 0, 'w', ?1, 'h', ?3, 1, 100, 0, ?4, 'out', ?5)",
+                params![file, d, state, created, submitted],
+            )
+            .unwrap();
+        }
+        drop(conn);
+
+        let ledger = SqliteLedger::open(dir.path()).unwrap();
+        let e1 = ledger.entry("e-1").await.unwrap().unwrap();
+        assert_eq!(e1.state, State::Submitted);
+        assert_eq!(e1.file_id.as_deref(), Some("F"));
+        assert_eq!(
+            (e1.packaged_at, e1.submitted_at),
+            (Some(Timestamp(10)), Some(Timestamp(20)))
+        );
+        let e2 = ledger.entry("e-2").await.unwrap().unwrap();
+        assert_eq!(
+            (e2.state, e2.file_id.as_deref()),
+            (State::Packaged, Some("G"))
+        );
+        assert_eq!(e2.submitted_at, None);
+        let e3 = ledger.entry("e-3").await.unwrap().unwrap();
+        assert_eq!((e3.state, e3.file_id), (State::Accepted, None));
+        assert_eq!(
+            ledger.entry("e-4").await.unwrap().unwrap().state,
+            State::Rejected
+        );
+        assert_eq!(ledger.file("G").await.unwrap().unwrap().entry_ids, ["e-2"]);
+        // The accepted entry is still eligible; the packaged ones are not.
+        let eligible = ledger
+            .eligible_seqs(&EligibleQuery {
+                bank: "b".into(),
+                submission_date: e3.entry.submission_date,
+                same_day: false,
+                after: None,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(eligible, [3]);
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use chrono::NaiveDate;
-use tranche_ach::Entry;
+use tranche_ach::{BatchKey, Entry};
 use tranche_types::Timestamp;
 
 /// An entry's effective state: its row's state, or `Cancelled` when its id is in the
@@ -243,6 +243,53 @@ pub struct SeqEntry {
     pub entry: Entry,
     /// Its effective state (`Cancelled` overrides the row).
     pub state: State,
+}
+
+/// Entries' batch keys read by seq ([`Ledger::batch_keys_at`](crate::Ledger::batch_keys_at)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeqKeys {
+    /// The keys: one per run of consecutive entries that share one (a payroll's
+    /// entries sit next to each other), so a key may appear again after another.
+    pub keys: Vec<BatchKey>,
+    /// Every entry found, in seq order.
+    pub entries: Vec<SeqKey>,
+}
+
+/// One entry of [`SeqKeys`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqKey {
+    /// Its position in import order.
+    pub seq: i64,
+    /// Its effective state (`Cancelled` overrides the row).
+    pub state: State,
+    /// Its submission date.
+    pub submission_date: NaiveDate,
+    /// Its batch key: an index into [`SeqKeys::keys`].
+    pub key: usize,
+}
+
+impl SeqKeys {
+    /// Add an entry whose key is `key` if it is not the last one's, or the last one's
+    /// (`same_as_last` says which; `key` is only called when needed).
+    pub(crate) fn push(
+        &mut self,
+        seq: i64,
+        state: State,
+        submission_date: NaiveDate,
+        same_as_last: impl FnOnce(&BatchKey) -> bool,
+        key: impl FnOnce() -> BatchKey,
+    ) {
+        let reuse = self.keys.last().is_some_and(same_as_last);
+        if !reuse {
+            self.keys.push(key());
+        }
+        self.entries.push(SeqKey {
+            seq,
+            state,
+            submission_date,
+            key: self.keys.len() - 1,
+        });
+    }
 }
 
 /// Consecutive runs of `seqs` as inclusive `(first, last)` ranges, sorted and without

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tranche_ach::{BatchKey, Grouping};
-use tranche_ach_ledger::{SeqEntry, State};
+use tranche_ach::{BatchKey, Grouping, ServiceClass};
+use tranche_ach_ledger::{SeqEntry, SeqKeys, State};
 use tranche_core::JobContext;
 use tranche_types::Outcome;
 
@@ -41,16 +41,17 @@ pub(super) async fn run(p: Payments, _ctx: JobContext, a: GroupArgs) -> Outcome<
 async fn group(p: &Payments, a: GroupArgs) -> StepResult<Grouped> {
     let grouping = p.bank(&a.scope.bank)?.grouping;
     let started = std::time::Instant::now();
-    let entries = p
+    // The batch-level columns only: a grouper never needs the payee's.
+    let keyed = p
         .ledger()
-        .entries_at(&a.seqs.to_vec())
+        .batch_keys_at(&a.seqs.to_vec())
         .await
-        .map_err(|e| StepError::ledger("reading the chunk's entries", e))?;
+        .map_err(|e| StepError::ledger("reading the chunk's batch keys", e))?;
     let read_took = started.elapsed();
-    let grouped = by_batch(&entries, &a.scope, a.same_day, grouping, &a.seqs);
+    let grouped = by_batch(&keyed, &a.scope, a.same_day, grouping, &a.seqs);
     tracing::debug!(
         scope = %a.scope,
-        entries = entries.len(),
+        entries = keyed.entries.len(),
         read_us = read_took.as_micros() as u64,
         grouped_us = started.elapsed().as_micros() as u64,
         "ACH chunk grouped"
@@ -66,30 +67,41 @@ pub(super) fn packageable(e: &SeqEntry, scope: &Scope, same_day: bool) -> bool {
         && e.entry.same_day == same_day
 }
 
-/// The batch key `grouping` gives an entry.
-pub(super) fn key_of(e: &tranche_ach::Entry, grouping: Grouping) -> BatchKey {
-    match grouping {
-        Grouping::Separate => e.batch_key(),
-        Grouping::Mixed => e.mixed_batch_key(),
-    }
-}
-
+/// The chunk's packageable entries by the batch key `grouping` gives them (the
+/// ledger's keys keep credits and debits apart; mixed batches join them).
 fn by_batch(
-    entries: &[SeqEntry],
+    keyed: &SeqKeys,
     scope: &Scope,
     same_day: bool,
     grouping: Grouping,
     asked: &SeqSet,
 ) -> Grouped {
+    // Seqs gathered per key as read (one per run of entries sharing a key), then merged
+    // by key: a map lookup per run rather than per entry.
+    let mut runs: Vec<Vec<i64>> = vec![Vec::new(); keyed.keys.len()];
+    let mut kept = Vec::with_capacity(keyed.entries.len());
+    for e in &keyed.entries {
+        let key = &keyed.keys[e.key];
+        let fits = e.state == State::Accepted
+            && key.bank == scope.bank
+            && e.submission_date == scope.date
+            && key.same_day == same_day;
+        if fits {
+            runs[e.key].push(e.seq);
+            kept.push(e.seq);
+        }
+    }
     let mut groups: BTreeMap<BatchKey, Vec<i64>> = BTreeMap::new();
-    let mut kept = Vec::with_capacity(entries.len());
-    for e in entries.iter().filter(|e| packageable(e, scope, same_day)) {
-        // Entries come in seq order, so each key's seqs are ascending.
-        groups
-            .entry(key_of(&e.entry, grouping))
-            .or_default()
-            .push(e.seq);
-        kept.push(e.seq);
+    for (key, seqs) in keyed.keys.iter().zip(runs) {
+        if seqs.is_empty() {
+            continue;
+        }
+        let mut key = key.clone();
+        if grouping == Grouping::Mixed {
+            key.service_class = ServiceClass::Mixed;
+        }
+        // Entries come in seq order, so each key's seqs stay ascending.
+        groups.entry(key).or_default().extend(seqs);
     }
     Grouped {
         dropped: asked.without(&SeqSet::from_sorted(kept)),
