@@ -3,7 +3,7 @@
 # feed server loaded by its own emulators (`tranche feed emulate-core` and
 # `emulate-clients`, in processes of their own) against the systems a user would pick
 # instead, loaded by the peers' yardstick on the same load definitions:
-#   - Tarantool 2.6 running the exchange pilot's own design (bench/feed-peers/feed.lua:
+#   - Tarantool 2.6 running the exchange pilot's own design ($PEERS/feed.lua:
 #     current state in a space with {seq, rec} and {broker, seq, rec} indexes, one
 #     transaction and one wake-up per batch, a fiber.cond per broker);
 #   - Redis 7 Streams (a stream per broker for filtered readers, XREAD BLOCK);
@@ -59,10 +59,10 @@
 # Everything listens on free 127.0.0.1 ports, with its data in one temporary directory;
 # every server is started fresh per run and stopped on exit (also on ^C). Nothing is
 # installed: what is missing is named with how to get it (--skip-missing runs the
-# rest). The yardstick is built from bench/feed-peers (go build; the pinned modules
-# are fetched on first use): a verbatim copy of the peers' feed-bench/ and feed.lua
-# from ../shared/peers on the project's benchmark machine (2026-11-26; its README.md
-# says more), kept in the repository so a clone has all it needs. Progress goes to
+# rest). The peers' yardstick is run where it is, never copied in: its Go load
+# generator is built from its own go.mod and go.sum in $PEERS/feed-bench and Tarantool
+# runs $PEERS/feed.lua (PEERS defaults to ../shared/peers beside the repository, as for
+# bench/ach-vs-moov.sh). Progress goes to
 # stderr; the table (Markdown) to stdout.
 set -euo pipefail
 
@@ -98,7 +98,7 @@ Options:
   --skip-missing        run what is installed, skipping peers that are not
   -h, --help            this help
 
-Needs: python3; for the peers Go (bench/feed-peers/go.mod), tarantool, redis-server,
+Needs: python3; for the peers their yardstick in PEERS (default ../shared/peers), Go, tarantool, redis-server,
 nats-server (apt-get install -y tarantool redis-server nats-server).
 EOF
 }
@@ -106,6 +106,7 @@ EOF
 caller_dir=$(pwd)
 cd "$(dirname "$0")/.."
 root=$(pwd)
+peers_dir=${PEERS:-$root/../shared/peers}
 log() { echo "feed-vs-peers: $*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -212,7 +213,7 @@ skipped=()
 for p in ${peers//,/ }; do
     m=$(peer_missing "$p")
     if [ -z "$m" ] && ! command -v go >/dev/null; then
-        m="Go, to build the yardstick from bench/feed-peers/go.mod (https://go.dev/dl/, the version go.mod names or newer)"
+        m="Go, to build the yardstick from $peers_dir/feed-bench/go.mod (https://go.dev/dl/, the version go.mod names or newer)"
     fi
     if [ -n "$m" ]; then
         missing+=("$p needs $m")
@@ -488,7 +489,7 @@ start_tarantool() { # start_tarantool DIR WAL_MODE: sets addr
     local dir=$1 port pid
     port=$(free_port)
     mkdir -p "$dir"
-    FEED_PORT=$port FEED_WAL=$2 FEED_DIR="$dir/tnt" tarantool "$root/bench/feed-peers/feed.lua" \
+    FEED_PORT=$port FEED_WAL=$2 FEED_DIR="$dir/tnt" tarantool "$peers_dir/feed.lua" \
         > "$dir/server.log" 2>&1 &
     pid=$!
     pids+=("$pid"); server_pids=("$pid"); server_roles=(server)
@@ -545,9 +546,9 @@ start_tranche() {
 # ---------- runs ----------
 feedbench=$tmp/feedbench
 if [ -n "$peers" ]; then
-    # bench/feed-peers is a copy of the peers' yardstick (see its README.md).
-    log "building the yardstick (bench/feed-peers, go build; the pinned modules are fetched on first use)"
-    (cd "$root/bench/feed-peers" && go build -o "$feedbench" .) || die "could not build bench/feed-peers"
+    [ -f "$peers_dir/feed-bench/go.mod" ] || die "no peers' yardstick in $peers_dir/feed-bench (set PEERS)"
+    log "building the yardstick ($peers_dir/feed-bench, go build from its own go.mod)"
+    (cd "$peers_dir/feed-bench" && go build -o "$feedbench" .) || die "could not build $peers_dir/feed-bench"
 fi
 peer_version() {
     case $1 in
