@@ -212,6 +212,12 @@ pub fn order_id(shard: u32, n: u64) -> OrderId {
     OrderId((u64::from(shard) << SHARD_SHIFT) | n)
 }
 
+/// The shard whose core made order `id` (its id's top bits, as [`order_id`] numbers
+/// them): how a checker reading merged shards tells a row's shard.
+pub fn shard_of(id: OrderId) -> usize {
+    (id.0 >> SHARD_SHIFT) as usize
+}
+
 /// One shard's book: call [`Book::next`] for each event.
 pub struct Book {
     config: BookConfig,
@@ -616,6 +622,7 @@ mod tests {
                     assert!(ids.insert(new.id), "id {} reused", new.id);
                 }
                 assert_eq!(step.order.id.0 >> SHARD_SHIFT, u64::from(shard));
+                assert_eq!(shard_of(step.order.id), shard as usize);
                 assert!(step.order.updated_at >= stamp);
                 stamp = step.order.updated_at;
             }

@@ -1,14 +1,18 @@
 //! Checking what clients receive: the core's final state (replayed from the seed), and
-//! each client's view of one shard, which finds reorderings as pages arrive and
-//! omissions against the final state at the end.
+//! each client's view of one target (every shard it serves, through one vector
+//! cursor), which finds reorderings as pages arrive and omissions against the final
+//! state at the end.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
-use tranche_feed::{BrokerId, Cursor, Filter, FirmId, InstrumentId, Order, OrderId};
+use tranche_feed::{
+    BrokerId, Cursor, Filter, FirmId, InstrumentId, Order, OrderId, VectorCursor, MAX_SHARDS,
+};
 
-use crate::book::{Book, BookConfig};
+use crate::book::{shard_of, Book, BookConfig};
 
 /// A 64-bit digest of every field of an order version except its times (`created_at`
 /// and `updated_at` are wall-clock stamps a replay cannot reproduce): two versions
@@ -138,6 +142,52 @@ impl ShardExpected {
             .max()
             .unwrap_or(Cursor::START)
     }
+
+    /// [`ShardExpected::last_position`] of every filter at once, in one pass.
+    pub fn ends(&self) -> Ends {
+        let mut ends = Ends::default();
+        for f in self.orders.values() {
+            let p = f.position();
+            let raise = |slot: &mut Cursor| *slot = (*slot).max(p);
+            raise(&mut ends.all);
+            raise(ends.firms.entry(f.firm).or_insert(Cursor::START));
+            raise(ends.brokers.entry(f.broker).or_insert(Cursor::START));
+            raise(
+                ends.instruments
+                    .entry(f.instrument)
+                    .or_insert(Cursor::START),
+            );
+        }
+        ends
+    }
+
+    /// The orders, each at its final version.
+    pub fn iter(&self) -> impl Iterator<Item = (&OrderId, &Fingerprint)> {
+        self.orders.iter()
+    }
+}
+
+/// The last position of each filter's orders in one shard's final state
+/// ([`ShardExpected::ends`]).
+#[derive(Debug, Clone, Default)]
+pub struct Ends {
+    all: Cursor,
+    firms: HashMap<FirmId, Cursor>,
+    brokers: HashMap<BrokerId, Cursor>,
+    instruments: HashMap<InstrumentId, Cursor>,
+}
+
+impl Ends {
+    /// The last position of `filter`'s orders ([`Cursor::START`] if it has none).
+    pub fn get(&self, filter: Filter) -> Cursor {
+        let found = match filter {
+            Filter::All => Some(&self.all),
+            Filter::Firm(f) => self.firms.get(&f),
+            Filter::Broker(b) => self.brokers.get(&b),
+            Filter::Instrument(i) => self.instruments.get(&i),
+        };
+        found.copied().unwrap_or(Cursor::START)
+    }
 }
 
 /// The final state of every shard of a run.
@@ -145,6 +195,21 @@ impl ShardExpected {
 pub struct Expected {
     /// Shard by shard.
     pub shards: Vec<ShardExpected>,
+}
+
+impl Expected {
+    /// The cursor a client of `filter` reading `served` (a target's shards, in its
+    /// cursor's order) has read everything at: each shard's last position of
+    /// `filter` ([`Cursor::START`] for a shard the final state lacks).
+    pub fn end_cursor(&self, filter: Filter, served: Range<usize>) -> VectorCursor {
+        let mut cursor = VectorCursor::START;
+        for (i, shard) in served.enumerate() {
+            if let Some(expected) = self.shards.get(shard) {
+                cursor.set(i, expected.last_position(filter));
+            }
+        }
+        cursor
+    }
 }
 
 impl Expected {
@@ -167,16 +232,16 @@ impl Expected {
     }
 }
 
-/// How one client's view of one shard compares with the final state.
+/// How one client's view compares with the final state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// Orders of the filter in the final state.
+    /// Orders of the filter in the final state (of the shards the view reads).
     pub expected: u64,
     /// Orders of the final state the view lacks, or holds at an older version.
     pub omissions: u64,
     /// Orders the view holds at the final version's `seq` with other contents, at a
     /// `seq` the final state does not have, or that the final state does not hold for
-    /// this filter at all.
+    /// this filter (in the shards the view reads) at all.
     pub mismatches: u64,
 }
 
@@ -186,21 +251,32 @@ struct Seen {
     digest: u64,
 }
 
-/// How many problems of each kind are described in [`ShardView::problems`].
+/// How many problems of each kind are described in [`FeedView::problems`].
 const EXAMPLES: usize = 5;
 
-/// One client's view of one shard: the latest version of each order it received,
-/// and the checks made as pages arrive.
+/// Whether `cursor` is at or past `end` in each of the first `shards` positions.
+pub fn reached(cursor: &VectorCursor, end: &VectorCursor, shards: usize) -> bool {
+    (0..shards).all(|i| cursor.position(i) >= end.position(i))
+}
+
+/// One client's view of one target: the shards it serves (`served`, the run's shard
+/// numbers in the order of the target's cursor positions), read through one vector
+/// cursor; the latest version of each order it received, and the checks made as
+/// pages arrive.
 ///
-/// A *reordering* is a row whose position is not after everything received before it
-/// (pages must ascend by `(seq, rec)`, within a page and from one page to the next,
-/// from the cursor read from), or a version of an order no newer than one already
-/// received; a next cursor behind the page's last row counts too. A *misfiltered* row
-/// does not pass the client's filter.
+/// A page merges the shards, so order is judged per shard: a row's shard is its
+/// id's ([`shard_of`]), and a *reordering* is a row whose position is not after
+/// everything received before it from that shard (within a page and from one page
+/// to the next, from the cursor read from), a version of an order no newer than one
+/// already received, or a next cursor behind the page's last row of a shard (or
+/// behind the cursor read from). A *misfiltered* row does not pass the client's
+/// filter. A row of a shard the target does not serve is described as a problem and
+/// counted as a mismatch by [`FeedView::compare`].
 #[derive(Debug, Clone)]
-pub struct ShardView {
+pub struct FeedView {
     filter: Filter,
-    cursor: Cursor,
+    served: Range<usize>,
+    cursor: VectorCursor,
     seen: HashMap<OrderId, Seen>,
     /// Rows received.
     pub rows: u64,
@@ -216,12 +292,22 @@ pub struct ShardView {
     pub problems: Vec<String>,
 }
 
-impl ShardView {
-    /// An empty view of `filter`'s orders, reading from the start.
-    pub fn new(filter: Filter) -> ShardView {
-        ShardView {
+impl FeedView {
+    /// An empty view of `filter`'s orders in the shards `served` (the run's shard
+    /// numbers, in the order of the target's cursor positions: `0..K` for a server
+    /// of `K` shards, `k..k + 1` for shard `k`'s own server), reading from the start.
+    ///
+    /// # Panics
+    /// If `served` is empty or holds more than [`MAX_SHARDS`] shards.
+    pub fn new(filter: Filter, served: Range<usize>) -> FeedView {
+        assert!(
+            !served.is_empty() && served.len() <= MAX_SHARDS,
+            "a view reads 1 to {MAX_SHARDS} shards, got {served:?}"
+        );
+        FeedView {
             filter,
-            cursor: Cursor::START,
+            served,
+            cursor: VectorCursor::START,
             seen: HashMap::new(),
             rows: 0,
             pages: 0,
@@ -237,8 +323,13 @@ impl ShardView {
         self.filter
     }
 
+    /// The run's shards it reads, in cursor order.
+    pub fn served(&self) -> Range<usize> {
+        self.served.clone()
+    }
+
     /// Where the next read starts: the last page's next cursor.
-    pub fn cursor(&self) -> Cursor {
+    pub fn cursor(&self) -> VectorCursor {
         self.cursor
     }
 
@@ -252,32 +343,55 @@ impl ShardView {
         self.seen.is_empty()
     }
 
+    /// Whether its cursor reached `end` in every shard it reads.
+    pub fn reached(&self, end: &VectorCursor) -> bool {
+        reached(&self.cursor, end, self.served.len())
+    }
+
     fn problem(&mut self, text: impl FnOnce() -> String) {
         if self.problems.len() < EXAMPLES {
             self.problems.push(text());
         }
     }
 
-    /// Takes in one page read from [`ShardView::cursor`]: its rows in the order
+    /// Takes in one page read from [`FeedView::cursor`]: its rows in the order
     /// received and the cursor it said to read on from. Returns how many
     /// reorderings the page had.
-    pub fn accept(&mut self, next: Cursor, orders: &[Order]) -> u64 {
+    pub fn accept(&mut self, next: &VectorCursor, orders: &[Order]) -> u64 {
         let before = self.reorderings;
+        let width = self.served.len();
         self.pages += 1;
         if orders.is_empty() {
             self.empty_pages += 1;
         }
-        let mut last = self.cursor;
+        // Per shard (cursor position), the last position received from it.
+        let mut last = [Cursor::START; MAX_SHARDS];
+        for (i, slot) in last.iter_mut().enumerate().take(width) {
+            *slot = self.cursor.position(i);
+        }
         for order in orders {
             self.rows += 1;
+            let shard = shard_of(order.id);
             let position = order.position();
             let mut reordered = false;
-            if position <= last {
-                reordered = true;
+            if let Some(i) = shard.checked_sub(self.served.start).filter(|&i| i < width) {
+                if position <= last[i] {
+                    reordered = true;
+                    let after = last[i];
+                    self.problem(|| {
+                        format!(
+                            "order {} of shard {shard} at ({}, {}) received after ({}, {}) of that shard",
+                            order.id, position.seq, position.rec, after.seq, after.rec
+                        )
+                    });
+                }
+                last[i] = last[i].max(position);
+            } else {
+                let served = self.served.clone();
                 self.problem(|| {
                     format!(
-                        "order {} at ({}, {}) received after ({}, {})",
-                        order.id, position.seq, position.rec, last.seq, last.rec
+                        "order {} is of shard {shard}, not one of the shards read ({served:?})",
+                        order.id
                     )
                 });
             }
@@ -314,28 +428,53 @@ impl ShardView {
             if reordered {
                 self.reorderings += 1;
             }
-            last = last.max(position);
         }
-        if next < last {
-            self.reorderings += 1;
-            self.problem(|| {
-                format!(
-                    "next cursor ({}, {}) behind the page's last row ({}, {})",
-                    next.seq, next.rec, last.seq, last.rec
-                )
-            });
+        for (i, &last) in last.iter().enumerate().take(width) {
+            let position = next.position(i);
+            if position < last {
+                self.reorderings += 1;
+                let shard = self.served.start + i;
+                self.problem(|| {
+                    format!(
+                        "next cursor ({}, {}) of shard {shard} behind its last row or the cursor read from ({}, {})",
+                        position.seq, position.rec, last.seq, last.rec
+                    )
+                });
+            }
         }
-        self.cursor = next;
+        self.cursor = *next;
         self.reorderings - before
     }
 
-    /// Compares the view with the shard's final state for the view's filter.
-    pub fn compare(&self, expected: &ShardExpected) -> Verdict {
+    /// The final versions of the orders of the view's filter in the shards it reads.
+    fn wanted<'a>(
+        &'a self,
+        expected: &'a Expected,
+    ) -> impl Iterator<Item = (&'a OrderId, &'a Fingerprint)> + 'a {
+        let filter = self.filter;
+        self.served
+            .clone()
+            .filter_map(|shard| expected.shards.get(shard))
+            .flat_map(|shard| shard.orders.iter())
+            .filter(move |(_, want)| want.matches(filter))
+    }
+
+    /// Whether the final state holds `id` for the view's filter in a shard it reads.
+    fn expects(&self, expected: &Expected, id: OrderId) -> bool {
+        let shard = shard_of(id);
+        self.served.contains(&shard)
+            && expected
+                .shards
+                .get(shard)
+                .and_then(|s| s.orders.get(&id))
+                .is_some_and(|want| want.matches(self.filter))
+    }
+
+    /// Compares the view with the final state of the shards it reads, for its
+    /// filter.
+    pub fn compare(&self, expected: &Expected) -> Verdict {
         let mut verdict = Verdict::default();
-        for (id, want) in &expected.orders {
-            if !want.matches(self.filter) {
-                continue;
-            }
+        for (id, want) in self.wanted(expected) {
             verdict.expected += 1;
             match self.seen.get(id) {
                 None => verdict.omissions += 1,
@@ -344,58 +483,48 @@ impl ShardView {
                 Some(_) => verdict.mismatches += 1,
             }
         }
-        for id in self.seen.keys() {
-            if !expected
-                .orders
-                .get(id)
-                .is_some_and(|want| want.matches(self.filter))
-            {
+        for &id in self.seen.keys() {
+            if !self.expects(expected, id) {
                 verdict.mismatches += 1;
             }
         }
         verdict
     }
 
-    /// The first few orders [`ShardView::compare`] counted, in words.
-    pub fn describe_differences(&self, expected: &ShardExpected) -> Vec<String> {
+    /// The first few orders [`FeedView::compare`] counted, in words.
+    pub fn describe_differences(&self, expected: &Expected) -> Vec<String> {
         let mut out = Vec::new();
-        let mut ids: Vec<_> = expected
-            .orders
-            .iter()
-            .filter(|(_, want)| want.matches(self.filter))
-            .collect();
-        ids.sort_by_key(|(_, want)| want.position());
+        let mut ids: Vec<_> = self.wanted(expected).collect();
+        ids.sort_by_key(|(id, want)| (shard_of(**id), want.position()));
         for (id, want) in ids {
             if out.len() >= EXAMPLES {
                 break;
             }
+            let shard = shard_of(*id);
             match self.seen.get(id) {
                 None => out.push(format!(
-                    "order {id} (final at seq {}) never received",
+                    "order {id} (shard {shard}, final at seq {}) never received",
                     want.seq
                 )),
                 Some(got) if got.seq < want.seq => out.push(format!(
-                    "order {id}: last received seq {}, final seq {}",
+                    "order {id} (shard {shard}): last received seq {}, final seq {}",
                     got.seq, want.seq
                 )),
                 Some(got) if got.seq == want.seq && got.digest == want.digest => {}
                 Some(got) => out.push(format!(
-                    "order {id}: received seq {} differs from the final version (seq {})",
+                    "order {id} (shard {shard}): received seq {} differs from the final version (seq {})",
                     got.seq, want.seq
                 )),
             }
         }
-        for id in self.seen.keys() {
+        for &id in self.seen.keys() {
             if out.len() >= EXAMPLES {
                 break;
             }
-            if !expected
-                .orders
-                .get(id)
-                .is_some_and(|want| want.matches(self.filter))
-            {
+            if !self.expects(expected, id) {
                 out.push(format!(
-                    "order {id} received but not in the final state for {:?}",
+                    "order {id} (shard {}) received but not in the final state for {:?}",
+                    shard_of(id),
                     self.filter
                 ));
             }

@@ -1,6 +1,7 @@
 //! The polling clients: filtered ones (one firm each) and unfiltered ones, each
-//! following every shard with a cursor of its own, timing each row's delivery and
-//! checking what it receives.
+//! following every shard through one vector cursor per target (one in all when the
+//! shards are on one server), timing each row's delivery and checking what it
+//! receives.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,9 +12,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tranche_feed::{Cursor, Filter, FirmId};
+use tranche_feed::{Filter, FirmId, VectorCursor};
 
-use crate::check::{Expected, ShardView, Verdict};
+use crate::check::{Ends, Expected, FeedView, Verdict};
 use crate::latency::Latency;
 use crate::link::{Connector, FeedLink, LinkError, PageBody, PageHead, ReadRequest};
 
@@ -69,24 +70,24 @@ impl ClientsPlan {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientsError {
     /// A client's link failed.
-    #[error("client {client} ({filter:?}), shard {shard}: {source}")]
+    #[error("client {client} ({filter:?}), target {target}: {source}")]
     Link {
         /// The client's number.
         client: usize,
         /// Its filter.
         filter: Filter,
-        /// The shard.
-        shard: usize,
+        /// The target (server) it read.
+        target: usize,
         /// What failed.
         #[source]
         source: LinkError,
     },
     /// The final state does not have the connector's number of shards.
-    #[error("the final state has {expected} shards, the targets {got}")]
+    #[error("the final state has {expected} shards, the connector {got}")]
     Shards {
         /// In the final state.
         expected: usize,
-        /// Targets.
+        /// The connector's.
         got: usize,
     },
 }
@@ -180,27 +181,47 @@ impl ClientsReport {
 
 const PROBLEMS: usize = 10;
 
-/// What one client did on one shard.
+/// What one client did on one target.
 struct Followed {
     client: usize,
-    shard: usize,
-    view: ShardView,
+    target: usize,
+    view: FeedView,
     latency: Latency,
     caught_up: bool,
     /// When its last row arrived.
     last_row_at: Option<Instant>,
 }
 
+/// The final state, once known, with each shard's last positions per filter.
+struct Known {
+    expected: Expected,
+    ends: Vec<Ends>,
+}
+
+impl Known {
+    /// Where a client of `filter` reading the shards `served` has read everything.
+    fn end(&self, filter: Filter, served: std::ops::Range<usize>) -> VectorCursor {
+        let mut end = VectorCursor::START;
+        for (i, shard) in served.enumerate() {
+            if let Some(ends) = self.ends.get(shard) {
+                end.set(i, ends.get(filter));
+            }
+        }
+        end
+    }
+}
+
 /// The final state, once known: `None` until then (and for good if the core failed:
 /// the clients are then halted).
-type Final = Option<Arc<Expected>>;
+type Final = Option<Arc<Known>>;
 
-/// Runs the clients of `plan` against every shard of `connector` until they have
-/// caught up with the final state `expected` resolves to (then they are checked
-/// against it), or until `stop` (then nothing is checked unless the final state was
-/// known). `expected` resolving to `None` means there will be no final state (the
-/// core failed): the clients stop at once and are not checked. The first client that
-/// fails stops the others, and the run returns its error.
+/// Runs the clients of `plan` against every target of `connector` (a link per client
+/// and target, reading the target's shards through one vector cursor) until they
+/// have caught up with the final state `expected` resolves to (then they are
+/// checked against it), or until `stop` (then nothing is checked unless the final
+/// state was known). `expected` resolving to `None` means there will be no final
+/// state (the core failed): the clients stop at once and are not checked. The first
+/// client that fails stops the others, and the run returns its error.
 pub async fn run_clients<C: Connector>(
     connector: &C,
     plan: &ClientsPlan,
@@ -208,32 +229,34 @@ pub async fn run_clients<C: Connector>(
     stop: CancellationToken,
 ) -> Result<ClientsReport, ClientsError> {
     let started = Instant::now();
-    let shards = connector.shards();
+    let layout = connector.layout();
     let filters = plan.filters();
     let (final_tx, final_rx) = watch::channel::<Final>(None);
     let halt = stop.child_token();
     let mut tasks = JoinSet::new();
     for (client, &filter) in filters.iter().enumerate() {
-        for shard in 0..shards {
-            let link = connector
-                .feed(shard)
-                .await
-                .map_err(|source| ClientsError::Link {
-                    client,
-                    filter,
-                    shard,
-                    source,
-                })?;
-            let plan = plan.clone();
-            let final_rx = final_rx.clone();
-            let halt = halt.clone();
-            tasks.spawn(async move {
-                let followed = follow(link, client, shard, filter, &plan, final_rx, halt.clone())
+        for target in 0..layout.targets() {
+            let link =
+                connector
+                    .feed(target, filter)
                     .await
                     .map_err(|source| ClientsError::Link {
                         client,
                         filter,
-                        shard,
+                        target,
+                        source,
+                    })?;
+            let plan = plan.clone();
+            let final_rx = final_rx.clone();
+            let halt = halt.clone();
+            let view = FeedView::new(filter, layout.served(target));
+            tasks.spawn(async move {
+                let followed = follow(link, client, target, view, &plan, final_rx, halt.clone())
+                    .await
+                    .map_err(|source| ClientsError::Link {
+                        client,
+                        filter,
+                        target,
                         source,
                     });
                 if followed.is_err() {
@@ -245,7 +268,7 @@ pub async fn run_clients<C: Connector>(
     }
     drop(final_rx);
     // The final state arrives while the clients poll.
-    let known = {
+    let (known, results) = {
         let halt = halt.clone();
         let mut tasks_done = std::pin::pin!(async {
             let mut out = Vec::new();
@@ -261,10 +284,20 @@ pub async fn run_clients<C: Connector>(
                 results = &mut tasks_done => break results,
                 got = &mut expected, if known.is_none() && !halt.is_cancelled() => {
                     match got {
-                        Some(e) => {
-                            let e = Arc::new(e);
-                            known = Some(e.clone());
-                            final_tx.send_replace(Some(e));
+                        Some(expected) if expected.shards.len() != layout.shards() => {
+                            // Not this run's final state: nothing can be checked (the
+                            // clients are aborted with their JoinSet).
+                            halt.cancel();
+                            return Err(ClientsError::Shards {
+                                expected: expected.shards.len(),
+                                got: layout.shards(),
+                            });
+                        }
+                        Some(expected) => {
+                            let ends = expected.shards.iter().map(|s| s.ends()).collect();
+                            let k = Arc::new(Known { expected, ends });
+                            known = Some(k.clone());
+                            final_tx.send_replace(Some(k));
                         }
                         None => halt.cancel(),
                     }
@@ -273,7 +306,6 @@ pub async fn run_clients<C: Connector>(
         };
         (known, results)
     };
-    let (known, results) = known;
     let last_row_at = results
         .iter()
         .filter_map(|r| r.as_ref().ok().and_then(|f| f.last_row_at))
@@ -299,22 +331,18 @@ pub async fn run_clients<C: Connector>(
     if let Some(error) = first_error {
         return Err(error);
     }
-    if let Some(expected) = &known {
-        if expected.shards.len() != shards {
-            return Err(ClientsError::Shards {
-                expected: expected.shards.len(),
-                got: shards,
-            });
-        }
-    }
-    followed.sort_by_key(|f| (f.client, f.shard));
+    followed.sort_by_key(|f| (f.client, f.target));
     for f in &followed {
-        let label = format!(
-            "client {} ({:?}), shard {}",
-            f.client,
-            f.view.filter(),
-            f.shard
-        );
+        let label = if layout.targets() == 1 {
+            format!("client {} ({:?})", f.client, f.view.filter())
+        } else {
+            format!(
+                "client {} ({:?}), target {}",
+                f.client,
+                f.view.filter(),
+                f.target
+            )
+        };
         report.polls += f.view.pages;
         report.empty_polls += f.view.empty_pages;
         report.rows += f.view.rows;
@@ -327,14 +355,13 @@ pub async fn run_clients<C: Connector>(
                 report.problems.push(format!("{label}: {problem}"));
             }
         }
-        if let Some(expected) = &known {
-            let shard = &expected.shards[f.shard];
-            let verdict: Verdict = f.view.compare(shard);
+        if let Some(known) = &known {
+            let verdict: Verdict = f.view.compare(&known.expected);
             report.expected += verdict.expected;
             report.omissions += verdict.omissions;
             report.mismatches += verdict.mismatches;
             if verdict.omissions + verdict.mismatches > 0 {
-                for difference in f.view.describe_differences(shard) {
+                for difference in f.view.describe_differences(&known.expected) {
                     if report.problems.len() < PROBLEMS {
                         report.problems.push(format!("{label}: {difference}"));
                     }
@@ -348,25 +375,27 @@ pub async fn run_clients<C: Connector>(
     Ok(report)
 }
 
-/// One client on one shard: polls from the start until it reaches the last position
-/// of its filter in the final state (or the drain timeout, or `halt`).
+/// One client on one target: polls from the start until its cursor reaches the last
+/// position of its filter in the final state in every shard the target serves (or
+/// the drain timeout, or `halt`).
 async fn follow<L: FeedLink>(
     mut link: L,
     client: usize,
-    shard: usize,
-    filter: Filter,
+    target: usize,
+    mut view: FeedView,
     plan: &ClientsPlan,
     mut final_rx: watch::Receiver<Final>,
     halt: CancellationToken,
 ) -> Result<Followed, LinkError> {
-    let mut view = ShardView::new(filter);
+    let filter = view.filter();
+    let width = view.served().len();
     let mut latency = Latency::new();
-    let mut target: Option<(Cursor, Instant)> = None;
+    let mut end: Option<(VectorCursor, Instant)> = None;
     // Polls sent whose header has not arrived yet.
     let mut outstanding = 0usize;
-    let mut cursor = Cursor::START;
+    let mut cursor = VectorCursor::START;
     let mut last_row_at = None;
-    let request = |cursor: Cursor, draining: bool| ReadRequest {
+    let request = |cursor: VectorCursor, draining: bool| ReadRequest {
         cursor,
         filter,
         limit: plan.limit,
@@ -379,26 +408,24 @@ async fn follow<L: FeedLink>(
         },
     };
     loop {
-        if target.is_none() {
-            if let Some(state) = final_rx
-                .borrow_and_update()
-                .as_ref()
-                .and_then(|e| e.shards.get(shard))
-            {
-                target = Some((
-                    state.last_position(filter),
+        if end.is_none() {
+            if let Some(known) = final_rx.borrow_and_update().as_ref() {
+                end = Some((
+                    known.end(filter, view.served()),
                     Instant::now() + plan.drain_timeout,
                 ));
             }
         }
-        let done = |cursor: Cursor| {
-            target.is_some_and(|(last, deadline)| cursor >= last || Instant::now() >= deadline)
+        let done = |cursor: &VectorCursor| {
+            end.as_ref().is_some_and(|(last, deadline)| {
+                crate::check::reached(cursor, last, width) || Instant::now() >= *deadline
+            })
         };
         if outstanding == 0 {
-            if done(cursor) {
+            if done(&cursor) {
                 break;
             }
-            link.send_read(request(cursor, target.is_some())).await?;
+            link.send_read(request(cursor, end.is_some())).await?;
             outstanding += 1;
         }
         let head = tokio::select! {
@@ -409,22 +436,22 @@ async fn follow<L: FeedLink>(
         outstanding -= 1;
         cursor = head.next;
         // Pipelining: the next poll goes out before this one's rows are read.
-        if plan.pipeline && !done(cursor) {
-            link.send_read(request(cursor, target.is_some())).await?;
+        if plan.pipeline && !done(&cursor) {
+            link.send_read(request(cursor, end.is_some())).await?;
             outstanding += 1;
         }
         let body = link.recv_body().await?;
         if !body.orders.is_empty() {
             last_row_at = Some(Instant::now());
         }
-        take(&mut view, &mut latency, head, body);
+        take(&mut view, &mut latency, &head, body);
     }
     // A poll sent before the client knew it was done is abandoned with the link: the
-    // core has finished, so nothing comes after the final state's last position.
-    let caught_up = target.is_some_and(|(last, _)| view.cursor() >= last);
+    // core has finished, so nothing comes after the final state's last positions.
+    let caught_up = end.as_ref().is_some_and(|(last, _)| view.reached(last));
     Ok(Followed {
         client,
-        shard,
+        target,
         view,
         latency,
         caught_up,
@@ -432,9 +459,9 @@ async fn follow<L: FeedLink>(
     })
 }
 
-fn take(view: &mut ShardView, latency: &mut Latency, head: PageHead, body: PageBody) {
+fn take(view: &mut FeedView, latency: &mut Latency, head: &PageHead, body: PageBody) {
     for order in &body.orders {
         latency.record(body.received_at.saturating_sub(order.updated_at) / 1_000);
     }
-    view.accept(head.next, &body.orders);
+    view.accept(&head.next, &body.orders);
 }

@@ -1,9 +1,10 @@
 //! The links over the feed's HTTP API (`tranche-feed-http`): one keep-alive
 //! connection pool (reqwest) shared by every core and client of a process.
 //!
-//! A core posts JSON batches to `POST /v1/feed/events`, one at a time (two requests
-//! in flight could be applied out of order). A client long-polls
-//! `GET /v1/feed/orders`, each poll a task of its own; the answer's header fields
+//! A core posts JSON batches to `POST /v1/feed/events?shard=k`, one at a time (two
+//! requests in flight could be applied out of order). A client long-polls
+//! `GET /v1/feed/orders` by vector cursor (every shard of the server merged), each
+//! poll a task of its own; the answer's header fields
 //! (`next_cursor`, `count`) come first in its JSON, so the task hands the header over
 //! as soon as the body's first bytes hold it, and the client sends its next poll (on
 //! another pooled connection) while this one's rows still arrive and parse.
@@ -15,20 +16,26 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use tranche_feed::{
-    BrokerId, Cursor, Event, Filter, FirmId, InstrumentId, Order, OrderId, CURSOR_CHARS,
+    BrokerId, Event, Filter, FirmId, InstrumentId, Order, OrderId, VectorCursor,
+    MAX_VECTOR_CURSOR_CHARS,
 };
-use tranche_feed_http::wire::{ErrorBody, OrdersPage, WireEvent, WireOrder};
+use tranche_feed_http::wire::{ErrorBody, OrdersPage, StatusBody, WireEvent, WireOrder};
 use url::Url;
 
 use crate::link::{
-    now_ns, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
+    now_ns, Connector, CoreLink, FeedLink, Layout, LayoutError, LinkError, PageBody, PageHead,
+    ReadRequest,
 };
 
-/// Connects to the shards' HTTP servers: shard `i` is `targets[i]`.
+/// Connects to the run's HTTP feed servers: one of `K` shards (`tranche feed serve
+/// --shards K`), or one per shard ([`Layout`]); and, if given, a read replica of each
+/// for the unfiltered clients.
 #[derive(Clone)]
 pub struct HttpConnector {
     client: reqwest::Client,
     targets: Vec<Url>,
+    replicas: Vec<Url>,
+    layout: Layout,
     core_token: Option<String>,
     read_token: Option<String>,
 }
@@ -41,14 +48,29 @@ impl std::fmt::Debug for HttpConnector {
                 "targets",
                 &self.targets.iter().map(Url::as_str).collect::<Vec<_>>(),
             )
+            .field(
+                "replicas",
+                &self.replicas.iter().map(Url::as_str).collect::<Vec<_>>(),
+            )
+            .field("layout", &self.layout)
             .field("core_token", &self.core_token.as_ref().map(|_| "…"))
             .field("read_token", &self.read_token.as_ref().map(|_| "…"))
             .finish()
     }
 }
 
+/// `url` with a path ending in `/`, so that joining a relative path appends to it.
+fn base(mut url: Url) -> Url {
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    url
+}
+
 impl HttpConnector {
-    /// A connector to these base URLs (e.g. `http://127.0.0.1:8090`), one per shard.
+    /// A connector to these base URLs (e.g. `http://127.0.0.1:8090`), one per shard
+    /// (see [`HttpConnector::with_shards`] for one server of several).
     pub fn new(targets: Vec<Url>) -> Result<HttpConnector, LinkError> {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
@@ -58,22 +80,36 @@ impl HttpConnector {
                 target: "reqwest".into(),
                 message: error_chain(&e),
             })?;
-        let targets = targets
-            .into_iter()
-            .map(|mut url| {
-                if !url.path().ends_with('/') {
-                    let path = format!("{}/", url.path());
-                    url.set_path(&path);
-                }
-                url
-            })
-            .collect();
+        let layout = Layout::new(targets.len(), targets.len())?;
         Ok(HttpConnector {
             client,
-            targets,
+            targets: targets.into_iter().map(base).collect(),
+            replicas: Vec::new(),
+            layout,
             core_token: None,
             read_token: None,
         })
+    }
+
+    /// Runs `shards` shards on the targets: all on one server of that many shards,
+    /// or one per target.
+    pub fn with_shards(mut self, shards: usize) -> Result<HttpConnector, LayoutError> {
+        self.layout = Layout::new(shards, self.targets.len())?;
+        Ok(self)
+    }
+
+    /// Sends the unfiltered clients' polls to these read replicas (`tranche feed
+    /// serve --replica-of`), one per target, instead of the targets.
+    pub fn with_replicas(mut self, replicas: Vec<Url>) -> Result<HttpConnector, LayoutError> {
+        if !replicas.is_empty() && replicas.len() != self.targets.len() {
+            return Err(LayoutError(format!(
+                "expected a replica per target ({}), got {}",
+                self.targets.len(),
+                replicas.len()
+            )));
+        }
+        self.replicas = replicas.into_iter().map(base).collect();
+        Ok(self)
     }
 
     /// Sends `core` as the bearer token of cores and `read` as that of clients.
@@ -82,43 +118,73 @@ impl HttpConnector {
         self.read_token = read;
         self
     }
+}
 
-    fn endpoint(&self, shard: usize, path: &str) -> Result<Url, LinkError> {
-        let base = self
-            .targets
-            .get(shard)
-            .ok_or_else(|| LinkError::Transport {
-                target: format!("shard {shard}"),
-                message: format!("no target for it ({} given)", self.targets.len()),
-            })?;
-        base.join(path).map_err(|e| LinkError::Transport {
-            target: base.to_string(),
-            message: e.to_string(),
-        })
-    }
+fn endpoint(base: &Url, path: &str) -> Result<Url, LinkError> {
+    base.join(path).map_err(|e| LinkError::Transport {
+        target: base.to_string(),
+        message: e.to_string(),
+    })
 }
 
 impl Connector for HttpConnector {
     type Core = HttpCore;
     type Feed = HttpFeed;
 
-    fn shards(&self) -> usize {
-        self.targets.len()
+    fn layout(&self) -> Layout {
+        self.layout
     }
 
+    /// Checks that the target has the shard (`GET /v1/feed/status`), as a TCP HELLO
+    /// naming it does: a core of a shard the server lacks fails before any core
+    /// writes, not at its first batch.
     async fn core(&self, shard: usize) -> Result<HttpCore, LinkError> {
+        self.layout.check_shard(shard)?;
+        let (target, on_target) = self.layout.core(shard);
+        let status_url = endpoint(&self.targets[target], "v1/feed/status")?;
+        let mut status = self.client.get(status_url.clone());
+        if let Some(token) = &self.core_token {
+            status = status.bearer_auth(token);
+        }
+        let response = status.send().await.map_err(|e| transport(&status_url, e))?;
+        if !response.status().is_success() {
+            return Err(refused(&status_url, response).await);
+        }
+        let body: StatusBody = response.json().await.map_err(|e| LinkError::Protocol {
+            target: status_url.to_string(),
+            message: error_chain(&e),
+        })?;
+        if on_target >= body.shards.len() {
+            return Err(LinkError::Refused {
+                target: status_url.to_string(),
+                status: 400,
+                code: "bad_request".into(),
+                message: format!(
+                    "expected a shard from 0 to {}, got {on_target}",
+                    body.shards.len().saturating_sub(1)
+                ),
+            });
+        }
+        let mut url = endpoint(&self.targets[target], "v1/feed/events")?;
+        url.query_pairs_mut()
+            .append_pair("shard", &on_target.to_string());
         Ok(HttpCore {
             client: self.client.clone(),
-            url: self.endpoint(shard, "v1/feed/events")?,
+            url,
             token: self.core_token.clone(),
             unreported: 0,
         })
     }
 
-    async fn feed(&self, shard: usize) -> Result<HttpFeed, LinkError> {
+    async fn feed(&self, target: usize, filter: Filter) -> Result<HttpFeed, LinkError> {
+        self.layout.check_target(target)?;
+        let server = match self.replicas.get(target) {
+            Some(replica) if filter == Filter::All => replica,
+            _ => &self.targets[target],
+        };
         Ok(HttpFeed {
             client: self.client.clone(),
-            url: self.endpoint(shard, "v1/feed/orders")?,
+            url: endpoint(server, "v1/feed/orders")?,
             token: self.read_token.clone(),
             reads: VecDeque::new(),
         })
@@ -287,20 +353,24 @@ impl Drop for Read {
 }
 
 /// The header at the start of a page's JSON as the server writes it,
-/// `{"next_cursor":"<28 characters>","count":<digits>,`; `None` if `bytes` does not
-/// (yet) hold it in that form.
+/// `{"next_cursor":"<cursor>","count":<digits>,` (a vector cursor: 28 characters for
+/// one shard, 51 for two…); `None` if `bytes` does not (yet) hold it in that form.
 fn parse_head(bytes: &[u8]) -> Option<PageHead> {
     const OPEN: &[u8] = b"{\"next_cursor\":\"";
     const COUNT: &[u8] = b"\",\"count\":";
     let rest = bytes.strip_prefix(OPEN)?;
-    let cursor = rest.get(..CURSOR_CHARS)?;
-    let rest = rest[CURSOR_CHARS..].strip_prefix(COUNT)?;
+    let chars = rest
+        .iter()
+        .take(MAX_VECTOR_CURSOR_CHARS + 1)
+        .position(|&b| b == b'"')?;
+    let cursor = &rest[..chars];
+    let rest = rest[chars..].strip_prefix(COUNT)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     // The count is whole only once something follows it.
     if digits == 0 || rest.len() == digits {
         return None;
     }
-    let next: Cursor = std::str::from_utf8(cursor).ok()?.parse().ok()?;
+    let next: VectorCursor = std::str::from_utf8(cursor).ok()?.parse().ok()?;
     let count = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
     Some(PageHead { next, count })
 }
@@ -335,7 +405,7 @@ fn parse_page(
         message,
     };
     let page: OrdersPage = serde_json::from_slice(bytes).map_err(|e| protocol(e.to_string()))?;
-    let next: Cursor = page
+    let next: VectorCursor = page
         .next_cursor
         .parse()
         .map_err(|e| protocol(format!("next_cursor: {e}")))?;
@@ -371,7 +441,9 @@ impl HttpFeed {
         let mut url = self.url.clone();
         {
             let mut query = url.query_pairs_mut();
-            query.append_pair("cursor", &request.cursor.to_string());
+            if request.cursor != VectorCursor::START {
+                query.append_pair("cursor", &request.cursor.to_string());
+            }
             match request.filter {
                 Filter::All => {}
                 Filter::Firm(f) => {
@@ -522,18 +594,21 @@ impl FeedLink for HttpFeed {
 mod tests {
     use super::*;
 
+    use tranche_feed::Cursor;
+
     #[test]
     fn the_header_is_read_from_the_first_bytes_only_when_whole() {
+        let two = VectorCursor::from_positions(&[Cursor::new(3, 2), Cursor::new(9, 4)]).unwrap();
+        for next in [VectorCursor::from(Cursor::new(42, 7)), two] {
+            let text = format!("{{\"next_cursor\":\"{next}\",\"count\":12,\"oldest_created_at\":1");
+            assert_eq!(
+                parse_head(text.as_bytes()),
+                Some(PageHead { next, count: 12 })
+            );
+        }
         let cursor = Cursor::new(42, 7).to_string();
         let text = format!("{{\"next_cursor\":\"{cursor}\",\"count\":12,\"oldest_created_at\":1");
         let bytes = text.as_bytes();
-        assert_eq!(
-            parse_head(bytes),
-            Some(PageHead {
-                next: Cursor::new(42, 7),
-                count: 12
-            })
-        );
         // Cut inside the count: not yet.
         let cut = text.find("12").unwrap() + 1;
         assert_eq!(parse_head(&bytes[..cut]), None);

@@ -35,29 +35,43 @@
 //!
 //! # Shards
 //!
-//! A shard is one core with its own `seq`/`rec` and one target (a feed server, a
-//! store) of its own: the store requires `seq` to grow, so two cores cannot share one
-//! until the server has shards. A [`Connector`] maps shard `i` to its `i`th target;
-//! clients follow every shard with a cursor per shard.
+//! A shard is one core with its own `seq` and `rec`. A [`Layout`] says where the
+//! shards are: all on one feed server of that many shards (`tranche feed serve
+//! --shards K`), each core writing its own (HTTP `POST /v1/feed/events?shard=k`, TCP
+//! [`CoreConnection::connect_shard`](tranche_feed_tcp::CoreConnection::connect_shard));
+//! or each on a server of its own (a target per shard, as before the server had
+//! shards: kept because it costs only the mapping). A client reads each target
+//! through one opaque [`VectorCursor`](tranche_feed::VectorCursor) (HTTP's `cursor`,
+//! TCP's READV), so against one server of `K` shards it has one cursor and one link,
+//! and its pages merge every shard. Unfiltered clients may read a read replica of
+//! each target instead ([`HttpConnector::with_replicas`],
+//! [`TcpConnector::with_replicas`]); firms read the primary (a replica serves
+//! unfiltered reads only).
 //!
 //! # Checking
 //!
-//! Each client keeps a [`ShardView`] per shard: the last version of every order
-//! received. As pages arrive it counts a *reordering* for each row not after
-//! everything received before it (pages must ascend by `(seq, rec)` within a page
-//! and from one page to the next, from the cursor they were read from), for a version
-//! of an order no newer than one already held, and for a next cursor behind the page;
-//! a row outside the client's filter is *misfiltered*.
+//! Each client keeps a [`FeedView`] per target: the last version of every order
+//! received. A page merges shards (by `updated_at`), so order is judged per shard:
+//! a row's shard is its id's top bits ([`shard_of`], as the book numbers orders), and
+//! a *reordering* is a row whose position is not after everything received before it
+//! from that shard (within a page and from one page to the next, from the cursor
+//! read from), a version of an order no newer than one already held, or a next
+//! cursor behind a page's last row of a shard; a row outside the client's filter is
+//! *misfiltered*.
 //!
 //! The final state is not shipped: the core publishes its seed, book and the number
 //! of events each shard sent (in-process, the [`CoreReport`]; across processes, the
 //! [`RunFile`]), and the checker replays the books ([`Expected::replay`]) to the same
 //! counts. That yields exactly the store's final state, times aside (a
 //! [`Fingerprint`] per order: its last `seq`, `rec`, filter keys and a digest of its
-//! other fields). Once it is known, each client polls on until its cursor reaches its
-//! filter's last position, then its view is compared: an order of its filter missing
-//! or held at an older version is an *omission*; one held with other contents, or one
-//! the final state does not hold for that filter, a *mismatch*.
+//! other fields), shard by shard: the feed's final state is their union. Once it is
+//! known, each client polls on until its cursor reaches its filter's last position
+//! in every shard it reads, then its view is compared with the union of those
+//! shards' final states: an order of its filter missing or held at an older version
+//! is an *omission*; one held with other contents, or one the final state does not
+//! hold for that filter (or of a shard the target does not serve), a *mismatch*.
+//! Unfiltered clients on a replica are held to the primary's final state: they wait
+//! for the replica to catch up, and the replication lag counts in their latency.
 //!
 //! # Latency
 //!
@@ -72,20 +86,23 @@
 //! # Transports
 //!
 //! The emulators know only [`CoreLink`] (send a batch; acknowledgements in order,
-//! up to a window of batches unacknowledged), [`FeedLink`] (send a poll; receive an
-//! answer's header, then its rows, so the next poll can go out in between) and
-//! [`Connector`] (open them per shard). [`HttpConnector`] implements them over the
-//! feed's HTTP API (a window of one: parallel posts could be applied out of order;
-//! each poll a task on the pooled connections, its header taken from the first
-//! bytes of the JSON), [`TcpConnector`] over its binary TCP protocol (batches
-//! pipelined on one connection; the HEADER frame ahead of the ORDERS).
+//! up to a window of batches unacknowledged), [`FeedLink`] (send a poll by vector
+//! cursor; receive an answer's header, then its rows, so the next poll can go out in
+//! between) and [`Connector`] (its [`Layout`]; a core's link per shard, a client's
+//! per target). [`HttpConnector`] implements them over the feed's HTTP API (a window
+//! of one: parallel posts could be applied out of order; each poll a task on the
+//! pooled connections, its header taken from the first bytes of the JSON),
+//! [`TcpConnector`] over its binary TCP protocol (batches pipelined on one connection;
+//! READV, the HEADERV frame ahead of the ORDERS).
 //!
 //! # In one process
 //!
-//! `tranche bench feed` runs [`serve_loopback`], [`run_core`] and [`run_clients`]
-//! together, the clients' final state coming from the core's report, and prints a
-//! [`Summary`]. Reports are `serde` types, so the same command can run cores and
-//! clients as child processes (`--json`) and merge what they print.
+//! `tranche bench feed` runs [`run_core`] and [`run_clients`] together against a
+//! server (and a replica) it starts as child processes (`tranche feed serve`), or in
+//! this process with [`serve_loopback_shards`] and [`serve_loopback_replica`]; the
+//! clients' final state comes from the core's report, and it prints a [`Summary`],
+//! judged against [`Criteria`]. Reports are `serde` types, so cores and clients in
+//! processes of their own (`--json`) can be merged ([`ClientsReport::merge`]).
 
 #![deny(missing_docs)]
 
@@ -101,14 +118,19 @@ mod run;
 mod summary;
 mod tcp;
 
-pub use book::{order_id, Book, BookConfig, ConfigError, Kind, Step, SHARD_SHIFT};
-pub use check::{digest, Expected, Fingerprint, ShardExpected, ShardView, Verdict};
+pub use book::{order_id, shard_of, Book, BookConfig, ConfigError, Kind, Step, SHARD_SHIFT};
+pub use check::{digest, reached, Ends, Expected, FeedView, Fingerprint, ShardExpected, Verdict};
 pub use clients::{run_clients, ClientsError, ClientsPlan, ClientsReport};
 pub use http::{HttpConnector, HttpCore, HttpFeed};
 pub use latency::{Latency, LatencySummary, MAX_LATENCY_US};
-pub use link::{now_ns, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest};
-pub use loopback::{serve_loopback, LoopbackError, LoopbackServer};
+pub use link::{
+    now_ns, Connector, CoreLink, FeedLink, Layout, LayoutError, LinkError, PageBody, PageHead,
+    ReadRequest,
+};
+pub use loopback::{
+    serve_loopback, serve_loopback_replica, serve_loopback_shards, LoopbackError, LoopbackServer,
+};
 pub use paced::{run_core, CoreError, CorePlan, CoreReport};
 pub use run::{RunFile, RunFileError, RunState, RUN_FILE_VERSION};
-pub use summary::Summary;
+pub use summary::{Criteria, Summary};
 pub use tcp::{TcpConnector, TcpCore, TcpFeed, DEFAULT_WINDOW};

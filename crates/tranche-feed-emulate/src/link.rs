@@ -3,8 +3,9 @@
 //! the feed's HTTP API and [`crate::TcpConnector`] over its binary TCP protocol.
 
 use std::future::Future;
+use std::ops::Range;
 
-use tranche_feed::{Cursor, Event, Filter, Order};
+use tranche_feed::{Event, Filter, Order, VectorCursor, MAX_SHARDS};
 
 /// Why a link failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,99 @@ pub enum LinkError {
         /// What was wrong with it.
         message: String,
     },
+    /// The connector has no such shard or target.
+    #[error("{0}")]
+    Layout(#[from] LayoutError),
+}
+
+/// A layout of shards on targets that cannot be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LayoutError(pub String);
+
+/// Where a run's shards are: all on one feed server of that many shards (`tranche
+/// feed serve --shards K`), or each on a server of its own (a target per shard).
+///
+/// A core of shard `k` writes to [`Layout::core`]: shard `k` of the one target, or
+/// the only shard of target `k`. A client reads each target through one vector
+/// cursor; the run's shards a target serves, in that cursor's order, are
+/// [`Layout::served`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    shards: usize,
+    targets: usize,
+}
+
+impl Layout {
+    /// `shards` shards on `targets` targets: one target (a server of that many
+    /// shards) or one per shard.
+    pub fn new(shards: usize, targets: usize) -> Result<Layout, LayoutError> {
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(LayoutError(format!(
+                "expected 1 to {MAX_SHARDS} shards, got {shards}"
+            )));
+        }
+        if targets != 1 && targets != shards {
+            return Err(LayoutError(format!(
+                "{shards} shard(s) on {targets} targets: expected one target (a server of \
+                 {shards} shards, `tranche feed serve --shards {shards}`) or one per shard"
+            )));
+        }
+        Ok(Layout { shards, targets })
+    }
+
+    /// The run's shards (cores).
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// The targets (servers).
+    pub fn targets(&self) -> usize {
+        self.targets
+    }
+
+    /// Where shard `shard`'s core writes: the target and its shard there.
+    pub fn core(&self, shard: usize) -> (usize, usize) {
+        if self.targets == 1 {
+            (0, shard)
+        } else {
+            (shard, 0)
+        }
+    }
+
+    /// The run's shards target `target` serves, in the order of its cursors'
+    /// positions.
+    pub fn served(&self, target: usize) -> Range<usize> {
+        if self.targets == 1 {
+            0..self.shards
+        } else {
+            target..target + 1
+        }
+    }
+
+    pub(crate) fn check_shard(&self, shard: usize) -> Result<(), LinkError> {
+        if shard < self.shards {
+            Ok(())
+        } else {
+            Err(LayoutError(format!(
+                "expected a shard below {}, got {shard}",
+                self.shards
+            ))
+            .into())
+        }
+    }
+
+    pub(crate) fn check_target(&self, target: usize) -> Result<(), LinkError> {
+        if target < self.targets {
+            Ok(())
+        } else {
+            Err(LayoutError(format!(
+                "expected a target below {}, got {target}",
+                self.targets
+            ))
+            .into())
+        }
+    }
 }
 
 /// A core's connection to the shard it feeds.
@@ -61,8 +155,8 @@ pub trait CoreLink: Send + 'static {
 /// One long poll: what a client asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadRequest {
-    /// Read after this position.
-    pub cursor: Cursor,
+    /// Read after this position: one per shard of the target.
+    pub cursor: VectorCursor,
     /// Which orders.
     pub filter: Filter,
     /// At most this many.
@@ -78,7 +172,7 @@ pub struct ReadRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageHead {
     /// Where to read on from.
-    pub next: Cursor,
+    pub next: VectorCursor,
     /// How many rows follow.
     pub count: usize,
 }
@@ -92,7 +186,8 @@ pub struct PageBody {
     pub received_at: u64,
 }
 
-/// A client's connection to one shard. Polls are answered in the order sent, each
+/// A client's connection to one target: every shard it serves, read through one
+/// vector cursor (merged by the server). Polls are answered in the order sent, each
 /// answer a header ([`FeedLink::recv_head`]) and then its rows
 /// ([`FeedLink::recv_body`]); a client may send its next poll between the two.
 pub trait FeedLink: Send + 'static {
@@ -107,18 +202,28 @@ pub trait FeedLink: Send + 'static {
     fn recv_body(&mut self) -> impl Future<Output = Result<PageBody, LinkError>> + Send;
 }
 
-/// Opens links to the shards of a run: shard `i` is served by the `i`th target.
+/// Opens links to the shards of a run, laid out on targets as its [`Layout`] says.
 pub trait Connector: Send + Sync + 'static {
     /// A core's link.
     type Core: CoreLink;
     /// A client's link.
     type Feed: FeedLink;
-    /// How many shards (targets) there are.
-    fn shards(&self) -> usize;
-    /// A core's link to shard `shard`.
+    /// Where the shards are.
+    fn layout(&self) -> Layout;
+    /// How many shards (cores) there are.
+    fn shards(&self) -> usize {
+        self.layout().shards()
+    }
+    /// A core's link to the run's shard `shard` (where [`Layout::core`] says).
     fn core(&self, shard: usize) -> impl Future<Output = Result<Self::Core, LinkError>> + Send;
-    /// A client's link to shard `shard`.
-    fn feed(&self, shard: usize) -> impl Future<Output = Result<Self::Feed, LinkError>> + Send;
+    /// A link for a client of `filter` to target `target` ([`Layout::served`] says
+    /// which shards it reads): to the target's replica, if it has one and `filter`
+    /// reads every order (a replica serves unfiltered reads only).
+    fn feed(
+        &self,
+        target: usize,
+        filter: Filter,
+    ) -> impl Future<Output = Result<Self::Feed, LinkError>> + Send;
 }
 
 /// The wall clock in nanoseconds since the epoch: what cores stamp events with and

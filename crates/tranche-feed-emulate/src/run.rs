@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::book::BookConfig;
 use crate::check::Expected;
 
-/// The run file's format version.
-pub const RUN_FILE_VERSION: u32 = 1;
+/// The run file's format version (2: `shards` apart from `targets`, which may be
+/// one server of several shards).
+pub const RUN_FILE_VERSION: u32 = 2;
 
 /// What a core publishes about its run (JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,7 +25,10 @@ pub struct RunFile {
     pub seed: u64,
     /// The book's shape.
     pub book: BookConfig,
-    /// Shards (targets) in shard order.
+    /// Shards: cores, each with its own `seq` and `rec`.
+    pub shards: usize,
+    /// The servers written to: one holding every shard, or one per shard in shard
+    /// order ([`crate::Layout`]).
     pub targets: Vec<String>,
     /// Events per second asked, all shards.
     pub rate: f64,

@@ -12,6 +12,9 @@ use crate::paced::CoreReport;
 /// them.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
+    /// Shards (cores) written.
+    #[serde(default)]
+    pub shards: usize,
     /// Events asked per second.
     pub asked_rate: f64,
     /// Events acknowledged per second.
@@ -49,6 +52,7 @@ impl Summary {
     /// reports first).
     pub fn new(core: &CoreReport, clients: &ClientsReport) -> Summary {
         Summary {
+            shards: core.shards,
             asked_rate: core.asked_rate,
             writes_per_sec: core.achieved_rate,
             events: core.total_events(),
@@ -76,6 +80,85 @@ impl Summary {
             && self.mismatches == 0
             && self.misfiltered == 0
     }
+
+    /// What keeps the run from meeting `criteria`, in words; empty when it meets
+    /// them: checked and correct ([`Summary::correct`]), the rate asked kept, rows
+    /// delivered, and latency and empty answers within bounds.
+    pub fn misses(&self, criteria: &Criteria) -> Vec<String> {
+        let mut misses = Vec::new();
+        if !self.checked {
+            misses.push("not checked (no final state)".to_owned());
+        } else if !self.caught_up {
+            misses.push("not every client caught up".to_owned());
+        }
+        for (count, what) in [
+            (self.omissions, "omissions"),
+            (self.reorderings, "reorderings"),
+            (self.mismatches, "mismatches"),
+            (self.misfiltered, "misfiltered rows"),
+        ] {
+            if count > 0 {
+                misses.push(format!("{count} {what}"));
+            }
+        }
+        if !self.kept_up {
+            misses.push(format!(
+                "wrote {:.0}/s of the {:.0}/s asked",
+                self.writes_per_sec, self.asked_rate
+            ));
+        }
+        if self.rows == 0 {
+            misses.push("no rows delivered".to_owned());
+        }
+        let l = &self.latency;
+        if l.avg_us > criteria.max_avg_us {
+            misses.push(format!(
+                "latency avg {:.0} us > {:.0} us",
+                l.avg_us, criteria.max_avg_us
+            ));
+        }
+        if l.p99_us > criteria.max_p99_us {
+            misses.push(format!(
+                "latency p99 {} us > {} us",
+                l.p99_us, criteria.max_p99_us
+            ));
+        }
+        if self.empty_share > criteria.max_empty_share {
+            misses.push(format!(
+                "{:.1} % empty answers > {:.1} %",
+                self.empty_share * 100.0,
+                criteria.max_empty_share * 100.0
+            ));
+        }
+        misses
+    }
+}
+
+/// What a run must meet to count at a write rate ([`Summary::misses`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Criteria {
+    /// The most average delivery latency, µs.
+    pub max_avg_us: f64,
+    /// The most p99 delivery latency, µs.
+    pub max_p99_us: u64,
+    /// The largest share of empty answers (0 to 1).
+    pub max_empty_share: f64,
+}
+
+impl Criteria {
+    /// Issue 17's: average ≤ 1 ms, p99 ≤ 5 ms, ≤ 5 % empty answers (and, as always,
+    /// no omission, no reordering).
+    pub const ISSUE: Criteria = Criteria {
+        max_avg_us: 1_000.0,
+        max_p99_us: 5_000,
+        max_empty_share: 0.05,
+    };
+}
+
+impl Default for Criteria {
+    fn default() -> Criteria {
+        Criteria::ISSUE
+    }
 }
 
 impl fmt::Display for Summary {
@@ -83,11 +166,12 @@ impl fmt::Display for Summary {
         let l = &self.latency;
         writeln!(
             f,
-            "writes      {:>12.0} events/s (asked {:.0}/s{}), {} events",
+            "writes      {:>12.0} events/s (asked {:.0}/s{}), {} events to {} shard(s)",
             self.writes_per_sec,
             self.asked_rate,
             if self.kept_up { "" } else { ", FELL BEHIND" },
-            self.events
+            self.events,
+            self.shards
         )?;
         writeln!(
             f,

@@ -1,26 +1,34 @@
 //! The links over the feed's binary TCP protocol (`tranche-feed-tcp`): a connection
-//! per core and per client and shard.
+//! per core (its HELLO naming its shard) and per client and target.
 //!
 //! A core pipelines its batches: up to a window of them unacknowledged on its
-//! connection, acknowledgements read by a task of their own. A client sends its next
-//! READ as soon as the HEADER of the last answer arrives, before its ORDERS frame.
+//! connection, acknowledgements read by a task of their own. A client reads by vector
+//! cursor (READV, every shard of the server merged) and sends its next READV as soon
+//! as the HEADERV of the last answer arrives, before its ORDERS frame.
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tranche_feed::Event;
-use tranche_feed_tcp::{BatchSender, ClientError, CoreConnection, FeedClient, MAX_BATCH_EVENTS};
+use tranche_feed::{Event, Filter};
+use tranche_feed_tcp::{
+    BatchSender, ClientError, CoreConnection, FeedClient, VectorRead, MAX_BATCH_EVENTS,
+};
 
 use crate::link::{
-    now_ns, Connector, CoreLink, FeedLink, LinkError, PageBody, PageHead, ReadRequest,
+    now_ns, Connector, CoreLink, FeedLink, Layout, LayoutError, LinkError, PageBody, PageHead,
+    ReadRequest,
 };
 
 /// Batches a core keeps unacknowledged on its connection by default.
 pub const DEFAULT_WINDOW: usize = 8;
 
-/// Connects to the shards' TCP servers: shard `i` is `targets[i]` (`HOST:PORT`).
+/// Connects to the run's TCP feed servers (`HOST:PORT`): one of `K` shards (`tranche
+/// feed serve --shards K --tcp`), or one per shard ([`Layout`]); and, if given, a
+/// read replica of each for the unfiltered clients.
 #[derive(Clone)]
 pub struct TcpConnector {
     targets: Vec<String>,
+    replicas: Vec<String>,
+    layout: Layout,
     core_token: Option<String>,
     read_token: Option<String>,
     window: usize,
@@ -31,6 +39,8 @@ impl std::fmt::Debug for TcpConnector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TcpConnector")
             .field("targets", &self.targets)
+            .field("replicas", &self.replicas)
+            .field("layout", &self.layout)
             .field("core_token", &self.core_token.as_ref().map(|_| "…"))
             .field("read_token", &self.read_token.as_ref().map(|_| "…"))
             .field("window", &self.window)
@@ -39,14 +49,43 @@ impl std::fmt::Debug for TcpConnector {
 }
 
 impl TcpConnector {
-    /// A connector to these addresses (`HOST:PORT`), one per shard.
+    /// A connector to these addresses (`HOST:PORT`), one per shard (see
+    /// [`TcpConnector::with_shards`] for one server of several).
+    ///
+    /// # Panics
+    /// If there are no targets or more than [`tranche_feed::MAX_SHARDS`].
     pub fn new(targets: Vec<String>) -> TcpConnector {
+        let layout = Layout::new(targets.len(), targets.len()).expect("1 to MAX_SHARDS targets");
         TcpConnector {
             targets,
+            replicas: Vec::new(),
+            layout,
             core_token: None,
             read_token: None,
             window: DEFAULT_WINDOW,
         }
+    }
+
+    /// Runs `shards` shards on the targets: all on one server of that many shards,
+    /// or one per target.
+    pub fn with_shards(mut self, shards: usize) -> Result<TcpConnector, LayoutError> {
+        self.layout = Layout::new(shards, self.targets.len())?;
+        Ok(self)
+    }
+
+    /// Sends the unfiltered clients' reads to these read replicas (`tranche feed
+    /// serve --replica-of`, their `--tcp` addresses), one per target, instead of the
+    /// targets.
+    pub fn with_replicas(mut self, replicas: Vec<String>) -> Result<TcpConnector, LayoutError> {
+        if !replicas.is_empty() && replicas.len() != self.targets.len() {
+            return Err(LayoutError(format!(
+                "expected a replica per target ({}), got {}",
+                self.targets.len(),
+                replicas.len()
+            )));
+        }
+        self.replicas = replicas;
+        Ok(self)
     }
 
     /// Sends `core` as the token of cores and `read` as that of clients.
@@ -60,16 +99,6 @@ impl TcpConnector {
     pub fn with_window(mut self, window: usize) -> TcpConnector {
         self.window = window.max(1);
         self
-    }
-
-    fn target(&self, shard: usize) -> Result<&str, LinkError> {
-        self.targets
-            .get(shard)
-            .map(String::as_str)
-            .ok_or_else(|| LinkError::Transport {
-                target: format!("shard {shard}"),
-                message: format!("no target for it ({} given)", self.targets.len()),
-            })
     }
 }
 
@@ -105,15 +134,21 @@ impl Connector for TcpConnector {
     type Core = TcpCore;
     type Feed = TcpFeed;
 
-    fn shards(&self) -> usize {
-        self.targets.len()
+    fn layout(&self) -> Layout {
+        self.layout
     }
 
     async fn core(&self, shard: usize) -> Result<TcpCore, LinkError> {
-        let target = self.target(shard)?.to_owned();
-        let connection = CoreConnection::connect(target.as_str(), self.core_token.as_deref())
-            .await
-            .map_err(|e| link_error(&target, e))?;
+        self.layout.check_shard(shard)?;
+        let (target, on_target) = self.layout.core(shard);
+        let target = self.targets[target].clone();
+        let connection = CoreConnection::connect_shard(
+            target.as_str(),
+            self.core_token.as_deref(),
+            on_target as u16,
+        )
+        .await
+        .map_err(|e| link_error(&format!("{target} (shard {on_target})"), e))?;
         let max_batch = connection.welcome().max_batch_events as usize;
         let (sender, mut receiver) = connection.split();
         let (tx, acks) = mpsc::unbounded_channel();
@@ -141,8 +176,12 @@ impl Connector for TcpConnector {
         })
     }
 
-    async fn feed(&self, shard: usize) -> Result<TcpFeed, LinkError> {
-        let target = self.target(shard)?.to_owned();
+    async fn feed(&self, target: usize, filter: Filter) -> Result<TcpFeed, LinkError> {
+        self.layout.check_target(target)?;
+        let target = match self.replicas.get(target) {
+            Some(replica) if filter == Filter::All => replica.clone(),
+            _ => self.targets[target].clone(),
+        };
         let client = FeedClient::connect(target.as_str(), self.read_token.as_deref())
             .await
             .map_err(|e| link_error(&target, e))?;
@@ -194,7 +233,7 @@ impl CoreLink for TcpCore {
     }
 }
 
-/// A client's link: a [`FeedClient`].
+/// A client's link: a [`FeedClient`] reading by vector cursor (READV).
 pub struct TcpFeed {
     target: String,
     client: FeedClient,
@@ -202,12 +241,12 @@ pub struct TcpFeed {
 
 impl FeedLink for TcpFeed {
     async fn send_read(&mut self, request: ReadRequest) -> Result<(), LinkError> {
-        let mut read = tranche_feed_tcp::ReadRequest::new(request.cursor, request.filter);
+        let mut read = VectorRead::new(&request.cursor, request.filter);
         read.limit = u32::try_from(request.limit).unwrap_or(u32::MAX);
         read.min_batch = u32::try_from(request.min_batch).unwrap_or(u32::MAX);
         read.wait_ms = u32::try_from(request.wait_ms).unwrap_or(u32::MAX);
         self.client
-            .send_read(&read)
+            .send_read_vector(&read)
             .await
             .map(|_| ())
             .map_err(|e| link_error(&self.target, e))
@@ -216,7 +255,7 @@ impl FeedLink for TcpFeed {
     async fn recv_head(&mut self) -> Result<PageHead, LinkError> {
         let header = self
             .client
-            .recv_header()
+            .recv_vector_header()
             .await
             .map_err(|e| link_error(&self.target, e))?;
         Ok(PageHead {

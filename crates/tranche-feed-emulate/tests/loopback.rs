@@ -1,13 +1,15 @@
 //! The emulators against real feed servers (`tranche-feed-http` and
-//! `tranche-feed-tcp` on loopback ports): a two-shard core and filtered and
-//! unfiltered clients see no omission and no reordering, over either protocol; a link that loses a row and swaps two is caught; a core whose target
+//! `tranche-feed-tcp` on loopback ports): two cores into one server of two shards,
+//! firms' clients on it and an unfiltered one on its replica, see no omission and no
+//! reordering over either protocol (and so do two shards on servers of their own); a
+//! link that loses a row and swaps two rows of a shard is caught; a core whose target
 //! does not answer stops saying it fell behind.
 
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use tranche_feed::{Durability, Event};
+use tranche_feed::{Durability, Event, Filter};
 use tranche_feed_emulate::*;
 
 const SEED: u64 = 5;
@@ -47,11 +49,22 @@ fn clients_plan() -> ClientsPlan {
     }
 }
 
+/// The servers of a run: one per shard, or one of several shards; replicas, if any.
 struct Servers {
     servers: Vec<LoopbackServer>,
+    replicas: Vec<LoopbackServer>,
     _dirs: Vec<tempfile::TempDir>,
 }
 
+impl Servers {
+    async fn stop(self) {
+        for server in self.replicas.into_iter().chain(self.servers) {
+            server.stop(Duration::from_secs(10)).await.unwrap();
+        }
+    }
+}
+
+/// `n` one-shard servers (a target per shard).
 async fn servers(n: usize) -> Servers {
     let mut servers = Vec::new();
     let mut dirs = Vec::new();
@@ -62,8 +75,41 @@ async fn servers(n: usize) -> Servers {
     }
     Servers {
         servers,
+        replicas: Vec::new(),
         _dirs: dirs,
     }
+}
+
+/// One server of `shards` shards and a read replica of it.
+async fn sharded_with_replica(shards: usize) -> Servers {
+    let (primary_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = serve_loopback_shards(primary_dir.path(), shards, Durability::Never)
+        .await
+        .unwrap();
+    let replica = serve_loopback_replica(replica_dir.path(), primary.tcp, Durability::Never)
+        .await
+        .unwrap();
+    assert!(replica.is_replica() && !primary.is_replica());
+    Servers {
+        servers: vec![primary],
+        replicas: vec![replica],
+        _dirs: vec![primary_dir, replica_dir],
+    }
+}
+
+/// Orders a server's readers received, from its `/metrics`.
+async fn rows_read(server: &LoopbackServer) -> f64 {
+    let text = reqwest::get(server.url.join("metrics").unwrap())
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let scrape = tranche_feed_http::metrics::Scrape::parse(&text).unwrap();
+    ["http", "tcp"]
+        .iter()
+        .map(|p| scrape.value("tranche_feed_read_rows_sum", &[("protocol", p)]))
+        .sum()
 }
 
 /// Runs the core and the clients together; the clients' final state is replayed from
@@ -88,7 +134,8 @@ async fn run<C: Connector>(connector: &C) -> (CoreReport, ClientsReport) {
     (core.unwrap(), clients.unwrap())
 }
 
-/// Two shards, four firms' clients and one unfiltered, over `connector`.
+/// Two shards, four firms' clients and one unfiltered, over `connector`: the
+/// servers hold the replayed final state, and the clients saw all of it in order.
 async fn two_shards_and_five_clients<C: Connector>(servers: Servers, connector: C) {
     let (core, clients) = run(&connector).await;
 
@@ -99,11 +146,22 @@ async fn two_shards_and_five_clients<C: Connector>(servers: Servers, connector: 
     }
     assert!(core.batches > 10, "{core:?}");
     assert!(!core.stopped_early);
-    // The replayed final state is what each server holds.
+    // The replayed final state is what each shard holds, on one server or two.
     let expected = Expected::replay(&book(), SEED, &core.events);
-    for (shard, server) in servers.servers.iter().enumerate() {
-        assert_eq!(server.store.len(), expected.shards[shard].len());
-        assert_eq!(server.store.marks().0, core.events[shard]);
+    let layout = connector.layout();
+    for (shard, events) in core.events.iter().enumerate() {
+        let (target, on_target) = layout.core(shard);
+        let store = servers.servers[target].store(on_target);
+        assert_eq!(store.len(), expected.shards[shard].len());
+        assert_eq!(store.marks().0, *events);
+    }
+    let orders: u64 = expected.shards.iter().map(|s| s.len() as u64).sum();
+    // A replica holds it all too, and the unfiltered client read it there.
+    for replica in &servers.replicas {
+        assert_eq!(replica.feed.orders() as u64, orders);
+        let lag = replica.replica_lag().unwrap();
+        assert_eq!(lag.seqs_behind(), 0, "{lag:?}");
+        assert!(rows_read(replica).await >= orders as f64);
     }
 
     assert!(clients.checked && clients.caught_up, "{clients:?}");
@@ -120,7 +178,6 @@ async fn two_shards_and_five_clients<C: Connector>(servers: Servers, connector: 
         clients.problems
     );
     // The unfiltered client alone expects every order; the firms' clients each theirs.
-    let orders: u64 = expected.shards.iter().map(|s| s.len() as u64).sum();
     assert_eq!(clients.expected, 2 * orders);
     assert!(clients.rows >= 2 * orders, "{clients:?}");
     assert_eq!(clients.latency.count(), clients.rows);
@@ -133,30 +190,67 @@ async fn two_shards_and_five_clients<C: Connector>(servers: Servers, connector: 
         summary.to_string().contains("0 omissions, 0 reorderings"),
         "{summary}"
     );
-    for server in servers.servers {
-        server.stop(Duration::from_secs(10)).await.unwrap();
-    }
+    assert!(summary.to_string().contains("to 2 shard(s)"), "{summary}");
+    servers.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_shards_and_five_clients_over_http_see_no_omission_and_no_reordering() {
-    let servers = servers(2).await;
-    let connector =
-        HttpConnector::new(servers.servers.iter().map(|s| s.url.clone()).collect()).unwrap();
+async fn two_shards_on_one_server_and_a_replica_over_http_see_no_omission_and_no_reordering() {
+    let servers = sharded_with_replica(2).await;
+    let connector = HttpConnector::new(vec![servers.servers[0].url.clone()])
+        .unwrap()
+        .with_shards(2)
+        .unwrap()
+        .with_replicas(vec![servers.replicas[0].url.clone()])
+        .unwrap();
+    assert_eq!(connector.layout().targets(), 1);
     two_shards_and_five_clients(servers, connector).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_shards_and_five_clients_over_tcp_see_no_omission_and_no_reordering() {
-    let servers = servers(2).await;
-    let connector = TcpConnector::new(servers.servers.iter().map(|s| s.tcp.to_string()).collect())
+async fn two_shards_on_one_server_and_a_replica_over_tcp_see_no_omission_and_no_reordering() {
+    let servers = sharded_with_replica(2).await;
+    let connector = TcpConnector::new(vec![servers.servers[0].tcp.to_string()])
+        .with_shards(2)
+        .unwrap()
+        .with_replicas(vec![servers.replicas[0].tcp.to_string()])
+        .unwrap()
         .with_window(4);
     two_shards_and_five_clients(servers, connector).await;
 }
 
-/// Swaps the first two rows of the first page with two, then loses the first
-/// finished order of a later page (a finished order is never sent again): once each
-/// per link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_on_servers_of_their_own_see_no_omission_and_no_reordering() {
+    let servers = servers(2).await;
+    let connector = TcpConnector::new(servers.servers.iter().map(|s| s.tcp.to_string()).collect())
+        .with_window(4);
+    assert_eq!(connector.layout().targets(), 2);
+    two_shards_and_five_clients(servers, connector).await;
+}
+
+#[test]
+fn a_layout_is_one_server_or_one_per_shard() {
+    let one = Layout::new(3, 1).unwrap();
+    assert_eq!((one.core(2), one.served(0)), ((0, 2), 0..3));
+    let own = Layout::new(3, 3).unwrap();
+    assert_eq!((own.core(2), own.served(2)), ((2, 0), 2..3));
+    let error = Layout::new(3, 2).unwrap_err();
+    assert!(error.to_string().contains("one per shard"), "{error}");
+    assert!(Layout::new(0, 1).is_err() && Layout::new(17, 1).is_err());
+    let url = url::Url::parse("http://127.0.0.1:1/").unwrap();
+    let refused = HttpConnector::new(vec![url.clone()])
+        .unwrap()
+        .with_replicas(vec![url.clone(), url])
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("a replica per target"),
+        "{refused}"
+    );
+}
+
+/// Swaps the first two rows of one shard in the first page holding two, then loses
+/// the first finished order of a later page (a finished order is never sent again):
+/// once each per link.
 #[derive(Clone)]
 struct Lossy(HttpConnector);
 
@@ -169,15 +263,15 @@ struct LossyFeed {
 impl Connector for Lossy {
     type Core = HttpCore;
     type Feed = LossyFeed;
-    fn shards(&self) -> usize {
-        self.0.shards()
+    fn layout(&self) -> Layout {
+        self.0.layout()
     }
     async fn core(&self, shard: usize) -> Result<HttpCore, LinkError> {
         self.0.core(shard).await
     }
-    async fn feed(&self, shard: usize) -> Result<LossyFeed, LinkError> {
+    async fn feed(&self, target: usize, filter: Filter) -> Result<LossyFeed, LinkError> {
         Ok(LossyFeed {
-            inner: self.0.feed(shard).await?,
+            inner: self.0.feed(target, filter).await?,
             lost: false,
             swapped: false,
         })
@@ -193,8 +287,14 @@ impl FeedLink for LossyFeed {
     }
     async fn recv_body(&mut self) -> Result<PageBody, LinkError> {
         let mut page = self.inner.recv_body().await?;
-        if !self.swapped && page.orders.len() >= 2 {
-            page.orders.swap(0, 1);
+        let first = page.orders.first().map(|o| shard_of(o.id));
+        let same = page
+            .orders
+            .iter()
+            .skip(1)
+            .position(|o| Some(shard_of(o.id)) == first);
+        if let (false, Some(i)) = (self.swapped, same) {
+            page.orders.swap(0, i + 1);
             self.swapped = true;
         } else if self.swapped && !self.lost {
             if let Some(i) = page.orders.iter().position(|o| o.status.is_terminal()) {
@@ -207,9 +307,17 @@ impl FeedLink for LossyFeed {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_row_and_two_swapped_rows_are_caught() {
-    let servers = servers(1).await;
-    let connector = Lossy(HttpConnector::new(vec![servers.servers[0].url.clone()]).unwrap());
+async fn a_lost_row_and_two_swapped_rows_of_a_shard_are_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_loopback_shards(dir.path(), 2, Durability::Never)
+        .await
+        .unwrap();
+    let connector = Lossy(
+        HttpConnector::new(vec![server.url.clone()])
+            .unwrap()
+            .with_shards(2)
+            .unwrap(),
+    );
     let (_, clients) = run(&connector).await;
     assert!(clients.checked && clients.caught_up, "{clients:?}");
     // Every client lost one order and got two rows the wrong way round.
@@ -224,6 +332,7 @@ async fn a_lost_row_and_two_swapped_rows_are_caught() {
         "{:?}",
         clients.problems
     );
+    server.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 /// A target that never answers.
@@ -249,13 +358,13 @@ impl CoreLink for SilentCore {
 impl Connector for Silent {
     type Core = SilentCore;
     type Feed = HttpFeed;
-    fn shards(&self) -> usize {
-        1
+    fn layout(&self) -> Layout {
+        Layout::new(1, 1).unwrap()
     }
     async fn core(&self, _: usize) -> Result<SilentCore, LinkError> {
         Ok(SilentCore)
     }
-    async fn feed(&self, _: usize) -> Result<HttpFeed, LinkError> {
+    async fn feed(&self, _: usize, _: Filter) -> Result<HttpFeed, LinkError> {
         Err(LinkError::Transport {
             target: "silent".into(),
             message: "no clients here".into(),
@@ -295,6 +404,7 @@ async fn a_core_whose_target_does_not_keep_up_stops_and_says_so() {
 async fn a_stopped_core_sends_what_it_made_and_ends_a_pending_ioc_order() {
     let servers = servers(1).await;
     let server = &servers.servers[0];
+    let store = server.store(0);
     let connector = HttpConnector::new(vec![server.url.clone()]).unwrap();
     let plan = CorePlan {
         duration: Duration::from_secs(60),
@@ -303,7 +413,7 @@ async fn a_stopped_core_sends_what_it_made_and_ends_a_pending_ioc_order() {
     let stop = CancellationToken::new();
     let stopper = async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while server.store.len() < 500 {
+        while store.len() < 500 {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "500 orders within 30 s"
@@ -317,12 +427,13 @@ async fn a_stopped_core_sends_what_it_made_and_ends_a_pending_ioc_order() {
     assert!(report.stopped_early, "{report:?}");
     assert!(report.scheduled_s < 30.0, "{report:?}");
     // Everything made was sent, and the last event left no IOC order open.
-    assert_eq!(server.store.marks().0, report.events[0]);
+    assert_eq!(store.marks().0, report.events[0]);
     let mut replayed = Book::new(book(), SEED, 0);
     for stamp in 1..=report.events[0] {
         replayed.next(stamp);
     }
     assert!(!replayed.ioc_pending());
     let expected = Expected::replay(&book(), SEED, &report.events);
-    assert_eq!(server.store.len(), expected.shards[0].len());
+    assert_eq!(store.len(), expected.shards[0].len());
+    servers.stop().await;
 }

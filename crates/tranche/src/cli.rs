@@ -405,7 +405,8 @@ pub enum Feed {
     /// only. With --shards K, one store and writer per trading core, read as one feed;
     /// with --replica-of ADDR, a read replica of another server.
     Serve(FeedServeArgs),
-    /// Emulate K trading cores (one per --target, each with its own seq and rec): a
+    /// Emulate K trading cores (--shards, each with its own seq and rec) writing one
+    /// --target of K shards (`feed serve --shards K`), or one --target per shard: a
     /// realistic book (most orders amended or filled one to three times, cancels,
     /// immediate-or-cancel orders ended by the next event, bursts on a few hot
     /// instruments), stamped with created_at when made, paced open loop at --rate
@@ -413,8 +414,9 @@ pub enum Feed {
     /// achieved; exits 3 if it fell behind. With --run-file, publishes the run for
     /// emulate-clients. A core's token comes from TRANCHE_FEED_CORE_TOKEN.
     EmulateCore(crate::commands::feed_emulate::EmulateCoreArgs),
-    /// Emulate polling clients, one per firm (--filtered) and unfiltered ones, each
-    /// following every shard by cursor with batched, pipelined long polls: delivery
+    /// Emulate polling clients, one per firm (--filtered) and unfiltered ones (on a
+    /// read replica with --replica), each following every shard through one vector
+    /// cursor with batched, pipelined long polls: delivery
     /// latency (created_at/updated_at to arrival) as a histogram, and a check that
     /// each client's final view equals the core's final state for its filter (replayed
     /// from --run-file): no omission, no reordering. Exits 2 if anything was wrong or
@@ -788,12 +790,17 @@ pub enum Bench {
     /// and peak memory. With --writer-only, the file writer alone on one core.
     /// bench/ach-vs-moov.sh runs both beside moov-io/ach.
     Ach(BenchAch),
-    /// Start the order-state feed's server in this process (HTTP and TCP on loopback
-    /// ports, a fresh store), one emulated core at --rate and emulated clients, for
-    /// --duration: writes/s, delivered rows/s, delivery latency avg/p50/p99/max,
-    /// share of empty polls, and the check (omissions, reorderings). Exits 2 if the
-    /// check failed, 3 if the core fell behind.
-    Feed(crate::commands::feed_emulate::BenchFeedArgs),
+    /// Start the order-state feed's server (`tranche feed serve --shards K` as a
+    /// child process, a fresh store; with --replica a read replica of it too),
+    /// emulated cores at --rate and emulated clients, for --duration: writes/s,
+    /// delivered rows/s, delivery latency avg/p50/p99/max, share of empty polls, the
+    /// check (omissions, reorderings) and each process's peak RSS and CPU. --pilot
+    /// runs the pilot's shape (2 shards, 100 firms' clients, 2 unfiltered on a
+    /// replica, tcp); --rates or --find-max step the rate and report the highest
+    /// meeting avg <= 1 ms, p99 <= 5 ms, no omission or reordering, <= 5 % empty.
+    /// Exits 2 if a check failed, 3 if the core fell behind (or no rate met the
+    /// criteria).
+    Feed(crate::commands::feed_bench::BenchFeedArgs),
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
-//! `tranche feed emulate-core`, `tranche feed emulate-clients` and `tranche bench feed`:
-//! thin commands over `tranche-feed-emulate` (its crate docs explain the design).
+//! `tranche feed emulate-core` and `tranche feed emulate-clients`: thin commands over
+//! `tranche-feed-emulate` (its crate docs explain the design); `tranche bench feed`
+//! is in `feed_bench.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,18 +10,16 @@ use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use tokio_util::sync::CancellationToken;
-use tranche_feed::Durability;
 use tranche_feed_emulate::{
-    now_ns, run_clients, run_core, serve_loopback, BookConfig, ClientsPlan, ClientsReport,
-    Connector, CoreError, CorePlan, CoreReport, Expected, HttpConnector, RunFile, RunState,
-    Summary, TcpConnector, RUN_FILE_VERSION,
+    now_ns, run_clients, run_core, BookConfig, ClientsPlan, ClientsReport, CoreError, CorePlan,
+    CoreReport, Expected, HttpConnector, RunFile, RunState, TcpConnector, RUN_FILE_VERSION,
 };
 
 /// Exit status when a core could not keep to the rate asked.
-const FELL_BEHIND: u8 = 3;
+pub(crate) const FELL_BEHIND: u8 = 3;
 /// Exit status when the clients found omissions, reorderings or wrong rows, or could
 /// not check.
-const PROBLEMS: u8 = 2;
+pub(crate) const PROBLEMS: u8 = 2;
 
 /// The protocol the emulators speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -34,14 +33,15 @@ pub enum Transport {
 /// Where the shards are.
 #[derive(Debug, Args)]
 pub struct Targets {
-    /// A shard's feed server, once per shard, in shard order: a base URL for http
-    /// (http://127.0.0.1:8090), HOST:PORT (or tcp://HOST:PORT) for tcp. Shard i has
-    /// its own store, so its own server: the store requires each core's seq to grow.
+    /// The feed server: a base URL for http (http://127.0.0.1:8090), HOST:PORT (or
+    /// tcp://HOST:PORT) for tcp. Once, for a server of --shards K shards (`tranche
+    /// feed serve --shards K`: core k writes its shard, clients read all of them
+    /// through one cursor); or once per shard, in shard order, for one-shard servers.
     #[arg(long = "target", value_name = "URL|ADDR", required = true)]
     pub targets: Vec<String>,
-    /// How many shards (cores, each with its own seq and rec): must be the number of
-    /// --target given (the default).
-    #[arg(long, value_name = "K")]
+    /// How many shards (cores, each with its own seq and rec). Default: one per
+    /// --target; with one --target, the server must have at least K shards.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=tranche_feed::MAX_SHARDS as u64).map(|n| n as usize))]
     pub shards: Option<usize>,
     /// The protocol.
     #[arg(long, value_enum, default_value = "http")]
@@ -51,15 +51,12 @@ pub struct Targets {
     pub window: usize,
 }
 
-/// The shape of the generated book (the same for every shard).
+/// The shape of the generated book (the same for every shard), but its firms.
 #[derive(Debug, Args)]
 pub struct BookArgs {
     /// Seed of the books: the same seed makes the same events.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Member firms (1..=N); each filtered client follows one.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
-    pub firms: u32,
     /// Instruments.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub instruments: u32,
@@ -72,9 +69,9 @@ pub struct BookArgs {
 }
 
 impl BookArgs {
-    fn config(&self) -> Result<BookConfig> {
+    pub(crate) fn config(&self, firms: u32) -> Result<BookConfig> {
         let config = BookConfig {
-            firms: self.firms,
+            firms,
             instruments: self.instruments,
             hot_instruments: self.hot_instruments,
             resting_orders: self.resting_orders,
@@ -92,6 +89,9 @@ pub struct EmulateCoreArgs {
     pub targets: Targets,
     #[command(flatten)]
     pub book: BookArgs,
+    /// Member firms (1..=N); each filtered client follows one.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub firms: u32,
     /// Events per second, all shards together (each shard gets R / K).
     #[arg(long, value_name = "R", default_value_t = 10_000.0)]
     pub rate: f64,
@@ -126,6 +126,18 @@ pub struct EmulateCoreArgs {
 pub struct EmulateClientsArgs {
     #[command(flatten)]
     pub targets: Targets,
+    /// A read replica of the --target (`tranche feed serve --replica-of`), once per
+    /// --target: the unfiltered clients poll it instead (firms poll the primary: a
+    /// replica serves unfiltered reads only). They are checked against the
+    /// primary's final state, so they wait for the replica to catch up.
+    #[arg(long = "replica", value_name = "URL|ADDR")]
+    pub replicas: Vec<String>,
+    /// Clients following one firm each (client i follows firm 1 + i mod firms).
+    #[arg(long, value_name = "F", default_value_t = 20)]
+    pub filtered: usize,
+    /// Clients following every order.
+    #[arg(long, value_name = "U", default_value_t = 2)]
+    pub unfiltered: usize,
     /// The core's run file (`emulate-core --run-file`): the book's firms, then the
     /// final state to check against. The clients wait for it to say a run is under
     /// way, so they can be started before the core.
@@ -144,15 +156,9 @@ pub struct EmulateClientsArgs {
     pub json: bool,
 }
 
-/// What the clients do.
+/// How the clients poll.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// Clients following one firm each (client i follows firm 1 + i mod firms).
-    #[arg(long, value_name = "F", default_value_t = 20)]
-    pub filtered: usize,
-    /// Clients following every order.
-    #[arg(long, value_name = "U", default_value_t = 2)]
-    pub unfiltered: usize,
     /// Rows per poll at most.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000).map(|n| n as usize))]
     pub limit: usize,
@@ -173,10 +179,10 @@ pub struct ClientArgs {
 }
 
 impl ClientArgs {
-    fn plan(&self, firms: u32) -> ClientsPlan {
+    pub(crate) fn plan(&self, filtered: usize, unfiltered: usize, firms: u32) -> ClientsPlan {
         ClientsPlan {
-            filtered: self.filtered,
-            unfiltered: self.unfiltered,
+            filtered,
+            unfiltered,
             firms,
             limit: self.limit,
             min_batch: self.min_batch,
@@ -187,33 +193,6 @@ impl ClientArgs {
     }
 }
 
-/// `tranche bench feed`.
-#[derive(Debug, Args)]
-pub struct BenchFeedArgs {
-    /// How long the core generates, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    pub duration: f64,
-    /// Events per second.
-    #[arg(long, value_name = "R", default_value_t = 10_000.0)]
-    pub rate: f64,
-    /// The protocol cores and clients speak.
-    #[arg(long, value_enum, default_value = "http")]
-    pub transport: Transport,
-    /// When the server syncs writes (as `tranche feed serve --durability`).
-    #[arg(long, default_value = "every-write", value_parser = crate::commands::parse_durability)]
-    pub durability: Durability,
-    /// The store's directory (default: a fresh temporary one, removed afterwards).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    #[command(flatten)]
-    pub book: BookArgs,
-    #[command(flatten)]
-    pub clients: ClientArgs,
-    /// Print the summary with both reports as one JSON document.
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// Tokens come from the environment, never the command line.
 fn token(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|t| !t.is_empty())
@@ -222,52 +201,72 @@ fn token(name: &str) -> Option<String> {
 const CORE_TOKEN: &str = "TRANCHE_FEED_CORE_TOKEN";
 const READ_TOKEN: &str = "TRANCHE_FEED_READ_TOKEN";
 
-/// Runs `f` with the connector the targets ask for.
+/// Where a run's cores write and its clients read.
+pub(crate) struct Servers<'a> {
+    pub transport: Transport,
+    /// One server of `shards` shards, or one per shard.
+    pub targets: &'a [String],
+    pub shards: usize,
+    /// A read replica of each target for the unfiltered clients (or none).
+    pub replicas: &'a [String],
+    /// tcp: batches a core keeps unacknowledged.
+    pub window: usize,
+}
+
+impl Servers<'_> {
+    pub(crate) fn http(&self) -> Result<HttpConnector> {
+        let urls = |flag: &str, list: &[String]| -> Result<Vec<url::Url>> {
+            list.iter()
+                .map(|t| url::Url::parse(t).with_context(|| format!("{flag} {t}: expected a URL")))
+                .collect()
+        };
+        Ok(HttpConnector::new(urls("--target", self.targets)?)?
+            .with_shards(self.shards)?
+            .with_replicas(urls("--replica", self.replicas)?)?
+            .with_tokens(token(CORE_TOKEN), token(READ_TOKEN)))
+    }
+
+    pub(crate) fn tcp(&self) -> Result<TcpConnector> {
+        let addrs = |list: &[String]| {
+            list.iter()
+                .map(|t| t.strip_prefix("tcp://").unwrap_or(t).to_owned())
+                .collect::<Vec<_>>()
+        };
+        if !(1..=tranche_feed::MAX_SHARDS).contains(&self.targets.len()) {
+            bail!(
+                "expected 1 to {} --target, got {}",
+                tranche_feed::MAX_SHARDS,
+                self.targets.len()
+            );
+        }
+        Ok(TcpConnector::new(addrs(self.targets))
+            .with_shards(self.shards)?
+            .with_replicas(addrs(self.replicas))?
+            .with_tokens(token(CORE_TOKEN), token(READ_TOKEN))
+            .with_window(self.window))
+    }
+}
+
+/// Runs `$body` with `$connector` bound to the connector `$servers` (a [`Servers`])
+/// asks for.
 macro_rules! with_connector {
-    ($targets:expr, |$connector:ident| $body:expr) => {{
-        let targets: &Targets = $targets;
-        check_shards(targets)?;
-        match targets.transport {
+    ($servers:expr, |$connector:ident| $body:expr) => {{
+        let servers: &Servers<'_> = $servers;
+        match servers.transport {
             Transport::Http => {
-                let mut urls = Vec::new();
-                for target in &targets.targets {
-                    urls.push(
-                        url::Url::parse(target)
-                            .with_context(|| format!("--target {target}: expected a URL"))?,
-                    );
-                }
-                let $connector =
-                    HttpConnector::new(urls)?.with_tokens(token(CORE_TOKEN), token(READ_TOKEN));
+                let $connector = servers.http()?;
                 $body
             }
             Transport::Tcp => {
-                let addrs = targets
-                    .targets
-                    .iter()
-                    .map(|t| t.strip_prefix("tcp://").unwrap_or(t).to_owned())
-                    .collect();
-                let $connector = TcpConnector::new(addrs)
-                    .with_tokens(token(CORE_TOKEN), token(READ_TOKEN))
-                    .with_window(targets.window);
+                let $connector = servers.tcp()?;
                 $body
             }
         }
     }};
 }
+pub(crate) use with_connector;
 
-fn check_shards(targets: &Targets) -> Result<()> {
-    if let Some(k) = targets.shards {
-        if k != targets.targets.len() {
-            bail!(
-                "--shards {k}: expected one --target per shard, got {} (each shard is a core with its own seq and rec, so a store of its own)",
-                targets.targets.len()
-            );
-        }
-    }
-    Ok(())
-}
-
-fn seconds(value: f64, flag: &str) -> Result<Duration> {
+pub(crate) fn seconds(value: f64, flag: &str) -> Result<Duration> {
     Duration::try_from_secs_f64(value)
         .ok()
         .filter(|d| !d.is_zero())
@@ -280,7 +279,7 @@ fn core_plan(args: &EmulateCoreArgs) -> Result<CorePlan> {
         duration: seconds(args.duration, "--duration")?,
         tick: seconds(args.tick_ms / 1e3, "--tick-ms")?,
         seed: args.book.seed,
-        book: args.book.config()?,
+        book: args.book.config(args.firms)?,
         max_batch: args.max_batch,
         max_backlog: Duration::from_millis(args.max_backlog_ms),
     })
@@ -288,12 +287,26 @@ fn core_plan(args: &EmulateCoreArgs) -> Result<CorePlan> {
 
 pub async fn emulate_core(args: EmulateCoreArgs) -> Result<ExitCode> {
     let plan = core_plan(&args)?;
+    let shards = args.targets.shards.unwrap_or(args.targets.targets.len());
+    let servers = Servers {
+        transport: args.targets.transport,
+        targets: &args.targets.targets,
+        shards,
+        replicas: &[],
+        window: args.targets.window,
+    };
+    // The layout is checked before the run file says a run started.
+    match servers.transport {
+        Transport::Http => drop(servers.http()?),
+        Transport::Tcp => drop(servers.tcp()?),
+    }
     let stop = tranche_core::on_terminate();
     let mut run_file = RunFile {
         version: RUN_FILE_VERSION,
         started_at: now_ns(),
         seed: plan.seed,
         book: plan.book.clone(),
+        shards,
         targets: args.targets.targets.clone(),
         rate: plan.rate,
         state: RunState::Running,
@@ -302,14 +315,14 @@ pub async fn emulate_core(args: EmulateCoreArgs) -> Result<ExitCode> {
         run_file.write(path)?;
     }
     eprintln!(
-        "emulating {} core(s) at {:.0} events/s for {:.1} s over {:?} (seed {})",
-        args.targets.targets.len(),
+        "emulating {shards} core(s) at {:.0} events/s for {:.1} s into {} over {:?} (seed {})",
         plan.rate,
         plan.duration.as_secs_f64(),
+        layout_words(shards, args.targets.targets.len()),
         args.targets.transport,
         plan.seed
     );
-    let outcome = with_connector!(&args.targets, |connector| run_core(
+    let outcome = with_connector!(&servers, |connector| run_core(
         &connector,
         &plan,
         stop.clone()
@@ -352,7 +365,24 @@ pub async fn emulate_core(args: EmulateCoreArgs) -> Result<ExitCode> {
                 "shard {shard}: {source} (a core numbers its events from 1: give each shard an empty store)"
             )
         }
+        Err(CoreError::Link { shard, source })
+            if args.targets.targets.len() == 1
+                && source.to_string().contains("expected a shard from") =>
+        {
+            bail!(
+                "shard {shard}: {source} (with one --target, the server needs --shards {shards} or more)"
+            )
+        }
         Err(error) => Err(error.into()),
+    }
+}
+
+/// "one server of K shards" or "K servers, one per shard".
+pub(crate) fn layout_words(shards: usize, targets: usize) -> String {
+    if targets == 1 {
+        format!("one server of {shards} shard(s)")
+    } else {
+        format!("{targets} servers, one per shard")
     }
 }
 
@@ -371,7 +401,7 @@ fn core_text(r: &CoreReport) -> String {
 }
 
 /// The core's acknowledgement lag, backlog and event mix.
-fn core_details(r: &CoreReport) -> String {
+pub(crate) fn core_details(r: &CoreReport) -> String {
     let total = r.total_events().max(1) as f64;
     let mix: Vec<String> = r
         .kinds
@@ -508,25 +538,49 @@ pub async fn emulate_clients(args: EmulateClientsArgs) -> Result<ExitCode> {
         Duration::from_secs(args.wait_for_core),
     )
     .await?;
+    if let Some(k) = args.targets.shards {
+        if k != run.shards {
+            bail!(
+                "--shards {k}: the run in {} has {} shard(s)",
+                args.run_file.display(),
+                run.shards
+            );
+        }
+    }
     if run.targets.len() != args.targets.targets.len() {
         bail!(
-            "{}: the run has {} shard(s), expected one --target per shard, got {}",
+            "{}: the run wrote to {} ({}), expected as many --target, got {}",
             args.run_file.display(),
-            run.targets.len(),
+            layout_words(run.shards, run.targets.len()),
+            run.targets.join(", "),
             args.targets.targets.len()
         );
     }
-    let plan = args.clients.plan(run.book.firms);
+    let servers = Servers {
+        transport: args.targets.transport,
+        targets: &args.targets.targets,
+        shards: run.shards,
+        replicas: &args.replicas,
+        window: args.targets.window,
+    };
+    let plan = args
+        .clients
+        .plan(args.filtered, args.unfiltered, run.book.firms);
     eprintln!(
-        "{} filtered and {} unfiltered client(s) following {} shard(s) over {:?} (run seed {})",
+        "{} filtered and {} unfiltered client(s){} following {} over {:?} (run seed {})",
         plan.filtered,
         plan.unfiltered,
-        run.targets.len(),
+        if args.replicas.is_empty() {
+            ""
+        } else {
+            " (the unfiltered on the replica)"
+        },
+        layout_words(run.shards, run.targets.len()),
         args.targets.transport,
         run.seed
     );
     let expected = await_final(args.run_file.clone(), run.started_at, stop.clone());
-    let report = with_connector!(&args.targets, |connector| run_clients(
+    let report = with_connector!(&servers, |connector| run_clients(
         &connector,
         &plan,
         expected,
@@ -542,112 +596,5 @@ pub async fn emulate_clients(args: EmulateClientsArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(PROBLEMS)
-    })
-}
-
-/// Runs the core and the clients together over `connector`; the clients' final
-/// state is replayed from the core's report.
-async fn core_and_clients<C: Connector>(
-    connector: &C,
-    core: &CorePlan,
-    clients: &ClientsPlan,
-    stop: CancellationToken,
-) -> Result<(CoreReport, ClientsReport)> {
-    let (tx, rx) = tokio::sync::oneshot::channel::<Option<Vec<u64>>>();
-    let run_core = async {
-        let report = run_core(connector, core, stop.clone()).await;
-        let _ = tx.send(report.as_ref().ok().map(|r| r.events.clone()));
-        report
-    };
-    let (book, seed) = (core.book.clone(), core.seed);
-    let expected = async move {
-        let events = rx.await.ok().flatten()?;
-        tokio::task::spawn_blocking(move || Expected::replay(&book, seed, &events))
-            .await
-            .ok()
-    };
-    let (core, clients) = tokio::join!(
-        run_core,
-        run_clients(connector, clients, expected, stop.clone())
-    );
-    Ok((core?, clients?))
-}
-
-pub async fn bench(args: BenchFeedArgs) -> Result<ExitCode> {
-    let temp;
-    let dir = match &args.dir {
-        Some(dir) => dir.clone(),
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("tranche-bench-feed")
-                .tempdir()?;
-            temp.path().to_owned()
-        }
-    };
-    let server = serve_loopback(&dir, args.durability).await?;
-    let core = CorePlan {
-        rate: args.rate,
-        duration: seconds(args.duration, "--duration")?,
-        seed: args.book.seed,
-        book: args.book.config()?,
-        ..CorePlan::default()
-    };
-    let clients = args.clients.plan(core.book.firms);
-    eprintln!(
-        "bench feed: {:.0} events/s for {:.1} s over {:?} to a server on {} (durability {:?}), {} filtered and {} unfiltered client(s)",
-        core.rate,
-        core.duration.as_secs_f64(),
-        args.transport,
-        server.url,
-        args.durability,
-        clients.filtered,
-        clients.unfiltered
-    );
-    let stop = tranche_core::on_terminate();
-    let outcome = match args.transport {
-        Transport::Http => {
-            let connector = HttpConnector::new(vec![server.url.clone()])?;
-            core_and_clients(&connector, &core, &clients, stop).await
-        }
-        Transport::Tcp => {
-            let connector = TcpConnector::new(vec![server.tcp.to_string()]);
-            core_and_clients(&connector, &core, &clients, stop).await
-        }
-    };
-    let orders = server.store.len();
-    server.stop(Duration::from_secs(10)).await?;
-    let (core_report, clients_report) = match outcome {
-        Ok(reports) => reports,
-        Err(error) => match error.downcast_ref::<CoreError>() {
-            Some(CoreError::Behind { .. }) => {
-                eprintln!("FELL BEHIND: {error:#}");
-                return Ok(ExitCode::from(FELL_BEHIND));
-            }
-            _ => return Err(error),
-        },
-    };
-    let summary = Summary::new(&core_report, &clients_report);
-    if args.json {
-        let all = serde_json::json!({
-            "summary": summary,
-            "core": core_report,
-            "clients": clients_report,
-            "orders_held": orders,
-        });
-        println!("{}", serde_json::to_string(&all)?);
-    } else {
-        println!("{summary}");
-        print!("{}", core_details(&core_report));
-        println!("server      {orders} orders held at the end");
-        for problem in &clients_report.problems {
-            println!("  {problem}");
-        }
-    }
-    Ok(if !summary.correct() {
-        ExitCode::from(PROBLEMS)
-    } else if !summary.kept_up {
-        ExitCode::from(FELL_BEHIND)
-    } else {
-        ExitCode::SUCCESS
     })
 }

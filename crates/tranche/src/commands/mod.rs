@@ -3,6 +3,7 @@ mod ach_demo;
 pub(crate) mod ach_engine;
 mod demo_dir;
 mod feed;
+pub(crate) mod feed_bench;
 pub(crate) mod feed_emulate;
 mod inspect;
 mod jobs;
@@ -72,7 +73,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Feed(Feed::Serve(args)) => feed::serve(args).await,
         Command::Feed(Feed::EmulateCore(args)) => feed_emulate::emulate_core(args).await,
         Command::Feed(Feed::EmulateClients(args)) => feed_emulate::emulate_clients(args).await,
-        Command::Bench(Bench::Feed(args)) => feed_emulate::bench(args).await,
+        Command::Bench(Bench::Feed(args)) => feed_bench::bench(args).await,
         Command::Server(args) => server::server(at, args).await,
         Command::Worker(args) => worker::worker(at, args).await,
         Command::Schedule(ScheduleCmd::Apply { file }) => schedule::apply(at, &file).await,
