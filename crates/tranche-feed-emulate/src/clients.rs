@@ -108,6 +108,12 @@ pub struct ClientsReport {
     /// From an order version's stamp (`updated_at`, the core's clock; `created_at` for
     /// a new order) to the arrival of the page holding it (this process's clock), µs.
     pub latency: Latency,
+    /// The same, of the filtered clients alone.
+    #[serde(default)]
+    pub filtered_latency: Latency,
+    /// The same, of the unfiltered clients alone (on a replica when they read one).
+    #[serde(default)]
+    pub unfiltered_latency: Latency,
     /// Whether the final state was known and every view compared with it.
     pub checked: bool,
     /// Whether every client reached the last position of its filter in every shard.
@@ -164,6 +170,8 @@ impl ClientsReport {
         self.rows += other.rows;
         self.elapsed_s = self.elapsed_s.max(other.elapsed_s);
         self.latency.merge(&other.latency);
+        self.filtered_latency.merge(&other.filtered_latency);
+        self.unfiltered_latency.merge(&other.unfiltered_latency);
         self.checked = (first || self.checked) && other.checked;
         self.caught_up = (first || self.caught_up) && other.caught_up;
         self.expected += other.expected;
@@ -347,6 +355,10 @@ pub async fn run_clients<C: Connector>(
         report.empty_polls += f.view.empty_pages;
         report.rows += f.view.rows;
         report.latency.merge(&f.latency);
+        match f.view.filter() {
+            Filter::All => report.unfiltered_latency.merge(&f.latency),
+            _ => report.filtered_latency.merge(&f.latency),
+        }
         report.reorderings += f.view.reorderings;
         report.misfiltered += f.view.misfiltered;
         report.caught_up &= f.caught_up;

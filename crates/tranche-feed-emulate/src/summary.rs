@@ -31,6 +31,12 @@ pub struct Summary {
     pub rows: u64,
     /// Delivery latency: an order version's stamp to its arrival at a client.
     pub latency: LatencySummary,
+    /// The same, of the filtered clients (one firm each) alone.
+    #[serde(default)]
+    pub filtered_latency: LatencySummary,
+    /// The same, of the unfiltered clients alone (on a replica when they read one).
+    #[serde(default)]
+    pub unfiltered_latency: LatencySummary,
     /// Share of polls answered with no rows.
     pub empty_share: f64,
     /// Whether the views were compared with the final state.
@@ -61,6 +67,8 @@ impl Summary {
             delivered_rows_per_sec: clients.rows_per_sec(),
             rows: clients.rows,
             latency: clients.latency.summary(),
+            filtered_latency: clients.filtered_latency.summary(),
+            unfiltered_latency: clients.unfiltered_latency.summary(),
             empty_share: clients.empty_share(),
             checked: clients.checked,
             caught_up: clients.caught_up,
@@ -186,6 +194,14 @@ impl fmt::Display for Summary {
             "latency     avg {:.0} us, p50 {} us, p99 {} us, max {} us (stamp to arrival)",
             l.avg_us, l.p50_us, l.p99_us, l.max_us
         )?;
+        let (firms, all) = (&self.filtered_latency, &self.unfiltered_latency);
+        if firms.count > 0 && all.count > 0 {
+            writeln!(
+                f,
+                "by client   firms' avg {:.0} us, p99 {} us, max {} us; unfiltered avg {:.0} us, p99 {} us, max {} us",
+                firms.avg_us, firms.p99_us, firms.max_us, all.avg_us, all.p99_us, all.max_us
+            )?;
+        }
         if self.checked {
             write!(
                 f,

@@ -181,6 +181,13 @@ async fn two_shards_and_five_clients<C: Connector>(servers: Servers, connector: 
     assert_eq!(clients.expected, 2 * orders);
     assert!(clients.rows >= 2 * orders, "{clients:?}");
     assert_eq!(clients.latency.count(), clients.rows);
+    // Split by group: the firms' clients and the unfiltered one.
+    let (firms, all) = (
+        clients.filtered_latency.count(),
+        clients.unfiltered_latency.count(),
+    );
+    assert!(firms > 0 && all >= orders, "{firms} {all}");
+    assert_eq!(firms + all, clients.rows);
     assert!(clients.polls > clients.empty_polls);
     assert!(clients.clean());
 
@@ -191,6 +198,10 @@ async fn two_shards_and_five_clients<C: Connector>(servers: Servers, connector: 
         "{summary}"
     );
     assert!(summary.to_string().contains("to 2 shard(s)"), "{summary}");
+    assert!(
+        summary.to_string().contains("by client   firms' avg"),
+        "{summary}"
+    );
     servers.stop().await;
 }
 

@@ -439,6 +439,13 @@ fn clients_text(r: &ClientsReport) -> String {
         l.p99_us,
         l.max_us
     );
+    let (firms, all) = (r.filtered_latency.summary(), r.unfiltered_latency.summary());
+    if firms.count > 0 && all.count > 0 {
+        text += &format!(
+            "by client   firms' avg {:.0} us, p99 {} us, max {} us; unfiltered avg {:.0} us, p99 {} us, max {} us\n",
+            firms.avg_us, firms.p99_us, firms.max_us, all.avg_us, all.p99_us, all.max_us
+        );
+    }
     if r.checked {
         text += &format!(
             "checked     {} orders expected: {} omissions, {} reorderings, {} mismatches, {} misfiltered{}\n",
