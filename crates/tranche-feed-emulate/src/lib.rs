@@ -81,7 +81,8 @@
 //! feed delivers each order's latest version, so a version superseded before a client
 //! read it is never timed. [`Latency`] is an HDR histogram of microseconds whose JSON
 //! form is its buckets, so reports from several processes merge exactly
-//! ([`ClientsReport::merge`]).
+//! ([`ClientsReport::merge`]). Reports keep it overall and by client group (the firms'
+//! clients; the unfiltered ones, which on a replica add the replication lag).
 //!
 //! # Transports
 //!
@@ -95,7 +96,7 @@
 //! [`TcpConnector`] over its binary TCP protocol (batches pipelined on one connection;
 //! READV, the HEADERV frame ahead of the ORDERS).
 //!
-//! # In one process
+//! # The bench
 //!
 //! `tranche bench feed` runs [`run_core`] and [`run_clients`] together against a
 //! server (and a replica) it starts as child processes (`tranche feed serve`), or in
