@@ -120,6 +120,7 @@ pilot_rates=50000,100000,150000,200000
 rate=10000
 clients=50
 pilot_shards=2
+one_sharded_server=0
 transport=tcp
 durability=every-write
 peers_durable=0
@@ -635,16 +636,28 @@ run_tranche_ingest() { # run_tranche_ingest RATE: returns 1 once the core fell b
 run_tranche_clients() {
     local key=$1 scenario=$2 shards=$3 r=$4 secs=$5 firms=$6 filtered=$7 unfiltered=$8 pilot=${9:-}
     local dir=$tmp/$key rc=0 crc=0 urc=0 cpid upid=0 s extra=() primaries=() readers=() reports
-    local on_replicas=0 note
+    local on_replicas=0 note core_shards=()
     [ -n "$pilot" ] && [ "$has_replicas" = 1 ] && [ "$unfiltered" -gt 0 ] && on_replicas=1
-    for s in $(seq "$shards"); do
-        start_tranche "shard-$s" "$dir/shard-$s"
+    if [ "$shards" -gt 1 ] && [ "$one_sharded_server" = 1 ]; then
+        # The pilot's shape itself: one server of SHARDS shards (a core per shard) and
+        # one replica following all of them.
+        start_tranche primary "$dir/shard-1" --shards "$shards"
         primaries+=(--target "$last_target")
+        core_shards=(--shards "$shards")
         if [ "$on_replicas" = 1 ]; then
-            start_tranche "shard-$s-replica" "$dir/shard-$s-replica" --replica-of "$last_tcp"
+            start_tranche replica "$dir/shard-1-replica" --replica-of "$last_tcp"
             readers+=(--target "$last_target")
         fi
-    done
+    else
+        for s in $(seq "$shards"); do
+            start_tranche "shard-$s" "$dir/shard-$s"
+            primaries+=(--target "$last_target")
+            if [ "$on_replicas" = 1 ]; then
+                start_tranche "shard-$s-replica" "$dir/shard-$s-replica" --replica-of "$last_tcp"
+                readers+=(--target "$last_target")
+            fi
+        done
+    fi
     log "$scenario: $tranche_label, $shards shard(s), $filtered filtered + $unfiltered unfiltered clients$([ "$on_replicas" = 1 ] && echo ' (on replicas)') at $r writes/s for ${secs}s"
     # The clients wait for the core's run file; the core starts once they are up.
     if [ "$on_replicas" = 1 ]; then
@@ -668,7 +681,7 @@ run_tranche_clients() {
     fi
     sleep 0.5
     measure_start
-    bounded $((secs + 120)) "$tranche" feed emulate-core --transport "$transport" "${primaries[@]}" \
+    bounded $((secs + 120)) "$tranche" feed emulate-core --transport "$transport" "${primaries[@]}" "${core_shards[@]}" \
         --run-file "$dir/run.json" --firms "$firms" --rate "$r" --duration "$secs" --json \
         > "$dir/core.json" 2> "$dir/core.err" || rc=$?
     wait "$cpid" || crc=$?
@@ -682,9 +695,13 @@ run_tranche_clients() {
     done
     note="one process of $((filtered + unfiltered)) clients"
     if [ -n "$pilot" ]; then
-        note="$shards shard(s), each a server of its own"
+        if [ "$shards" -gt 1 ] && [ "$one_sharded_server" = 1 ]; then
+            note="one server of $shards shards"
+        else
+            note="$shards shard(s), each a server of its own"
+        fi
         if [ "$on_replicas" = 1 ]; then
-            note+=" with a replica each; $filtered filtered clients on the primaries, $unfiltered unfiltered on the replicas"
+            note+=" with a replica; $filtered filtered clients on the primary, $unfiltered unfiltered on the replica"
         else
             note+=", no replica; all $((filtered + unfiltered)) clients on the primaries"
         fi
@@ -725,9 +742,16 @@ pilot_note=
 if want "$scenarios" pilot; then
     help=$("$tranche" feed serve --help)
     has_replicas=0
-    if grep -q -- '--replica-of' <<<"$help"; then
+    one_sharded_server=0
+    if grep -q -- '--shards' <<<"$help" && grep -q -- '--shards' <<<"$("$tranche" feed emulate-core --help)"; then
+        one_sharded_server=1
+    fi
+    if grep -q -- '--replica-of' <<<"$help" && [ "$one_sharded_server" = 1 ]; then
         has_replicas=1
-        pilot_note="partial shape: each shard is a server of its own (the emulators address a shard per --target; they cannot yet address the shards of one \`feed serve --shards\`), each with a replica (\`--replica-of\`) for the 2 unfiltered clients"
+        pilot_note="the pilot's shape: one \`feed serve --shards $pilot_shards\` (a core per shard), one replica (\`--replica-of\`) for the 2 unfiltered clients, 100 filtered clients on the primary"
+    elif grep -q -- '--replica-of' <<<"$help"; then
+        has_replicas=1
+        pilot_note="partial shape: each shard is a server of its own, each with a replica (\`--replica-of\`) for the 2 unfiltered clients"
     else
         pilot_note="partial shape: \`tranche feed serve\` has no --replica-of here, so each shard is a server of its own and the 2 unfiltered clients read the primaries"
     fi
