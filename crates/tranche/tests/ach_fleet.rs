@@ -150,7 +150,9 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
     }
     a.child.kill().unwrap();
     let _ = a.child.wait();
-    let packaged_at_kill = count(&pg, "SELECT count(*) FROM entries WHERE state = 1");
+    // Which file holds an entry is a row of `members` (the entry's own row keeps
+    // `accepted`); a submitted entry is one whose file is submitted.
+    let packaged_at_kill = count(&pg, "SELECT count(*) FROM members");
     let (status, _, said) = b.finish(Duration::from_secs(180));
     assert!(status.success(), "engine B: {said}");
 
@@ -159,7 +161,8 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
     let mut minute = 5;
     while count(
         &pg,
-        "SELECT count(*) FROM entries WHERE same_day AND state = 0",
+        "SELECT count(*) FROM entries e WHERE same_day AND state = 0 \
+         AND NOT EXISTS (SELECT 1 FROM members m WHERE m.seq = e.seq)",
     ) > 0
     {
         assert!(
@@ -184,12 +187,18 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
 
     // Every entry once, in a submitted file; files hold what their entries sum to.
     assert_eq!(
-        count(&pg, "SELECT count(*) FROM entries WHERE state <> 2"),
-        0
+        count(
+            &pg,
+            "SELECT count(*) FROM entries e WHERE NOT EXISTS (SELECT 1 FROM members m \
+             JOIN files f ON f.file_id = m.file_id WHERE m.seq = e.seq AND f.state = 2)"
+        ),
+        0,
+        "every entry is in a submitted file"
     );
     assert_eq!(
-        count(&pg, "SELECT count(*) FROM entries WHERE file_id IS NULL"),
-        0
+        count(&pg, "SELECT count(*) FROM members"),
+        8000,
+        "and in one only"
     );
     assert_eq!(
         count(
