@@ -153,12 +153,29 @@ pub(crate) struct KeyColumns<'a> {
 impl KeyColumns<'_> {
     /// The service class of a batch of entries of transaction code `code`'s direction,
     /// or `None` for a code that is none.
-    pub(crate) fn service_class(code: i64) -> Option<ServiceClass> {
+    fn service_class(code: i64) -> Option<ServiceClass> {
         let code = TransactionCode::from_code(u8::try_from(code).ok()?).ok()?;
         Some(match code.direction {
             Direction::Credit => ServiceClass::CreditsOnly,
             Direction::Debit => ServiceClass::DebitsOnly,
         })
+    }
+
+    /// The SEC code and service class of the stored `sec_code` and `transaction_code`
+    /// columns, or the one that does not read back: (column, expected, got).
+    pub(crate) fn read_codes(
+        sec_code: &str,
+        transaction_code: i64,
+    ) -> Result<(SecCode, ServiceClass), Unreadable> {
+        let sec = sec_code
+            .parse()
+            .map_err(|_| ("sec_code", "an SEC code", sec_code.to_string()))?;
+        let class = Self::service_class(transaction_code).ok_or((
+            "transaction_code",
+            "a transaction code",
+            transaction_code.to_string(),
+        ))?;
+        Ok((sec, class))
     }
 
     /// Whether `key` is these columns' key.

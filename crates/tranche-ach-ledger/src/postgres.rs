@@ -1545,26 +1545,17 @@ impl Ledger for PostgresLedger {
                 let mut out = SeqKeys::default();
                 for r in &rows {
                     let seq: i64 = r.try_get(0)?;
-                    let sec_code: &str = r.try_get(7)?;
                     let code = i64::from(r.try_get::<_, i16>(8)?);
+                    let (sec_code, service_class) = KeyColumns::read_codes(r.try_get(7)?, code)
+                        .map_err(|(col, expected, got)| {
+                            corrupt(format!("entries.{col} of seq {seq}"), expected, got)
+                        })?;
                     let columns = KeyColumns {
                         bank: r.try_get(4)?,
                         company_name: r.try_get(5)?,
                         company_id: r.try_get(6)?,
-                        sec_code: sec_code.parse().map_err(|_| {
-                            corrupt(
-                                format!("entries.sec_code of seq {seq}"),
-                                "an SEC code",
-                                sec_code,
-                            )
-                        })?,
-                        service_class: KeyColumns::service_class(code).ok_or_else(|| {
-                            corrupt(
-                                format!("entries.transaction_code of seq {seq}"),
-                                "a transaction code",
-                                code,
-                            )
-                        })?,
+                        sec_code,
+                        service_class,
                         entry_description: r.try_get(9)?,
                         descriptive_date: r.try_get(10)?,
                         effective_date: r.try_get(11)?,

@@ -1123,26 +1123,16 @@ impl Ledger for SqliteLedger {
                     let text = |i: usize| -> R<&str> {
                         Ok(row.get_ref(i)?.as_str().map_err(rusqlite::Error::from)?)
                     };
-                    let sec_code = text(6)?;
-                    let code: i64 = row.get(7)?;
+                    let (sec_code, service_class) = KeyColumns::read_codes(text(6)?, row.get(7)?)
+                        .map_err(|(col, expected, got)| {
+                        corrupt(format!("entries.{col} of seq {seq}"), expected, got)
+                    })?;
                     let columns = KeyColumns {
                         bank: text(3)?,
                         company_name: text(4)?,
                         company_id: text(5)?,
-                        sec_code: sec_code.parse().map_err(|_| {
-                            corrupt(
-                                format!("entries.sec_code of seq {seq}"),
-                                "an SEC code",
-                                sec_code,
-                            )
-                        })?,
-                        service_class: KeyColumns::service_class(code).ok_or_else(|| {
-                            corrupt(
-                                format!("entries.transaction_code of seq {seq}"),
-                                "a transaction code",
-                                code,
-                            )
-                        })?,
+                        sec_code,
+                        service_class,
                         entry_description: text(8)?,
                         descriptive_date: text(9)?,
                         effective_date: date(row.get(10)?, "entries.effective_date")?,
