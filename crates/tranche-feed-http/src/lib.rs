@@ -128,7 +128,15 @@ pub enum Refused {
 #[derive(Clone, Debug)]
 pub struct Ingest {
     tx: mpsc::Sender<Job>,
+    evictions: mpsc::Sender<Eviction>,
     metrics: FeedMetrics,
+}
+
+/// A request to the writer task to evict finished orders through a floor.
+#[derive(Debug)]
+struct Eviction {
+    floor: Cursor,
+    reply: oneshot::Sender<Result<usize, StoreError>>,
 }
 
 /// Starts the one writer task over `writer`. `sync_every`: under
@@ -150,8 +158,23 @@ pub fn spawn_writer_with(
     shard: usize,
 ) -> (Ingest, JoinHandle<Result<(), StoreError>>) {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let task = tokio::spawn(run_writer(writer, rx, sync_every, metrics.clone(), shard));
-    (Ingest { tx, metrics }, task)
+    let (evictions, evictions_rx) = mpsc::channel(1);
+    let task = tokio::spawn(run_writer(
+        writer,
+        rx,
+        evictions_rx,
+        sync_every,
+        metrics.clone(),
+        shard,
+    ));
+    (
+        Ingest {
+            tx,
+            evictions,
+            metrics,
+        },
+        task,
+    )
 }
 
 impl Ingest {
@@ -174,6 +197,23 @@ impl Ingest {
             .await
             .map_err(|_| Refused::Closed)?;
         Ok(Pending { answer })
+    }
+
+    /// Has the writer task evict the finished orders at or before `floor`
+    /// ([`Writer::evict_terminal_through`]) between two groups of batches, and answers
+    /// how many it evicted. `Err` (the store's) when the floor is behind the current one
+    /// or past the newest change, or the files failed; [`Refused::Closed`]'s case is an
+    /// `Err` too.
+    pub async fn evict_terminal_through(&self, floor: Cursor) -> Result<usize, String> {
+        let (reply, answer) = oneshot::channel();
+        self.evictions
+            .send(Eviction { floor, reply })
+            .await
+            .map_err(|_| "the writer task has stopped".to_string())?;
+        match answer.await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err("the writer task has stopped".to_string()),
+        }
     }
 
     /// The figures of the server this writer belongs to: every protocol serving
@@ -229,6 +269,7 @@ impl Job {
 async fn run_writer(
     mut writer: Writer,
     mut rx: mpsc::Receiver<Job>,
+    mut evictions: mpsc::Receiver<Eviction>,
     sync_every: Option<Duration>,
     metrics: FeedMetrics,
     shard: usize,
@@ -236,30 +277,52 @@ async fn run_writer(
     // Whether a write may be unsynced: only then does an idle writer wake to sync
     // (after an idle interval, one `sync_if_due` is due and syncs whatever is left).
     let mut dirty = false;
+    let mut evictions_open = true;
     loop {
-        let first = match sync_every.filter(|_| dirty) {
-            Some(every) => match tokio::time::timeout(every, rx.recv()).await {
-                Ok(Some(job)) => job,
-                Ok(None) => break,
-                Err(_) => {
-                    let (back, synced) = tokio::task::spawn_blocking(move || {
-                        let synced = writer.sync_if_due();
-                        (writer, synced)
-                    })
-                    .await
-                    .expect("the writer's sync does not panic");
-                    writer = back;
-                    dirty = false;
-                    if let Err(error) = synced {
-                        tracing::error!(%error, "feed: periodic sync failed");
+        // An eviction runs between two groups, never inside one: the writer is the
+        // one owner of the store's files.
+        let received = tokio::select! {
+            biased;
+            eviction = evictions.recv(), if evictions_open => {
+                match eviction {
+                    Some(Eviction { floor, reply }) => {
+                        let (back, evicted) = tokio::task::spawn_blocking(move || {
+                            let evicted = writer.evict_terminal_through(floor);
+                            (writer, evicted)
+                        })
+                        .await
+                        .expect("the writer's eviction does not panic");
+                        writer = back;
+                        let _ = reply.send(evicted);
                     }
-                    continue;
+                    None => evictions_open = false,
                 }
-            },
-            None => match rx.recv().await {
-                Some(job) => job,
-                None => break,
-            },
+                continue;
+            }
+            received = async {
+                match sync_every.filter(|_| dirty) {
+                    Some(every) => tokio::time::timeout(every, rx.recv()).await,
+                    None => Ok(rx.recv().await),
+                }
+            } => received,
+        };
+        let first = match received {
+            Ok(Some(job)) => job,
+            Ok(None) => break,
+            Err(_) => {
+                let (back, synced) = tokio::task::spawn_blocking(move || {
+                    let synced = writer.sync_if_due();
+                    (writer, synced)
+                })
+                .await
+                .expect("the writer's sync does not panic");
+                writer = back;
+                dirty = false;
+                if let Err(error) = synced {
+                    tracing::error!(%error, "feed: periodic sync failed");
+                }
+                continue;
+            }
         };
         let mut events = first.events.len();
         let mut jobs = vec![first];

@@ -470,6 +470,13 @@ pub struct FeedServeArgs {
     /// of TRANCHE_FEED_REPLICA_TOKEN; never on the command line, where ps shows it).
     #[arg(long, value_name = "FILE", requires = "replica_of")]
     pub replica_token_file: Option<PathBuf>,
+    /// Evict finished orders (filled, cancelled, rejected, expired) whose last change
+    /// is older than this: <n>s|m|h|d, or off to keep everything. Open orders are kept
+    /// whatever their age; a cursor older than what is kept gets 410 with the oldest
+    /// cursor served. A replica follows its primary's eviction instead.
+    #[arg(long, value_name = "DURATION", default_value = "24h",
+          value_parser = crate::commands::feed_retention::parse_retention)]
+    pub retain: crate::commands::feed_retention::Retention,
 }
 
 #[derive(Debug, Subcommand)]

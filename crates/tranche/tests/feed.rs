@@ -477,3 +477,75 @@ fn feed_serve_refuses_fewer_shards_than_its_store_has() {
         assert!(help.contains(flag), "{flag} in {help}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_serve_evicts_finished_orders_older_than_its_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut feed = Feed(
+        support::tranche()
+            .args(["feed", "serve", "--listen", "127.0.0.1:0", "--retain", "1s"])
+            .arg("--dir")
+            .arg(dir.path().join("feed"))
+            .env_remove("TRANCHE_FEED_TOKENS")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tranche feed serve"),
+    );
+    let (base, _) = support::server_address(&mut feed.0);
+    let client = reqwest::Client::new();
+    // Order 10 is filled (finished); order 11 stays open.
+    let fill = json!({"type": "change", "seq": 3, "id": 10, "price": -5, "quantity": 10,
+                      "filled": 10, "status": "filled",
+                      "updated_at": 1_700_000_000_000_000_100u64});
+    let response = client
+        .post(format!("{base}/v1/feed/events"))
+        .json(&json!({"events": [insert(1, 10, 1), insert(2, 11, 1), fill]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let first: Value = client
+        .get(format!("{base}/v1/feed/orders?wait_ms=0&limit=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["orders"][0]["id"], 11, "{first}");
+    let old_cursor = first["next_cursor"].as_str().unwrap().to_string();
+
+    // Once the writes are more than a second old, the filled order goes; the open one
+    // stays, and a cursor from before the eviction is too old.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let page: Value = client
+            .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if page["count"] == 1 {
+            assert_eq!(page["orders"][0]["id"], 11, "{page}");
+            break;
+        }
+        assert_eq!(page["count"], 2, "{page}");
+        assert!(
+            Instant::now() < deadline,
+            "the filled order was not evicted: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let too_old = client
+        .get(format!(
+            "{base}/v1/feed/orders?wait_ms=0&cursor={old_cursor}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_old.status(), 410);
+    let body: Value = too_old.json().await.unwrap();
+    assert!(body["error"]["oldest"].is_string(), "{body}");
+}

@@ -120,6 +120,16 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         None => None,
     };
     let stop = tranche_core::on_terminate();
+    // A replica follows its primary's eviction; a primary evicts by its own clock.
+    // The task holds writer handles until `stop`, after which the writers may drain.
+    if let (None, Some(retain)) = (&replica, args.retain.0) {
+        tokio::spawn(super::feed_retention::run(
+            feed.shards.clone(),
+            feed.ingest.clone(),
+            retain,
+            stop.clone(),
+        ));
+    }
     if let Some(replica) = &replica {
         // A replica whose files failed stops following: stop serving it too, rather
         // than serve a copy that no longer follows.

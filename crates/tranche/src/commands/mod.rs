@@ -5,6 +5,7 @@ mod demo_dir;
 mod feed;
 pub(crate) mod feed_bench;
 pub(crate) mod feed_emulate;
+pub(crate) mod feed_retention;
 mod inspect;
 mod jobs;
 mod limits;
