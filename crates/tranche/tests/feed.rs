@@ -3,22 +3,13 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// A `tranche feed serve` process, killed if its test fails before stopping it.
-struct Feed(Child);
-
-impl Drop for Feed {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
+// A `tranche feed serve` process, killed if its test fails before stopping it.
+use support::Killed as Feed;
 
 fn spawn_feed(dir: &std::path::Path, durability: &str) -> (Feed, String) {
     let mut feed = Feed(
@@ -215,11 +206,7 @@ async fn feed_serve_with_tcp_takes_batches_and_serves_reads_on_both_listeners() 
             .expect("start tranche feed serve"),
     );
     let (base, line) = support::server_address(&mut feed.0);
-    let tcp = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("tcp://"))
-        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
-        .to_string();
+    let tcp = support::tcp_address(&line);
 
     let mut core = CoreConnection::connect(tcp.as_str(), Some("core-1"))
         .await
@@ -347,11 +334,7 @@ async fn feed_serve_with_shards_and_a_replica_of_it() {
     );
     let (base, line) = support::server_address(&mut primary.0);
     assert!(line.contains("2 shard(s)"), "{line}");
-    let tcp = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("tcp://"))
-        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
-        .to_string();
+    let tcp = support::tcp_address(&line);
     let client = reqwest::Client::new();
     for (shard, id) in [("0", 10), ("1", 20)] {
         let response = client

@@ -64,11 +64,7 @@ fn serve(dir: &std::path::Path, args: &[&str]) -> (Killed, String, String) {
             .expect("start tranche feed serve"),
     ));
     let (base, line) = support::server_address(feed.child());
-    let tcp = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("tcp://"))
-        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
-        .to_string();
+    let tcp = support::tcp_address(&line);
     (feed, base, tcp)
 }
 

@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use serde_json::json;
 use tranche_feed::{Cursor, Event, Filter};
@@ -12,17 +12,8 @@ use tranche_feed_http::metrics::{
 };
 use tranche_feed_tcp::{CoreConnection, FeedClient, ReadRequest};
 
-/// A `tranche feed serve` process, killed if its test fails before stopping it.
-struct Feed(Child);
-
-impl Drop for Feed {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
+// A `tranche feed serve` process, killed if its test fails before stopping it.
+use support::Killed as Feed;
 
 fn wire(seq: u64, id: u64) -> serde_json::Value {
     json!({"type": "insert", "seq": seq, "rec": seq, "id": id, "firm": 1, "broker": 1,
@@ -55,11 +46,7 @@ async fn feed_serve_counts_both_listeners_in_its_metrics_for_a_reader() {
             .expect("start tranche feed serve"),
     );
     let (base, line) = support::server_address(&mut feed.0);
-    let tcp = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("tcp://"))
-        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
-        .to_string();
+    let tcp = support::tcp_address(&line);
     let http = reqwest::Client::new();
     let metrics = |token: Option<&str>| {
         let mut request = http.get(format!("{base}/metrics"));

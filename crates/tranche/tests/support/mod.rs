@@ -234,6 +234,27 @@ pub fn server_address(child: &mut Child) -> (String, String) {
     (base, line)
 }
 
+/// The `tcp://` address (HOST:PORT) in the first line `tranche feed serve --tcp`
+/// prints.
+pub fn tcp_address(line: &str) -> String {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("tcp://"))
+        .unwrap_or_else(|| panic!("no tcp:// address in {line:?}"))
+        .to_string()
+}
+
+/// A process a test started, killed if the test ends (or fails) before it does.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// A text file's lines.
 pub fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
