@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,19 +12,34 @@ use serde_json::{json, Value};
 // A `tranche feed serve` process, killed if its test fails before stopping it.
 use support::Killed as Feed;
 
-fn spawn_feed(dir: &std::path::Path, durability: &str) -> (Feed, String) {
-    let mut feed = Feed(
-        support::tranche()
-            .args(["feed", "serve", "--listen", "127.0.0.1:0", "--dir"])
-            .arg(dir)
-            .args(["--durability", durability])
-            .env_remove("TRANCHE_FEED_TOKENS")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start tranche feed serve"),
-    );
-    let (base, _) = support::server_address(&mut feed.0);
+fn spawn_feed(dir: &Path, durability: &str) -> (Feed, String) {
+    let (feed, base, _) = serve(dir, &["--durability", durability]);
     (feed, base)
+}
+
+/// `tranche feed serve --listen 127.0.0.1:0 --dir DIR ARGS…`, with no tokens from the
+/// environment: the process, its base URL and the first line it printed.
+fn serve(dir: &Path, args: &[&str]) -> (Feed, String, String) {
+    serve_with(dir, args, |_| {})
+}
+
+/// [`serve`], `more` adding to the command (its environment).
+fn serve_with(
+    dir: &Path,
+    args: &[&str],
+    more: impl FnOnce(&mut Command),
+) -> (Feed, String, String) {
+    let mut command = support::tranche();
+    command
+        .args(["feed", "serve", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(dir)
+        .args(args)
+        .env_remove("TRANCHE_FEED_TOKENS")
+        .stdout(Stdio::piped());
+    more(&mut command);
+    let mut feed = Feed(command.spawn().expect("start tranche feed serve"));
+    let (base, line) = support::server_address(&mut feed.0);
+    (feed, base, line)
 }
 
 fn insert(seq: u64, id: u64, firm: u32) -> Value {
@@ -143,17 +159,10 @@ async fn feed_serve_with_tokens_checks_them() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "core-1 core\nfirm-2 firm=2\n").unwrap();
-    let mut feed = Feed(
-        support::tranche()
-            .args(["feed", "serve", "--listen", "127.0.0.1:0", "--dir"])
-            .arg(dir.path().join("feed"))
-            .arg("--tokens")
-            .arg(&tokens)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start tranche feed serve"),
+    let (_feed, base, line) = serve(
+        &dir.path().join("feed"),
+        &["--tokens", tokens.to_str().unwrap()],
     );
-    let (base, line) = support::server_address(&mut feed.0);
     assert!(line.contains("2 token(s)"), "{line}");
     let client = reqwest::Client::new();
     let events = json!({"events": [insert(1, 10, 1), insert(2, 11, 2)]});
@@ -187,25 +196,10 @@ async fn feed_serve_with_tcp_takes_batches_and_serves_reads_on_both_listeners() 
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "core-1 core\nfirm-2 firm=2\n").unwrap();
-    let mut feed = Feed(
-        support::tranche()
-            .args([
-                "feed",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--tcp",
-                "127.0.0.1:0",
-            ])
-            .arg("--dir")
-            .arg(dir.path().join("feed"))
-            .arg("--tokens")
-            .arg(&tokens)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start tranche feed serve"),
+    let (mut feed, base, line) = serve(
+        &dir.path().join("feed"),
+        &["--tcp", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()],
     );
-    let (base, line) = support::server_address(&mut feed.0);
     let tcp = support::tcp_address(&line);
 
     let mut core = CoreConnection::connect(tcp.as_str(), Some("core-1"))
@@ -314,25 +308,18 @@ async fn feed_serve_with_shards_and_a_replica_of_it() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "core-1 core\nread-1 reader\nfirm-2 firm=2\n").unwrap();
-    let mut primary = Feed(
-        support::tranche()
-            .args([
-                "feed",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--tcp",
-                "127.0.0.1:0",
-            ])
-            .args(["--shards", "2", "--dir"])
-            .arg(dir.path().join("primary"))
-            .arg("--tokens")
-            .arg(&tokens)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the primary"),
+    let tokens_file = tokens.to_str().unwrap();
+    let (primary, base, line) = serve(
+        &dir.path().join("primary"),
+        &[
+            "--tcp",
+            "127.0.0.1:0",
+            "--shards",
+            "2",
+            "--tokens",
+            tokens_file,
+        ],
     );
-    let (base, line) = support::server_address(&mut primary.0);
     assert!(line.contains("2 shard(s)"), "{line}");
     let tcp = support::tcp_address(&line);
     let client = reqwest::Client::new();
@@ -347,26 +334,13 @@ async fn feed_serve_with_shards_and_a_replica_of_it() {
         assert_eq!(response.status(), 200, "shard {shard}");
     }
 
-    let mut replica = Feed(
-        support::tranche()
-            .args([
-                "feed",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--replica-of",
-                &tcp,
-            ])
-            .arg("--dir")
-            .arg(dir.path().join("replica"))
-            .arg("--tokens")
-            .arg(&tokens)
-            .env("TRANCHE_FEED_REPLICA_TOKEN", "read-1")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the replica"),
+    let (replica, replica_base, line) = serve_with(
+        &dir.path().join("replica"),
+        &["--replica-of", &tcp, "--tokens", tokens_file],
+        |c| {
+            c.env("TRANCHE_FEED_REPLICA_TOKEN", "read-1");
+        },
     );
-    let (replica_base, line) = support::server_address(&mut replica.0);
     assert!(line.contains(&format!("replica of {tcp}")), "{line}");
     let status = until_json(
         &format!("{replica_base}/v1/feed/status"),
@@ -464,17 +438,7 @@ fn feed_serve_refuses_fewer_shards_than_its_store_has() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_serve_evicts_finished_orders_older_than_its_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let mut feed = Feed(
-        support::tranche()
-            .args(["feed", "serve", "--listen", "127.0.0.1:0", "--retain", "1s"])
-            .arg("--dir")
-            .arg(dir.path().join("feed"))
-            .env_remove("TRANCHE_FEED_TOKENS")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start tranche feed serve"),
-    );
-    let (base, _) = support::server_address(&mut feed.0);
+    let (_feed, base, _) = serve(&dir.path().join("feed"), &["--retain", "1s"]);
     let client = reqwest::Client::new();
     // Order 10 is filled (finished); order 11 stays open.
     let fill = json!({"type": "change", "seq": 3, "id": 10, "price": -5, "quantity": 10,
