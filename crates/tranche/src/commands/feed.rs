@@ -12,6 +12,16 @@ use tranche_feed_tcp::{Replica, ReplicaConfig};
 
 use crate::cli::FeedServeArgs;
 
+/// `<n><unit>` (e.g. `5ms`, `24h`) as the count and the unit, the unit not checked;
+/// `None` without digits first.
+pub(super) fn count_and_unit(text: &str) -> Option<(u64, &str)> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    Some((digits.parse().ok()?, unit))
+}
+
 /// `every-write`, `never` or `interval:<n><us|ms|s>`.
 pub fn parse_durability(text: &str) -> Result<Durability, String> {
     match text {
@@ -25,12 +35,7 @@ pub fn parse_durability(text: &str) -> Result<Durability, String> {
         )
     };
     let every = text.strip_prefix("interval:").ok_or_else(expected)?;
-    let (digits, unit) = every.split_at(
-        every
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(every.len()),
-    );
-    let n: u64 = digits.parse().map_err(|_| expected())?;
+    let (n, unit) = count_and_unit(every).ok_or_else(expected)?;
     let every = match unit {
         "us" => Duration::from_micros(n),
         "ms" => Duration::from_millis(n),

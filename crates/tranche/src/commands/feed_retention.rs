@@ -21,18 +21,15 @@ pub fn parse_retention(text: &str) -> Result<Retention, String> {
         return Ok(Retention(None));
     }
     let expected = || format!("expected off or <n>s|m|h|d (e.g. 24h, 90m), got {text:?}");
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(expected)?;
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| expected())?;
-    let seconds = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+    let (n, unit) = super::feed::count_and_unit(text).ok_or_else(expected)?;
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         _ => return Err(expected()),
     };
+    let seconds = n.checked_mul(per).ok_or_else(expected)?;
     if seconds == 0 {
         return Err(format!(
             "a retention must be more than 0 (off keeps everything), got {text:?}"
@@ -103,7 +100,7 @@ mod tests {
             Some(Duration::from_secs(172_800))
         );
         assert!(parse_retention("off").unwrap().0.is_none());
-        for bad in ["", "24", "h", "0s", "1w", "-1h"] {
+        for bad in ["", "24", "h", "0s", "1w", "-1h", "99999999999999999d"] {
             assert!(parse_retention(bad).is_err(), "{bad}");
         }
     }
