@@ -22,6 +22,10 @@ use crate::sqlite::{is_credit, ENTRY_COLUMNS};
 use crate::types::*;
 use crate::Ledger;
 
+mod runs;
+
+use runs::{Runs, ENTRIES_IN_RUNS};
+
 /// The environment variable holding the ledger database's password.
 pub const PASSWORD_ENV: &str = "TRANCHE_LEDGER_PASSWORD";
 /// The environment variable naming a file that holds the password (its first line).
@@ -395,6 +399,14 @@ impl PostgresLedger {
         if let Some(p) = &options.password {
             config.password(p.as_bytes());
         }
+        // The ledger's statements are many and short, but reads of thousands of
+        // entries have high estimated costs, and past `jit_above_cost` PostgreSQL
+        // compiles each with LLVM first: hundreds of milliseconds a read, every time.
+        let session = match config.get_options() {
+            Some(given) => format!("{given} -c jit=off"),
+            None => "-c jit=off".to_string(),
+        };
+        config.options(&session);
         config.connect_timeout(Duration::from_secs(5));
         config.application_name("tranche-ach-ledger");
         let manager = Manager::from_config(
@@ -941,7 +953,7 @@ async fn package_tx(
             None => Some(ConflictReason::Unknown),
             Some(r) => {
                 seqs.push(r.try_get::<_, i64>(8)?);
-                totals.check(r, 1, file)?
+                totals.check(r, r.try_get(1)?, 2, file)?
             }
         };
         if let Some(why) = why {
@@ -996,17 +1008,23 @@ async fn probe_seqs<C: GenericClient>(
     file: &NewFile,
     seqs: &[i64],
 ) -> R<Result<Totals, Vec<PackageConflict>>> {
+    let mut sorted = seqs.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let runs = Runs::of_sorted(&sorted);
+    runs::by_index(tx).await?;
     let rows = tx
         .query(
             &format!(
-                "SELECT e.seq, e.entry_id, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL, e.bank, \
+                "SELECT e.seq, e.entry_id, e.state, c.entry_id IS NOT NULL, e.bank, \
                  e.submission_date, e.same_day, e.transaction_code, e.amount_cents \
-                 FROM entries e \
-                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id WHERE e.seq = ANY($1)"
+                 FROM {ENTRIES_IN_RUNS} \
+                 LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
             ),
-            &[&seqs],
+            &[&runs.lo, &runs.hi],
         )
         .await?;
+    let held = runs::held(tx, &runs).await?;
     let mut found = std::collections::HashMap::with_capacity(rows.len());
     for r in &rows {
         found.insert(r.try_get::<_, i64>(0)?, r);
@@ -1023,7 +1041,7 @@ async fn probe_seqs<C: GenericClient>(
             continue;
         };
         let why = if seen.insert(seq) {
-            totals.check(r, 2, file)?
+            totals.check(r, runs::recorded(&held, seq, r.try_get(2)?), 3, file)?
         } else {
             Some(ConflictReason::Duplicate)
         };
@@ -1101,20 +1119,26 @@ struct Totals {
 }
 
 impl Totals {
-    /// Whether the probed entry in `r` (state, cancelled, bank, date, same-day, code,
-    /// amount from column `at`) may go in `file`; counted if so.
-    fn check(&mut self, r: &Row, at: usize, file: &NewFile) -> R<Option<ConflictReason>> {
+    /// Whether the probed entry in `r` (cancelled, bank, date, same-day, code, amount
+    /// from column `at`), its recorded state `recorded`, may go in `file`; counted if so.
+    fn check(
+        &mut self,
+        r: &Row,
+        recorded: i16,
+        at: usize,
+        file: &NewFile,
+    ) -> R<Option<ConflictReason>> {
         let member = crate::membership::Member {
-            state: state(r.try_get(at)?, "entries.state")?,
-            cancelled: r.try_get(at + 1)?,
-            bank: r.try_get(at + 2)?,
-            submission_date: r.try_get(at + 3)?,
-            same_day: r.try_get(at + 4)?,
+            state: state(recorded, "entries.state")?,
+            cancelled: r.try_get(at)?,
+            bank: r.try_get(at + 1)?,
+            submission_date: r.try_get(at + 2)?,
+            same_day: r.try_get(at + 3)?,
         };
         let why = member.conflict(file);
         if why.is_none() {
-            let amount = r.try_get::<_, i64>(at + 6)? as u64;
-            if is_credit(i64::from(r.try_get::<_, i16>(at + 5)?)) {
+            let amount = r.try_get::<_, i64>(at + 5)? as u64;
+            if is_credit(i64::from(r.try_get::<_, i16>(at + 4)?)) {
                 self.credit += amount;
             } else {
                 self.debit += amount;
@@ -1446,8 +1470,10 @@ impl Ledger for PostgresLedger {
         self.read("listing eligible entries", move |tx| {
             Box::pin(async move {
                 // Pages of the accepted range (the index alone, in its order), then the
-                // held among each page taken out by a lookup per seq: no plan for both
-                // at once stays good while `members` grows faster than its statistics.
+                // held among each page taken out by a range scan of `members` per run of
+                // the page (see `runs`): no plan for both at once stays good while
+                // `members` grows faster than its statistics.
+                runs::by_index(tx).await?;
                 let mut seqs = Vec::with_capacity(q.limit as usize);
                 let mut after = q.after.unwrap_or(i64::MIN);
                 loop {
@@ -1468,17 +1494,8 @@ impl Ledger for PostgresLedger {
                     let Some(&last) = page.last() else { break };
                     let full = page.len() as i64 == want;
                     after = last;
-                    let held: std::collections::HashSet<i64> = tx
-                        .query(
-                            "SELECT s FROM unnest($1::bigint[]) AS s \
-                             WHERE (SELECT true FROM members m WHERE m.seq = s)",
-                            &[&page],
-                        )
-                        .await?
-                        .iter()
-                        .map(|r| r.try_get(0))
-                        .collect::<Result<_, _>>()?;
-                    seqs.extend(page.into_iter().filter(|s| !held.contains(s)));
+                    let held = runs::held(tx, &Runs::of_sorted(&page)).await?;
+                    seqs.extend(page.into_iter().filter(|s| !held.contains_key(s)));
                     if !full || seqs.len() as u32 >= q.limit {
                         break;
                     }
@@ -1495,24 +1512,28 @@ impl Ledger for PostgresLedger {
         wanted.dedup();
         self.read("reading entries by seq", move |tx| {
             Box::pin(async move {
+                let runs = Runs::of_sorted(&wanted);
+                runs::by_index(tx).await?;
                 let sql = format!(
-                    "SELECT {ENTRY_COLUMNS}, e.seq, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL \
-                     FROM entries e \
-                     LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-                     WHERE e.seq = ANY($1) ORDER BY e.seq"
+                    "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL \
+                     FROM {ENTRIES_IN_RUNS} \
+                     LEFT JOIN cancellations c ON c.entry_id = e.entry_id ORDER BY e.seq"
                 );
-                let rows = tx.query(&sql, &[&wanted]).await?;
+                let rows = tx.query(&sql, &[&runs.lo, &runs.hi]).await?;
+                let held = runs::held(tx, &runs).await?;
                 let n = ENTRY_COLUMN_COUNT;
                 rows.iter()
                     .map(|r| {
+                        let seq = r.try_get(n)?;
                         let cancelled: bool = r.try_get(n + 2)?;
                         Ok(SeqEntry {
                             entry: entry_at(r)?,
-                            seq: r.try_get(n)?,
+                            seq,
                             state: if cancelled {
                                 State::Cancelled
                             } else {
-                                state(r.try_get(n + 1)?, "entries.state")?
+                                let recorded = runs::recorded(&held, seq, r.try_get(n + 1)?);
+                                state(recorded, "entries.state")?
                             },
                         })
                     })
@@ -1528,20 +1549,23 @@ impl Ledger for PostgresLedger {
         wanted.dedup();
         self.read("reading batch keys by seq", move |tx| {
             Box::pin(async move {
+                let runs = Runs::of_sorted(&wanted);
+                runs::by_index(tx).await?;
                 let rows = tx
                     .query(
                         &format!(
-                            "SELECT e.seq, {RECORDED_STATE_OF_MANY}, c.entry_id IS NOT NULL, \
+                            "SELECT e.seq, e.state, c.entry_id IS NOT NULL, \
                              e.submission_date, e.bank, e.company_name, e.company_id, \
                              e.sec_code, e.transaction_code, e.entry_description, \
                              e.descriptive_date, e.effective_date, e.same_day \
-                             FROM entries e \
+                             FROM {ENTRIES_IN_RUNS} \
                              LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-                             WHERE e.seq = ANY($1) ORDER BY e.seq"
+                             ORDER BY e.seq"
                         ),
-                        &[&wanted],
+                        &[&runs.lo, &runs.hi],
                     )
                     .await?;
+                let held = runs::held(tx, &runs).await?;
                 let mut out = SeqKeys::default();
                 for r in &rows {
                     let seq: i64 = r.try_get(0)?;
@@ -1564,7 +1588,7 @@ impl Ledger for PostgresLedger {
                     let state = if r.try_get::<_, bool>(2)? {
                         State::Cancelled
                     } else {
-                        state(r.try_get(1)?, "entries.state")?
+                        state(runs::recorded(&held, seq, r.try_get(1)?), "entries.state")?
                     };
                     out.push(
                         seq,
