@@ -1008,10 +1008,7 @@ async fn probe_seqs<C: GenericClient>(
     file: &NewFile,
     seqs: &[i64],
 ) -> R<Result<Totals, Vec<PackageConflict>>> {
-    let mut sorted = seqs.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let runs = Runs::of_sorted(&sorted);
+    let runs = Runs::of(seqs);
     runs::by_index(tx).await?;
     let rows = tx
         .query(
@@ -1507,12 +1504,9 @@ impl Ledger for PostgresLedger {
     }
 
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
-        let mut wanted = seqs.to_vec();
-        wanted.sort_unstable();
-        wanted.dedup();
+        let runs = Runs::of(seqs);
         self.read("reading entries by seq", move |tx| {
             Box::pin(async move {
-                let runs = Runs::of_sorted(&wanted);
                 runs::by_index(tx).await?;
                 let sql = format!(
                     "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL \
@@ -1544,12 +1538,9 @@ impl Ledger for PostgresLedger {
     }
 
     async fn batch_keys_at(&self, seqs: &[i64]) -> Result<SeqKeys, LedgerError> {
-        let mut wanted = seqs.to_vec();
-        wanted.sort_unstable();
-        wanted.dedup();
+        let runs = Runs::of(seqs);
         self.read("reading batch keys by seq", move |tx| {
             Box::pin(async move {
-                let runs = Runs::of_sorted(&wanted);
                 runs::by_index(tx).await?;
                 let rows = tx
                     .query(

@@ -30,6 +30,14 @@ pub(super) struct Runs {
 }
 
 impl Runs {
+    /// The runs of `seqs`, in any order, repeats read once.
+    pub fn of(seqs: &[i64]) -> Runs {
+        let mut sorted = seqs.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        Runs::of_sorted(&sorted)
+    }
+
     /// The runs of `sorted` (ascending and distinct).
     pub fn of_sorted(sorted: &[i64]) -> Runs {
         let mut runs = Runs::default();
@@ -96,5 +104,9 @@ mod tests {
         assert_eq!(runs.hi, [3, 7, 10]);
         let runs = Runs::of_sorted(&[-2, -1, 0, 5]);
         assert_eq!((runs.lo, runs.hi), (vec![-2, 5], vec![0, 5]));
+        assert_eq!(
+            Runs::of(&[10, 9, 3, 1, 2, 7, 3]),
+            Runs::of_sorted(&[1, 2, 3, 7, 9, 10])
+        );
     }
 }
