@@ -24,7 +24,7 @@ use crate::Ledger;
 
 mod runs;
 
-use runs::{Runs, ENTRIES_IN_RUNS};
+use runs::{Runs, ENTRIES_IN_RUNS, ENTRIES_OF_MEMBER_RUN};
 
 /// The environment variable holding the ledger database's password.
 pub const PASSWORD_ENV: &str = "TRANCHE_LEDGER_PASSWORD";
@@ -114,29 +114,47 @@ CREATE TABLE rejections_made (
 );
 INSERT INTO rejections_made (n) VALUES (0);
 "#,
+    // 3: which file holds an entry, as runs of consecutive seqs: a file's entries are 1
+    // to 300 runs (an employer's entries are imported together), so putting 25,000 in a
+    // file inserts a few rows instead of 25,000, in the packagers' turn. The exclusion
+    // constraint keeps an entry in one file, as the primary key on seq did.
+    r#"
+CREATE TABLE member_runs (
+    seqs    int8range NOT NULL CHECK (NOT isempty(seqs)),
+    file_id text NOT NULL,
+    EXCLUDE USING gist (seqs WITH &&)
+);
+CREATE INDEX member_runs_file ON member_runs (file_id);
+INSERT INTO member_runs (seqs, file_id)
+    SELECT int8range(min(seq), max(seq), '[]'), file_id
+    FROM (SELECT seq, file_id, seq - row_number() OVER (PARTITION BY file_id ORDER BY seq) AS run
+          FROM members) AS m
+    GROUP BY file_id, run;
+DROP TABLE members;
+"#,
 ];
 
 /// Which file holds entry `e` (`m`; no row when none does) and that file (`f`).
 const MEMBERSHIP: &str =
-    "LEFT JOIN members m ON m.seq = e.seq LEFT JOIN files f ON f.file_id = m.file_id";
+    "LEFT JOIN member_runs m ON m.seqs @> e.seq LEFT JOIN files f ON f.file_id = m.file_id";
 /// Entry `e`'s state before the cancellations override it ([`MEMBERSHIP`] joined): its
 /// row's (accepted or rejected) unless a file holds it, then packaged — also while the
 /// file's submission is under way — or submitted.
 const RECORDED_STATE: &str =
-    "CASE WHEN m.seq IS NULL THEN e.state WHEN f.state = 2 THEN 2::int2 ELSE 1::int2 END";
-/// Entry `e` is in no file, checked by a lookup in `members` per entry (a scalar
-/// subquery, which the planner keeps as one) rather than `NOT EXISTS`, which it turns
-/// into an anti-join that walks `members` from its start for every page of eligible
-/// entries once its statistics lag (see [`RECORDED_STATE_OF_MANY`]).
-const UNHELD: &str = "(SELECT true FROM members m WHERE m.seq = e.seq) IS NULL";
+    "CASE WHEN m.file_id IS NULL THEN e.state WHEN f.state = 2 THEN 2::int2 ELSE 1::int2 END";
+/// Entry `e` is in no file, checked by a lookup in `member_runs` per entry (a scalar
+/// subquery, which the planner keeps as one) rather than `NOT EXISTS`, which it may
+/// turn into an anti-join that walks `member_runs` for every page of eligible entries
+/// once its statistics lag (see [`RECORDED_STATE_OF_MANY`]).
+const UNHELD: &str = "(SELECT true FROM member_runs m WHERE m.seqs @> e.seq LIMIT 1) IS NULL";
 /// [`RECORDED_STATE`] for reads of many entries, without [`MEMBERSHIP`]: a lookup in
-/// `members` per entry. Joined instead, the planner hashes all of `members` for every
-/// read whenever its statistics lag (they do while a night's packaging fills it from
-/// empty faster than autovacuum analyses it): a grouper's read of 1,000 entries took
-/// 150 ms instead of 3.
+/// `member_runs` per entry. Joined instead, the planner hashed all of the membership
+/// for every read whenever its statistics lagged (they do while a night's packaging
+/// fills it from empty faster than autovacuum analyses it): a grouper's read of 1,000
+/// entries took 150 ms instead of 3.
 const RECORDED_STATE_OF_MANY: &str = "coalesce((SELECT CASE WHEN f.state = 2 THEN 2::int2 \
-    ELSE 1::int2 END FROM members m JOIN files f ON f.file_id = m.file_id \
-    WHERE m.seq = e.seq), e.state)";
+    ELSE 1::int2 END FROM member_runs m JOIN files f ON f.file_id = m.file_id \
+    WHERE m.seqs @> e.seq), e.state)";
 
 const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
@@ -225,7 +243,7 @@ impl PostgresOptions {
 /// checks need:
 ///
 /// - *package* vs *cancel*: package reads the cancellations of its entries and writes
-///   their `members` rows; cancel reads the entry's membership (and its file's state)
+///   their `member_runs` rows; cancel reads the entry's membership (and its file's state)
 ///   and writes only the cancellations table. If they overlap, SSI aborts one (each read what the
 ///   other wrote): either the cancel is first (package then sees it and refuses) or
 ///   the package is (the cancel then answers `Cancelled { file_id }`, and the file is
@@ -234,16 +252,18 @@ impl PostgresOptions {
 /// - *begin_submission* vs *cancel*: begin reads the file's cancellations and writes
 ///   the file's state; cancel reads that state and writes a cancellation: the same
 ///   dangerous structure, so either the begin refuses or the cancel is `TooLate`.
-/// - two *packagers*: both insert the same `members` rows; the second waits for the
-///   first's primary-key entries and then fails (a serialisation failure or a unique
-///   violation, both retried), and its retry sees the entries packaged. The insert's
-///   count is checked besides.
+/// - two *packagers*: both insert overlapping `member_runs` rows; the exclusion
+///   constraint makes the second wait for the first and then fail (a serialisation
+///   failure or an exclusion violation, both retried), and its retry sees the entries
+///   packaged. The insert's count is checked besides.
 ///
-/// Reads of many entries look each one's membership up with a scalar subquery, never
-/// a join: `members` fills from empty during a night's packaging much faster than
-/// autovacuum analyses it, and with its statistics behind, the planner hashed or
-/// merge-scanned all of it for every read (a grouper's 1,000 entries took 150 ms
-/// instead of 3).
+/// Which file holds an entry is a row of `member_runs` per run of consecutive seqs in
+/// a file (1 to 300 rows for a file of 25,000: an employer's entries are imported
+/// together). Inserting 25,000 one-entry rows took 0.2-0.5 s under load, one
+/// packager's turn after another; a few runs take milliseconds. Reads of many entries
+/// look the runs up by range (see `runs`), never by a join the planner may plan on
+/// statistics that lag: the membership fills from empty during a night's packaging
+/// much faster than autovacuum analyses it.
 ///
 /// Cheap to clone.
 #[derive(Clone)]
@@ -546,6 +566,18 @@ impl PostgresLedger {
     }
 }
 
+/// `rows` in the order of their seq (column `at`). Sorted here rather than by the
+/// server: a writer's 25,000 wide rows passed `work_mem`, so PostgreSQL sorted them on
+/// disk, about half of each read's time.
+fn by_seq(rows: Vec<Row>, at: usize) -> R<Vec<Row>> {
+    let mut keyed = rows
+        .into_iter()
+        .map(|r| Ok((r.try_get::<_, i64>(at)?, r)))
+        .collect::<R<Vec<_>>>()?;
+    keyed.sort_unstable_by_key(|(seq, _)| *seq);
+    Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
+
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 fn ts(micros: i64) -> Timestamp {
@@ -663,10 +695,11 @@ async fn file_record<C: GenericClient>(c: &C, file_id: &str) -> R<Option<FileRec
 async fn file_entries<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<(String, bool)>> {
     let rows = c
         .query(
-            "SELECT e.entry_id, c.entry_id IS NOT NULL FROM members m \
-             JOIN entries e ON e.seq = m.seq \
-             LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-             WHERE m.file_id = $1 ORDER BY m.seq",
+            &format!(
+                "SELECT e.entry_id, c.entry_id IS NOT NULL FROM member_runs m \
+                 {ENTRIES_OF_MEMBER_RUN} LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
+                 WHERE m.file_id = $1 ORDER BY e.seq"
+            ),
             &[&file_id],
         )
         .await?;
@@ -678,9 +711,11 @@ async fn file_entries<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<(String, 
 async fn cancelled_in<C: GenericClient>(c: &C, file_id: &str) -> R<Vec<String>> {
     let rows = c
         .query(
-            "SELECT e.entry_id FROM members m JOIN entries e ON e.seq = m.seq \
-             JOIN cancellations c ON c.entry_id = e.entry_id \
-             WHERE m.file_id = $1 ORDER BY m.seq",
+            &format!(
+                "SELECT e.entry_id FROM member_runs m {ENTRIES_OF_MEMBER_RUN} \
+                 JOIN cancellations c ON c.entry_id = e.entry_id \
+                 WHERE m.file_id = $1 ORDER BY e.seq"
+            ),
             &[&file_id],
         )
         .await?;
@@ -982,15 +1017,16 @@ async fn package_seqs_tx(
         return Ok(PackageOutcome::Empty);
     }
     if let Some(existing) = file_record(tx, &file.file_id).await? {
-        let held: Vec<i64> = tx
+        let mut held: Vec<i64> = Vec::new();
+        for r in tx
             .query(
-                "SELECT seq FROM members WHERE file_id = $1",
+                "SELECT lower(seqs), upper(seqs) FROM member_runs WHERE file_id = $1",
                 &[&file.file_id],
             )
             .await?
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<Result<_, _>>()?;
+        {
+            held.extend(r.try_get::<_, i64>(0)?..r.try_get::<_, i64>(1)?);
+        }
         return Ok(repeated(existing, file, held, seqs.to_vec()));
     }
     let totals = match probe_seqs(tx, file, seqs).await? {
@@ -1038,7 +1074,7 @@ async fn probe_seqs<C: GenericClient>(
             continue;
         };
         let why = if seen.insert(seq) {
-            totals.check(r, runs::recorded(&held, seq, r.try_get(2)?), 3, file)?
+            totals.check(r, held.recorded(seq, r.try_get(2)?), 3, file)?
         } else {
             Some(ConflictReason::Duplicate)
         };
@@ -1084,26 +1120,40 @@ async fn package_checked_tx(
     }
 }
 
-/// Put the entries `seqs` (checked fit in this transaction) in `file`: one narrow row
-/// each, never a rewrite of the entries' own rows. Answers how many joined: fewer than
-/// asked when one was cancelled since the check, and a seq another file took since
-/// fails the primary key — both retried (the retry's check answers why).
+/// Put the entries `seqs` (checked fit in this transaction) in `file`: a row per run of
+/// consecutive seqs, never a rewrite of the entries' own rows. Answers how many joined:
+/// none when one was cancelled since the check, and a seq another file took since fails
+/// the exclusion constraint — both retried (the retry's check answers why).
 async fn join_file(
     tx: &deadpool_postgres::Transaction<'_>,
     file: &NewFile,
     seqs: &[i64],
 ) -> R<u64> {
+    let runs = Runs::of(seqs);
+    runs::by_index(tx).await?;
+    // Driven from the cancellations (a night has few), each looked up in the runs.
+    let cancelled: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM cancellations c JOIN entries e ON e.entry_id = c.entry_id \
+             WHERE EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) \
+             WHERE e.seq BETWEEN r.lo AND r.hi)",
+            &[&runs.lo, &runs.hi],
+        )
+        .await?
+        .try_get(0)?;
+    if cancelled > 0 {
+        return Ok(0);
+    }
     let joined = tx
         .execute(
-            "INSERT INTO members (seq, file_id) SELECT s, $2 FROM unnest($1::bigint[]) AS s \
-             WHERE NOT EXISTS (SELECT 1 FROM cancellations c JOIN entries e \
-             ON e.entry_id = c.entry_id WHERE e.seq = s)",
-            &[&seqs, &file.file_id],
+            "INSERT INTO member_runs (seqs, file_id) \
+             SELECT int8range(r.lo, r.hi, '[]'), $3 FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi)",
+            &[&runs.lo, &runs.hi, &file.file_id],
         )
         .await;
     match joined {
-        Ok(n) => Ok(n),
-        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(Fail::Retry),
+        Ok(_) => Ok(runs.entries()),
+        Err(e) if e.code() == Some(&SqlState::EXCLUSION_VIOLATION) => Err(Fail::Retry),
         Err(e) => Err(e.into()),
     }
 }
@@ -1352,9 +1402,16 @@ async fn release_tx(tx: &deadpool_postgres::Transaction<'_>, id: &str) -> R<Rele
         FileState::Packaged => {}
     }
     let cancelled = cancelled_in(tx, id).await?.len() as u64;
-    let moved = tx
-        .execute("DELETE FROM members WHERE file_id = $1", &[&id])
-        .await?;
+    let mut moved = 0u64;
+    for r in tx
+        .query(
+            "DELETE FROM member_runs WHERE file_id = $1 RETURNING upper(seqs) - lower(seqs)",
+            &[&id],
+        )
+        .await?
+    {
+        moved += r.try_get::<_, i64>(0)? as u64;
+    }
     tx.execute("UPDATE files SET state = 3 WHERE file_id = $1", &[&id])
         .await?;
     Ok(ReleaseOutcome::Released {
@@ -1467,9 +1524,9 @@ impl Ledger for PostgresLedger {
         self.read("listing eligible entries", move |tx| {
             Box::pin(async move {
                 // Pages of the accepted range (the index alone, in its order), then the
-                // held among each page taken out by a range scan of `members` per run of
+                // held among each page taken out by a probe of `member_runs` per run of
                 // the page (see `runs`): no plan for both at once stays good while
-                // `members` grows faster than its statistics.
+                // `member_runs` grows faster than its statistics.
                 runs::by_index(tx).await?;
                 let mut seqs = Vec::with_capacity(q.limit as usize);
                 let mut after = q.after.unwrap_or(i64::MIN);
@@ -1491,8 +1548,8 @@ impl Ledger for PostgresLedger {
                     let Some(&last) = page.last() else { break };
                     let full = page.len() as i64 == want;
                     after = last;
-                    let held = runs::held(tx, &Runs::of_sorted(&page)).await?;
-                    seqs.extend(page.into_iter().filter(|s| !held.contains_key(s)));
+                    let held = runs::held(tx, &Runs::of(&page)).await?;
+                    seqs.extend(page.into_iter().filter(|&s| !held.holds(s)));
                     if !full || seqs.len() as u32 >= q.limit {
                         break;
                     }
@@ -1511,11 +1568,11 @@ impl Ledger for PostgresLedger {
                 let sql = format!(
                     "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL \
                      FROM {ENTRIES_IN_RUNS} \
-                     LEFT JOIN cancellations c ON c.entry_id = e.entry_id ORDER BY e.seq"
+                     LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
                 );
-                let rows = tx.query(&sql, &[&runs.lo, &runs.hi]).await?;
-                let held = runs::held(tx, &runs).await?;
                 let n = ENTRY_COLUMN_COUNT;
+                let rows = by_seq(tx.query(&sql, &[&runs.lo, &runs.hi]).await?, n)?;
+                let held = runs::held(tx, &runs).await?;
                 rows.iter()
                     .map(|r| {
                         let seq = r.try_get(n)?;
@@ -1526,7 +1583,7 @@ impl Ledger for PostgresLedger {
                             state: if cancelled {
                                 State::Cancelled
                             } else {
-                                let recorded = runs::recorded(&held, seq, r.try_get(n + 1)?);
+                                let recorded = held.recorded(seq, r.try_get(n + 1)?);
                                 state(recorded, "entries.state")?
                             },
                         })
@@ -1550,12 +1607,12 @@ impl Ledger for PostgresLedger {
                              e.sec_code, e.transaction_code, e.entry_description, \
                              e.descriptive_date, e.effective_date, e.same_day \
                              FROM {ENTRIES_IN_RUNS} \
-                             LEFT JOIN cancellations c ON c.entry_id = e.entry_id \
-                             ORDER BY e.seq"
+                             LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
                         ),
                         &[&runs.lo, &runs.hi],
                     )
                     .await?;
+                let rows = by_seq(rows, 0)?;
                 let held = runs::held(tx, &runs).await?;
                 let mut out = SeqKeys::default();
                 for r in &rows {
@@ -1579,7 +1636,7 @@ impl Ledger for PostgresLedger {
                     let state = if r.try_get::<_, bool>(2)? {
                         State::Cancelled
                     } else {
-                        state(runs::recorded(&held, seq, r.try_get(1)?), "entries.state")?
+                        state(held.recorded(seq, r.try_get(1)?), "entries.state")?
                     };
                     out.push(
                         seq,
@@ -1736,9 +1793,9 @@ impl Ledger for PostgresLedger {
                     .query(
                         "SELECT m.file_id, e.entry_id FROM cancellations c \
                          JOIN entries e ON e.entry_id = c.entry_id \
-                         JOIN members m ON m.seq = e.seq \
+                         JOIN member_runs m ON m.seqs @> e.seq \
                          JOIN files f ON f.file_id = m.file_id \
-                         WHERE f.state = 0 ORDER BY m.file_id, m.seq",
+                         WHERE f.state = 0 ORDER BY m.file_id, e.seq",
                         &[],
                     )
                     .await?;

@@ -162,3 +162,77 @@ async fn a_database_of_a_newer_version_is_refused() {
     let shown = format!("{:?}", again.entry("a-1").await.unwrap());
     assert!(!shown.contains(ACCOUNT), "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_2_membership_migrates_to_member_runs() {
+    let Some(pg) = Postgres::start() else { return };
+    pg.create_database("v2");
+    let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+    let ids: Vec<String> = (1..=6).map(|i| format!("m-{i}")).collect();
+    {
+        let ledger = ledger(&pg, "v2").await;
+        let entries = ids.iter().map(|id| sample_entry(id, "m", d, 5)).collect();
+        ledger.import(entries).await.unwrap();
+        for (file, members) in [("m-F1", vec![0, 1, 3]), ("m-F2", vec![4])] {
+            let members = members.into_iter().map(|i| ids[i].clone()).collect();
+            let out = ledger
+                .package(sample_file(file, "m", d), members)
+                .await
+                .unwrap();
+            assert!(matches!(out, PackageOutcome::Packaged(_)), "{out:?}");
+        }
+    }
+    // Back to version 2's shape: a row per entry in `members`.
+    let out = pg.psql(
+        "v2",
+        "CREATE TABLE members (seq bigint PRIMARY KEY, file_id text NOT NULL); \
+         CREATE INDEX members_file ON members (file_id, seq); \
+         INSERT INTO members SELECT generate_series(lower(seqs), upper(seqs) - 1), file_id \
+         FROM member_runs; \
+         DROP TABLE member_runs; DELETE FROM ledger_version WHERE version > 2;",
+    );
+    assert!(out.status.success(), "{out:?}");
+
+    let ledger = ledger(&pg, "v2").await;
+    let mut files = Vec::new();
+    for id in &ids {
+        let e = ledger.entry(id).await.unwrap().unwrap();
+        files.push(e.file_id.clone());
+        let expected = if e.file_id.is_some() {
+            State::Packaged
+        } else {
+            State::Accepted
+        };
+        assert_eq!(e.state, expected, "{id}");
+    }
+    let held = |f: &str| Some(f.to_string());
+    assert_eq!(
+        files,
+        [
+            held("m-F1"),
+            held("m-F1"),
+            None,
+            held("m-F1"),
+            held("m-F2"),
+            None
+        ]
+    );
+    let out = ledger
+        .package(sample_file("m-F3", "m", d), vec![ids[1].clone()])
+        .await
+        .unwrap();
+    assert!(matches!(out, PackageOutcome::Refused(_)), "{out:?}");
+    let out = ledger
+        .package(
+            sample_file("m-F3", "m", d),
+            vec![ids[2].clone(), ids[5].clone()],
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out, PackageOutcome::Packaged(_)), "{out:?}");
+    let detail = ledger.file("m-F1").await.unwrap().unwrap();
+    assert_eq!(
+        detail.entry_ids,
+        [ids[0].clone(), ids[1].clone(), ids[3].clone()]
+    );
+}
