@@ -938,6 +938,16 @@ pub async fn status_counts_per_bank_and_state(ledger: &dyn Ledger) {
         vec!["sta", "stb"]
     );
     assert!(ledger.status(day(300)).await.unwrap().banks.is_empty());
+
+    // A released file holds nothing: its uncancelled entry is accepted again.
+    ledger.release_file("sta-F2").await.unwrap();
+    let a = ledger.status(d).await.unwrap().bank("sta");
+    assert_eq!(a.tally(State::Accepted), t(2, 200));
+    assert_eq!(a.tally(State::Packaged), t(0, 0));
+    assert_eq!(a.tally(State::Submitted), t(2, 200));
+    assert_eq!(a.tally(State::Cancelled), t(2, 200));
+    assert_eq!(a.file_count(FileState::Released), 1);
+    assert_eq!(a.file_count(FileState::Packaged), 0);
 }
 
 /// No answer, reason or `Debug` output holds a whole account number.
