@@ -156,6 +156,13 @@ const RECORDED_STATE_OF_MANY: &str = "coalesce((SELECT CASE WHEN f.state = 2 THE
     ELSE 1::int2 END FROM member_runs m JOIN files f ON f.file_id = m.file_id \
     WHERE m.seqs @> e.seq), e.state)";
 
+/// The cancelled entries `e` with their cancellation `c`: driven from the
+/// cancellations (a night has few), each entry a `LATERAL` lookup by id. Joined
+/// plainly, the planner (on statistics that lag) scanned a whole day of entries
+/// instead.
+const CANCELLED_ENTRIES: &str = "cancellations c CROSS JOIN LATERAL \
+    (SELECT * FROM entries WHERE entry_id = c.entry_id LIMIT 1) e";
+
 const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
     began_at, submitted_at";
@@ -1131,12 +1138,13 @@ async fn join_file(
 ) -> R<u64> {
     let runs = Runs::of(seqs);
     runs::by_index(tx).await?;
-    // Driven from the cancellations (a night has few), each looked up in the runs.
     let cancelled: i64 = tx
         .query_one(
-            "SELECT count(*) FROM cancellations c JOIN entries e ON e.entry_id = c.entry_id \
-             WHERE EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) \
-             WHERE e.seq BETWEEN r.lo AND r.hi)",
+            &format!(
+                "SELECT count(*) FROM {CANCELLED_ENTRIES} \
+                 WHERE EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) \
+                 WHERE e.seq BETWEEN r.lo AND r.hi)"
+            ),
             &[&runs.lo, &runs.hi],
         )
         .await?
@@ -1535,9 +1543,10 @@ impl Ledger for PostgresLedger {
                 let mut after = q.after.unwrap_or(i64::MIN);
                 let cancelled: std::collections::HashSet<i64> = tx
                     .query(
-                        "SELECT e.seq FROM cancellations c JOIN entries e \
-                         ON e.entry_id = c.entry_id WHERE e.bank = $1 \
-                         AND e.submission_date = $2 AND e.same_day = $3 AND e.seq > $4",
+                        &format!(
+                            "SELECT e.seq FROM {CANCELLED_ENTRIES} WHERE e.bank = $1 \
+                             AND e.submission_date = $2 AND e.same_day = $3 AND e.seq > $4"
+                        ),
                         &[&q.bank, &q.submission_date, &q.same_day, &after],
                     )
                     .await?
@@ -1807,11 +1816,12 @@ impl Ledger for PostgresLedger {
             Box::pin(async move {
                 let rows = tx
                     .query(
-                        "SELECT m.file_id, e.entry_id FROM cancellations c \
-                         JOIN entries e ON e.entry_id = c.entry_id \
-                         JOIN member_runs m ON m.seqs @> e.seq \
-                         JOIN files f ON f.file_id = m.file_id \
-                         WHERE f.state = 0 ORDER BY m.file_id, e.seq",
+                        &format!(
+                            "SELECT m.file_id, e.entry_id FROM {CANCELLED_ENTRIES} \
+                             JOIN member_runs m ON m.seqs @> e.seq \
+                             JOIN files f ON f.file_id = m.file_id \
+                             WHERE f.state = 0 ORDER BY m.file_id, e.seq"
+                        ),
                         &[],
                     )
                     .await?;
@@ -1870,17 +1880,18 @@ impl Ledger for PostgresLedger {
                 }
                 let rows = tx
                     .query(
-                        "SELECT bank, s, sum(n)::bigint, sum(cents)::bigint FROM ( \
+                        &format!(
+                            "SELECT bank, s, sum(n)::bigint, sum(cents)::bigint FROM ( \
                            SELECT bank, CASE WHEN state = 2 THEN 2::int2 ELSE 1::int2 END AS s, \
                            entries AS n, credit_cents + debit_cents AS cents \
                            FROM files WHERE submission_date = $1 AND state <> 3 \
                          UNION ALL \
                            SELECT f.bank, CASE WHEN f.state = 2 THEN 2::int2 ELSE 1::int2 END, \
-                           -1, -e.amount_cents FROM cancellations c \
-                           JOIN entries e ON e.entry_id = c.entry_id \
+                           -1, -e.amount_cents FROM {CANCELLED_ENTRIES} \
                            JOIN member_runs m ON m.seqs @> e.seq \
                            JOIN files f ON f.file_id = m.file_id WHERE f.submission_date = $1 \
-                         ) AS held GROUP BY bank, s",
+                         ) AS held GROUP BY bank, s"
+                        ),
                         &[&date],
                     )
                     .await?;
