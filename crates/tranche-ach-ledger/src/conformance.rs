@@ -105,6 +105,7 @@ pub async fn exercise(a: Arc<dyn Ledger>, b: Arc<dyn Ledger>) {
     entries_are_read_by_seq(&*a).await;
     batch_keys_are_read_by_seq(&*a).await;
     packaging_by_seq_answers_as_by_id(&*a).await;
+    packaging_what_was_read_checks_what_changed_since(&*a).await;
     status_counts_per_bank_and_state(&*a).await;
     nothing_shows_an_account_number(&*a).await;
     concurrent_packagers_never_share_an_entry(a.clone(), b.clone(), 7).await;
@@ -888,6 +889,135 @@ pub async fn packaging_by_seq_answers_as_by_id(ledger: &dyn Ledger) {
             .unwrap(),
         PackageOutcome::Empty
     );
+}
+
+/// `package_read` of entries read by `entries_to_package` answers as `package_seqs`,
+/// whatever changed since the read (a cancel, a reject, another file) and whatever the
+/// mark is asked to vouch for (seqs it did not read, another bank's file).
+pub async fn packaging_what_was_read_checks_what_changed_since(ledger: &dyn Ledger) {
+    let d = day(12);
+    let ids = ids("prd", 8);
+    import_all(ledger, "prd", d, &ids).await;
+    let mut debit = sample_entry("prd-debit", "prd", d, 300);
+    debit.transaction_code = TransactionCode::new(AccountKind::Savings, Direction::Debit);
+    ledger.import(vec![debit]).await.unwrap();
+    let mut seq = HashMap::new();
+    for id in ids.iter().chain(std::iter::once(&"prd-debit".to_string())) {
+        seq.insert(id.clone(), ledger.entry(id).await.unwrap().unwrap().seq);
+    }
+    let all: Vec<i64> = seq.values().copied().collect();
+    let (read, mark) = ledger.entries_to_package(&all).await.unwrap();
+    assert_eq!(
+        read,
+        ledger.entries_at(&all).await.unwrap(),
+        "as entries_at"
+    );
+
+    ledger.cancel(&ids[1], "x").await.unwrap();
+    ledger.reject(&ids[2], "x").await.unwrap();
+    let other = ledger
+        .package_seqs(sample_file("prd-Fx", "prd", d), vec![seq[&ids[3]]])
+        .await
+        .unwrap();
+    assert!(matches!(other, PackageOutcome::Packaged(_)), "{other:?}");
+    let asked: Vec<i64> = [0, 1, 2, 3].iter().map(|&i| seq[&ids[i]]).collect();
+    let PackageOutcome::Refused(conflicts) = ledger
+        .package_read(sample_file("prd-F1", "prd", d), asked, &mark)
+        .await
+        .unwrap()
+    else {
+        panic!("what changed since the read is refused");
+    };
+    let mut got: Vec<(String, ConflictReason)> =
+        conflicts.into_iter().map(|c| (c.entry_id, c.why)).collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        vec![
+            (ids[1].clone(), ConflictReason::State(State::Cancelled)),
+            (ids[2].clone(), ConflictReason::State(State::Rejected)),
+            (ids[3].clone(), ConflictReason::State(State::Packaged)),
+        ]
+    );
+    assert!(
+        ledger.file("prd-F1").await.unwrap().is_none(),
+        "nothing recorded"
+    );
+
+    // Another bank's file, and a seq repeated: refused as by package_seqs.
+    let x = sample_file("prd-F2", "prd-x", d);
+    let out = ledger
+        .package_read(x, vec![seq[&ids[0]]], &mark)
+        .await
+        .unwrap();
+    assert!(matches!(out, PackageOutcome::Refused(_)), "{out:?}");
+    let twice = vec![seq[&ids[0]], seq[&ids[0]]];
+    let file = sample_file("prd-F2", "prd", d);
+    let out = ledger.package_read(file, twice, &mark).await.unwrap();
+    assert!(matches!(out, PackageOutcome::Refused(_)), "{out:?}");
+
+    // With no reject since the read: a cancel and another file since are still
+    // refused; what did not change is packaged, with its totals; a seq the read did
+    // not see is checked.
+    let seen: Vec<i64> = [0, 4, 5, 6].iter().map(|&i| seq[&ids[i]]).collect();
+    let (_, mark) = ledger
+        .entries_to_package(&[seen.as_slice(), &[seq["prd-debit"]]].concat())
+        .await
+        .unwrap();
+    ledger.cancel(&ids[6], "x").await.unwrap();
+    let out = ledger
+        .package_read(sample_file("prd-F3", "prd", d), vec![seq[&ids[6]]], &mark)
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        PackageOutcome::Refused(vec![PackageConflict {
+            entry_id: ids[6].clone(),
+            why: ConflictReason::State(State::Cancelled)
+        }])
+    );
+    let out = ledger
+        .package_seqs(sample_file("prd-Fy", "prd", d), vec![seq[&ids[5]]])
+        .await
+        .unwrap();
+    assert!(matches!(out, PackageOutcome::Packaged(_)), "{out:?}");
+    let out = ledger
+        .package_read(sample_file("prd-F3", "prd", d), vec![seq[&ids[5]]], &mark)
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        PackageOutcome::Refused(vec![PackageConflict {
+            entry_id: ids[5].clone(),
+            why: ConflictReason::State(State::Packaged)
+        }])
+    );
+    let good = vec![seq[&ids[0]], seq["prd-debit"], seq[&ids[4]]];
+    let file = sample_file("prd-F3", "prd", d);
+    let PackageOutcome::Packaged(record) = ledger
+        .package_read(file.clone(), good.clone(), &mark)
+        .await
+        .unwrap()
+    else {
+        panic!("unchanged entries are packaged");
+    };
+    assert_eq!(
+        (record.entries, record.credit_cents, record.debit_cents),
+        (3, 200, 300)
+    );
+    assert_eq!(state_of(ledger, "prd-debit").await, State::Packaged);
+    assert!(matches!(
+        ledger.package_read(file, good, &mark).await.unwrap(),
+        PackageOutcome::AlreadyPackaged(_)
+    ));
+    let PackageOutcome::Packaged(record) = ledger
+        .package_read(sample_file("prd-F4", "prd", d), vec![seq[&ids[7]]], &mark)
+        .await
+        .unwrap()
+    else {
+        panic!("a seq the read did not see is checked, then packaged");
+    };
+    assert_eq!(record.entries, 1);
 }
 
 /// `status` counts entries by bank and effective state, and files by state.

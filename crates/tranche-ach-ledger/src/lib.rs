@@ -186,6 +186,30 @@ pub trait Ledger: Send + Sync + 'static {
         seqs: Vec<i64>,
     ) -> Result<PackageOutcome, LedgerError>;
 
+    /// [`Ledger::entries_at`], and a mark of what the read saw for
+    /// [`Ledger::package_read`]: what a packager's writer reads before writing a file.
+    async fn entries_to_package(
+        &self,
+        seqs: &[i64],
+    ) -> Result<(Vec<SeqEntry>, ReadMark), LedgerError> {
+        Ok((self.entries_at(seqs).await?, ReadMark::default()))
+    }
+
+    /// [`Ledger::package_seqs`] of entries read by [`Ledger::entries_to_package`]
+    /// with `mark`: the same contract and answers. A ledger may trust what the read saw
+    /// and nothing since could change (each entry known, accepted then, its bank, date,
+    /// same-day flag and amount), and check only the rest as it writes; an entry the
+    /// read did not see accepted is checked as `package_seqs` would.
+    async fn package_read(
+        &self,
+        file: NewFile,
+        seqs: Vec<i64>,
+        mark: &ReadMark,
+    ) -> Result<PackageOutcome, LedgerError> {
+        let _ = mark;
+        self.package_seqs(file, seqs).await
+    }
+
     /// One file with its entry ids (in import order) and which of them are cancelled.
     async fn file(&self, file_id: &str) -> Result<Option<FileDetail>, LedgerError>;
 

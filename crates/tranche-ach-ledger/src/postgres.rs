@@ -549,6 +549,37 @@ impl PostgresLedger {
         }
     }
 
+    /// Package `seqs` in `file` in the packagers' turn. `checked`: the entries were
+    /// found fit on a snapshot when `rejections_made` was the count given, with these
+    /// totals. What no other transaction can change — each entry known, of the file's
+    /// bank, date and same-day flag, its amount — then holds; an entry's row state
+    /// changes only by `reject`, which bumps `rejections_made` and takes the turn
+    /// itself, so an unchanged count in the turn means the snapshot's states still
+    /// hold. The turn then only writes, the insert itself checking what can change (a
+    /// cancellation; another file taking an entry, by the exclusion constraint).
+    /// Unchecked, or on any surprise, it goes the careful way: everything in the turn.
+    async fn package_in_turn(
+        &self,
+        file: NewFile,
+        seqs: Vec<i64>,
+        checked: Option<(i64, Totals)>,
+    ) -> Result<PackageOutcome, LedgerError> {
+        let careful = std::sync::atomic::AtomicBool::new(checked.is_none());
+        serializable_in_turn!(self, "packaging a file", |tx, now| async {
+            if let (Some((made, totals)), false) = (&checked, careful.load(Ordering::Relaxed)) {
+                match package_checked_tx(&tx, &file, &seqs, *made, totals, now).await? {
+                    Some(out) => return Ok(out),
+                    None => {
+                        // Roll back; the retry goes the careful way, which says why.
+                        careful.store(true, Ordering::Relaxed);
+                        return Err(Fail::Retry);
+                    }
+                }
+            }
+            package_seqs_tx(&tx, &file, &seqs, now).await
+        })
+    }
+
     /// Run `f` on a pooled connection in a read-only repeatable-read transaction (one
     /// snapshot for every query of the call).
     async fn read<T>(
@@ -571,6 +602,43 @@ impl PostgresLedger {
         .await;
         self.finish(doing, result)
     }
+}
+
+/// The entries of `runs` with their effective states, in seq order.
+async fn entries_in<C: GenericClient>(tx: &C, runs: &Runs) -> R<Vec<SeqEntry>> {
+    runs::by_index(tx).await?;
+    let sql = format!(
+        "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL \
+         FROM {ENTRIES_IN_RUNS} \
+         LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
+    );
+    let n = ENTRY_COLUMN_COUNT;
+    let rows = by_seq(tx.query(&sql, &[&runs.lo, &runs.hi]).await?, n)?;
+    let held = runs::held(tx, runs).await?;
+    rows.iter()
+        .map(|r| {
+            let seq = r.try_get(n)?;
+            let cancelled: bool = r.try_get(n + 2)?;
+            Ok(SeqEntry {
+                entry: entry_at(r)?,
+                seq,
+                state: if cancelled {
+                    State::Cancelled
+                } else {
+                    let recorded = held.recorded(seq, r.try_get(n + 1)?);
+                    state(recorded, "entries.state")?
+                },
+            })
+        })
+        .collect()
+}
+
+/// The count `reject` bumps: unchanged between two reads, no entry's row changed state.
+async fn rejections_made<C: GenericClient>(tx: &C) -> R<i64> {
+    Ok(tx
+        .query_one("SELECT n FROM rejections_made", &[])
+        .await?
+        .try_get(0)?)
 }
 
 /// `rows` in the order of their seq (column `at`). Sorted here rather than by the
@@ -1110,11 +1178,7 @@ async fn package_checked_tx(
     totals: &Totals,
     now: Timestamp,
 ) -> R<Option<PackageOutcome>> {
-    let now_made: i64 = tx
-        .query_one("SELECT n FROM rejections_made", &[])
-        .await?
-        .try_get(0)?;
-    if now_made != made || file_record(tx, &file.file_id).await?.is_some() {
+    if rejections_made(tx).await? != made || file_record(tx, &file.file_id).await?.is_some() {
         return Ok(None);
     }
     insert_file(tx, file, seqs.len(), totals, now).await?;
@@ -1588,32 +1652,24 @@ impl Ledger for PostgresLedger {
     async fn entries_at(&self, seqs: &[i64]) -> Result<Vec<SeqEntry>, LedgerError> {
         let runs = Runs::of(seqs);
         self.read("reading entries by seq", move |tx| {
+            Box::pin(async move { entries_in(tx, &runs).await })
+        })
+        .await
+    }
+
+    async fn entries_to_package(
+        &self,
+        seqs: &[i64],
+    ) -> Result<(Vec<SeqEntry>, ReadMark), LedgerError> {
+        let runs = Runs::of(seqs);
+        self.read("reading entries by seq", move |tx| {
             Box::pin(async move {
-                runs::by_index(tx).await?;
-                let sql = format!(
-                    "SELECT {ENTRY_COLUMNS}, e.seq, e.state, c.entry_id IS NOT NULL \
-                     FROM {ENTRIES_IN_RUNS} \
-                     LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
-                );
-                let n = ENTRY_COLUMN_COUNT;
-                let rows = by_seq(tx.query(&sql, &[&runs.lo, &runs.hi]).await?, n)?;
-                let held = runs::held(tx, &runs).await?;
-                rows.iter()
-                    .map(|r| {
-                        let seq = r.try_get(n)?;
-                        let cancelled: bool = r.try_get(n + 2)?;
-                        Ok(SeqEntry {
-                            entry: entry_at(r)?,
-                            seq,
-                            state: if cancelled {
-                                State::Cancelled
-                            } else {
-                                let recorded = held.recorded(seq, r.try_get(n + 1)?);
-                                state(recorded, "entries.state")?
-                            },
-                        })
-                    })
-                    .collect()
+                let made = rejections_made(tx).await?;
+                let entries = entries_in(tx, &runs).await?;
+                let mark = ReadMark {
+                    seen: Some(SeenAccepted::of(made, &entries)),
+                };
+                Ok((entries, mark))
             })
         })
         .await
@@ -1693,14 +1749,8 @@ impl Ledger for PostgresLedger {
         seqs: Vec<i64>,
     ) -> Result<PackageOutcome, LedgerError> {
         // Reading and checking 25,000 entries took most of a packager's turn, and
-        // turns are taken one at a time across the fleet. What no other transaction
-        // can change — each entry known, of the file's bank, date and same-day flag,
-        // its amount — is checked on a snapshot before the turn; an entry's row state
-        // changes only by `reject`, which bumps `rejections_made` and takes the turn
-        // itself, so an unchanged count in the turn means the snapshot's states still
-        // hold. The turn then only writes, the insert itself checking what can change
-        // (a cancellation; another file taking an entry, by the primary key). Anything
-        // else, or any surprise, goes the careful way: everything in the turn.
+        // turns are taken one at a time across the fleet: what can be is checked on a
+        // snapshot before the turn (see `package_in_turn`).
         let distinct = {
             let mut sorted = seqs.clone();
             sorted.sort_unstable();
@@ -1710,10 +1760,7 @@ impl Ledger for PostgresLedger {
             let (f, s) = (file.clone(), seqs.clone());
             self.read("checking a file's entries", move |tx| {
                 Box::pin(async move {
-                    let made: i64 = tx
-                        .query_one("SELECT n FROM rejections_made", &[])
-                        .await?
-                        .try_get(0)?;
+                    let made = rejections_made(tx).await?;
                     Ok(probe_seqs(tx, &f, &s).await?.ok().map(|t| (made, t)))
                 })
             })
@@ -1721,20 +1768,23 @@ impl Ledger for PostgresLedger {
         } else {
             None
         };
-        let careful = std::sync::atomic::AtomicBool::new(checked.is_none());
-        serializable_in_turn!(self, "packaging a file", |tx, now| async {
-            if let (Some((made, totals)), false) = (&checked, careful.load(Ordering::Relaxed)) {
-                match package_checked_tx(&tx, &file, &seqs, *made, totals, now).await? {
-                    Some(out) => return Ok(out),
-                    None => {
-                        // Roll back; the retry goes the careful way, which says why.
-                        careful.store(true, Ordering::Relaxed);
-                        return Err(Fail::Retry);
-                    }
-                }
-            }
-            package_seqs_tx(&tx, &file, &seqs, now).await
-        })
+        self.package_in_turn(file, seqs, checked).await
+    }
+
+    async fn package_read(
+        &self,
+        file: NewFile,
+        seqs: Vec<i64>,
+        mark: &ReadMark,
+    ) -> Result<PackageOutcome, LedgerError> {
+        let seen = mark.seen.as_ref().and_then(|seen| {
+            let (credit, debit) = seen.totals(&file, &seqs)?;
+            Some((seen.at, Totals { credit, debit }))
+        });
+        match seen {
+            Some(checked) => self.package_in_turn(file, seqs, Some(checked)).await,
+            None => self.package_seqs(file, seqs).await,
+        }
     }
 
     async fn file(&self, file_id: &str) -> Result<Option<FileDetail>, LedgerError> {

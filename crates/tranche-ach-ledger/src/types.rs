@@ -245,6 +245,77 @@ pub struct SeqEntry {
     pub state: State,
 }
 
+/// What a ledger saw when it read entries for a packager
+/// ([`Ledger::entries_to_package`](crate::Ledger::entries_to_package)), so that
+/// [`Ledger::package_read`](crate::Ledger::package_read) need not read them again.
+/// Opaque: only the ledger that made it fills it, so a caller cannot vouch for
+/// entries it did not read. Empty ([`ReadMark::default`]) means "check everything".
+#[derive(Debug, Clone, Default)]
+pub struct ReadMark {
+    pub(crate) seen: Option<SeenAccepted>,
+}
+
+/// The accepted, unheld, uncancelled entries one read saw, and when.
+#[derive(Debug, Clone)]
+pub(crate) struct SeenAccepted {
+    /// A ledger's own token of the snapshot (PostgreSQL: the reject count then).
+    pub at: i64,
+    /// Each distinct (bank, submission date, same-day) among them.
+    pub scopes: Vec<(String, NaiveDate, bool)>,
+    /// Per seq: its amount, whether it is a credit, and its scope's index.
+    pub entries: std::collections::HashMap<i64, (u64, bool, usize)>,
+}
+
+impl SeenAccepted {
+    /// What `read` (read at `at`) says of its accepted entries.
+    pub(crate) fn of(at: i64, read: &[SeqEntry]) -> SeenAccepted {
+        let mut seen = SeenAccepted {
+            at,
+            scopes: Vec::new(),
+            entries: std::collections::HashMap::with_capacity(read.len()),
+        };
+        for e in read.iter().filter(|e| e.state == State::Accepted) {
+            let x = &e.entry;
+            let scope =
+                match seen.scopes.iter().position(|(b, d, s)| {
+                    *b == x.bank && *d == x.submission_date && *s == x.same_day
+                }) {
+                    Some(i) => i,
+                    None => {
+                        seen.scopes
+                            .push((x.bank.clone(), x.submission_date, x.same_day));
+                        seen.scopes.len() - 1
+                    }
+                };
+            let credit = x.direction() == tranche_ach::Direction::Credit;
+            seen.entries.insert(e.seq, (x.amount_cents, credit, scope));
+        }
+        seen
+    }
+
+    /// The credit and debit totals of `seqs` for `file`, when this read saw every one
+    /// of them accepted and of the file's bank, date and same-day flag, each once.
+    pub(crate) fn totals(&self, file: &NewFile, seqs: &[i64]) -> Option<(u64, u64)> {
+        let scope = self.scopes.iter().position(|(b, d, s)| {
+            *b == file.bank && *d == file.submission_date && *s == file.same_day
+        })?;
+        let mut distinct = std::collections::HashSet::with_capacity(seqs.len());
+        let (mut credit, mut debit) = (0, 0);
+        for seq in seqs {
+            let &(amount, is_credit, of) = self.entries.get(seq)?;
+            if of != scope || !distinct.insert(*seq) {
+                return None;
+            }
+            if is_credit {
+                credit += amount;
+            } else {
+                debit += amount;
+            }
+        }
+        Some((credit, debit))
+    }
+}
+
 /// Entries' batch keys read by seq ([`Ledger::batch_keys_at`](crate::Ledger::batch_keys_at)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SeqKeys {
@@ -572,5 +643,40 @@ impl Status {
                 bank: bank.to_string(),
                 ..BankStatus::default()
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::{sample_entry, sample_file};
+
+    #[test]
+    fn a_read_vouches_only_for_the_accepted_entries_it_saw_in_the_file_s_scope() {
+        let d = NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+        let mut read: Vec<SeqEntry> = (1..=4)
+            .map(|i| SeqEntry {
+                seq: i,
+                entry: sample_entry(&format!("r-{i}"), "r", d, 100 * i as u64),
+                state: State::Accepted,
+            })
+            .collect();
+        read[1].entry.transaction_code = tranche_ach::TransactionCode::new(
+            tranche_ach::AccountKind::Checking,
+            tranche_ach::Direction::Debit,
+        );
+        read[2].state = State::Cancelled;
+        read[3].entry.bank = "other".into();
+        let seen = SeenAccepted::of(7, &read);
+        let file = sample_file("r-F", "r", d);
+        assert_eq!(seen.totals(&file, &[1, 2]), Some((100, 200)));
+        assert_eq!(seen.totals(&file, &[1, 3]), None, "cancelled when read");
+        assert_eq!(seen.totals(&file, &[1, 4]), None, "another bank");
+        assert_eq!(seen.totals(&file, &[1, 5]), None, "not read");
+        assert_eq!(seen.totals(&file, &[1, 1]), None, "repeated");
+        assert_eq!(
+            seen.totals(&sample_file("r-G", "other", d), &[4]),
+            Some((400, 0))
+        );
     }
 }

@@ -117,9 +117,9 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
     let mut modifier = a.modifier;
     for _ in 0..ROUNDS {
         let started = std::time::Instant::now();
-        let read = p
+        let (read, mark) = p
             .ledger()
-            .entries_at(&a.seqs.to_vec())
+            .entries_to_package(&a.seqs.to_vec())
             .await
             .map_err(|e| StepError::ledger("reading the file's entries", e))?;
         // In import order (the ledger answers in seq order): the writer makes a batch per
@@ -190,7 +190,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
         let stored_took = started.elapsed();
         let outcome = p
             .ledger()
-            .package_seqs(file, seqs)
+            .package_read(file, seqs, &mark)
             .await
             .map_err(|e| StepError::ledger("recording the file", e))?;
         match outcome {
