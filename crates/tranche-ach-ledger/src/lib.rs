@@ -22,11 +22,13 @@
 //!
 //! An entry is `accepted`, `packaged` (in one file), `submitted` (its file was
 //! delivered) or `rejected` (with a reason). Its row keeps what intake decided
-//! (accepted or rejected) and is never rewritten by packaging: which file holds it is a
-//! row of a narrow `members` table (seq → file), and packaged or submitted is that
-//! file's state. Putting 25,000 entries in a file inserts 25,000 pairs instead of
+//! (accepted or rejected) and is never rewritten by packaging: which file holds it is
+//! recorded apart (SQLite: a narrow `members` table, seq → file; PostgreSQL: a row per
+//! run of consecutive seqs in a file), and packaged or submitted is that file's state.
+//! Putting 25,000 entries in a file inserts 25,000 pairs, or a few runs, instead of
 //! rewriting 25,000 wide rows and their indexes, and submitting or releasing a file
-//! touches no entry. A separate `cancellations` table overrides both: an entry whose id is there is [`State::Cancelled`] everywhere
+//! touches no entry. A separate `cancellations` table overrides both: an entry whose
+//! id is there is [`State::Cancelled`] everywhere
 //! (its [`StoredEntry::state`], [`Ledger::eligible`], [`Ledger::status`]) from the
 //! moment the insert commits, whatever its row says. Cancelling writes only that
 //! table — never the entry's row — so a cancel takes no row lock a packager holds.

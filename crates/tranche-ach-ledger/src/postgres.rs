@@ -613,7 +613,8 @@ async fn entries_in<C: GenericClient>(tx: &C, runs: &Runs) -> R<Vec<SeqEntry>> {
          LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
     );
     let n = ENTRY_COLUMN_COUNT;
-    let rows = by_seq(tx.query(&sql, &[&runs.lo, &runs.hi]).await?, n)?;
+    let read = tx.prepare_cached(&sql).await?;
+    let rows = by_seq(tx.query(&read, &[&runs.lo, &runs.hi]).await?, n)?;
     let held = runs::held(tx, runs).await?;
     rows.iter()
         .map(|r| {
@@ -1680,19 +1681,17 @@ impl Ledger for PostgresLedger {
         self.read("reading batch keys by seq", move |tx| {
             Box::pin(async move {
                 runs::by_index(tx).await?;
-                let rows = tx
-                    .query(
-                        &format!(
-                            "SELECT e.seq, e.state, c.entry_id IS NOT NULL, \
-                             e.submission_date, e.bank, e.company_name, e.company_id, \
-                             e.sec_code, e.transaction_code, e.entry_description, \
-                             e.descriptive_date, e.effective_date, e.same_day \
-                             FROM {ENTRIES_IN_RUNS} \
-                             LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
-                        ),
-                        &[&runs.lo, &runs.hi],
-                    )
+                let read = tx
+                    .prepare_cached(&format!(
+                        "SELECT e.seq, e.state, c.entry_id IS NOT NULL, \
+                         e.submission_date, e.bank, e.company_name, e.company_id, \
+                         e.sec_code, e.transaction_code, e.entry_description, \
+                         e.descriptive_date, e.effective_date, e.same_day \
+                         FROM {ENTRIES_IN_RUNS} \
+                         LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
+                    ))
                     .await?;
+                let rows = tx.query(&read, &[&runs.lo, &runs.hi]).await?;
                 let rows = by_seq(rows, 0)?;
                 let held = runs::held(tx, &runs).await?;
                 let mut out = SeqKeys::default();

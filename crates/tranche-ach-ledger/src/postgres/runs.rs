@@ -17,7 +17,9 @@
 //! took ten minutes instead of seconds). So each run is a `LATERAL` subquery with a
 //! `LIMIT`: that cannot be flattened into a join, so it is scanned once per run, by
 //! its range; and these reads turn sequential scans off for their transaction
-//! ([`by_index`]).
+//! ([`by_index`]). The reads a night repeats by the thousand (a grouper's, a writer's,
+//! the membership probe) are prepared once per connection: planning a grouper's read
+//! took 0.3–0.6 ms against 1.3 ms to run it, and a round trip more.
 
 use deadpool_postgres::GenericClient;
 
@@ -101,15 +103,15 @@ impl Held {
 /// The member runs overlapping `runs`: a probe of the exclusion constraint's index
 /// per asked run.
 pub(super) async fn held<C: GenericClient>(c: &C, runs: &Runs) -> R<Held> {
-    let rows = c
-        .query(
+    let read = c
+        .prepare_cached(
             "SELECT lower(m.seqs), upper(m.seqs), f.state \
              FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) \
              JOIN member_runs m ON m.seqs && int8range(r.lo, r.hi, '[]') \
              JOIN files f ON f.file_id = m.file_id",
-            &[&runs.lo, &runs.hi],
         )
         .await?;
+    let rows = c.query(&read, &[&runs.lo, &runs.hi]).await?;
     let mut found = Vec::with_capacity(rows.len());
     for r in &rows {
         let file_state: i16 = r.try_get(2)?;
