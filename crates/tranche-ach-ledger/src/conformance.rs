@@ -964,34 +964,23 @@ pub async fn packaging_what_was_read_checks_what_changed_since(ledger: &dyn Ledg
         .entries_to_package(&[seen.as_slice(), &[seq["prd-debit"]]].concat())
         .await
         .unwrap();
-    ledger.cancel(&ids[6], "x").await.unwrap();
-    let out = ledger
-        .package_read(sample_file("prd-F3", "prd", d), vec![seq[&ids[6]]], &mark)
-        .await
-        .unwrap();
-    assert_eq!(
-        out,
+    let refused = |i: usize, state| {
         PackageOutcome::Refused(vec![PackageConflict {
-            entry_id: ids[6].clone(),
-            why: ConflictReason::State(State::Cancelled)
+            entry_id: ids[i].clone(),
+            why: ConflictReason::State(state),
         }])
-    );
+    };
+    ledger.cancel(&ids[6], "x").await.unwrap();
+    let f3 = sample_file("prd-F3", "prd", d);
+    let out = ledger.package_read(f3.clone(), vec![seq[&ids[6]]], &mark);
+    assert_eq!(out.await.unwrap(), refused(6, State::Cancelled));
     let out = ledger
         .package_seqs(sample_file("prd-Fy", "prd", d), vec![seq[&ids[5]]])
         .await
         .unwrap();
     assert!(matches!(out, PackageOutcome::Packaged(_)), "{out:?}");
-    let out = ledger
-        .package_read(sample_file("prd-F3", "prd", d), vec![seq[&ids[5]]], &mark)
-        .await
-        .unwrap();
-    assert_eq!(
-        out,
-        PackageOutcome::Refused(vec![PackageConflict {
-            entry_id: ids[5].clone(),
-            why: ConflictReason::State(State::Packaged)
-        }])
-    );
+    let out = ledger.package_read(f3, vec![seq[&ids[5]]], &mark);
+    assert_eq!(out.await.unwrap(), refused(5, State::Packaged));
     let good = vec![seq[&ids[0]], seq["prd-debit"], seq[&ids[4]]];
     let file = sample_file("prd-F3", "prd", d);
     let PackageOutcome::Packaged(record) = ledger

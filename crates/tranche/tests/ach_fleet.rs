@@ -69,6 +69,9 @@ fn engine(redis: &str, ledger: &str, dir: &Path, data: &str, at: &str) -> Comman
     c
 }
 
+/// How many entries files hold: the runs' lengths summed.
+const HELD: &str = "SELECT coalesce(sum(upper(seqs) - lower(seqs)), 0) FROM member_runs";
+
 fn count(pg: &Postgres, sql: &str) -> u64 {
     let out = pg.psql("ach", sql);
     assert!(
@@ -150,9 +153,9 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
     }
     a.child.kill().unwrap();
     let _ = a.child.wait();
-    // Which file holds an entry is a row of `members` (the entry's own row keeps
-    // `accepted`); a submitted entry is one whose file is submitted.
-    let packaged_at_kill = count(&pg, "SELECT count(*) FROM members");
+    // Which file holds an entry is a run of seqs in `member_runs` (the entry's own row
+    // keeps `accepted`); a submitted entry is one whose file is submitted.
+    let packaged_at_kill = count(&pg, HELD);
     let (status, _, said) = b.finish(Duration::from_secs(180));
     assert!(status.success(), "engine B: {said}");
 
@@ -162,7 +165,7 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
     while count(
         &pg,
         "SELECT count(*) FROM entries e WHERE same_day AND state = 0 \
-         AND NOT EXISTS (SELECT 1 FROM members m WHERE m.seq = e.seq)",
+         AND NOT EXISTS (SELECT 1 FROM member_runs m WHERE m.seqs @> e.seq)",
     ) > 0
     {
         assert!(
@@ -189,16 +192,16 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
     assert_eq!(
         count(
             &pg,
-            "SELECT count(*) FROM entries e WHERE NOT EXISTS (SELECT 1 FROM members m \
-             JOIN files f ON f.file_id = m.file_id WHERE m.seq = e.seq AND f.state = 2)"
+            "SELECT count(*) FROM entries e WHERE NOT EXISTS (SELECT 1 FROM member_runs m \
+             JOIN files f ON f.file_id = m.file_id WHERE m.seqs @> e.seq AND f.state = 2)"
         ),
         0,
         "every entry is in a submitted file"
     );
     assert_eq!(
-        count(&pg, "SELECT count(*) FROM members"),
+        count(&pg, HELD),
         8000,
-        "and in one only"
+        "and in one only (the runs cannot overlap)"
     );
     assert_eq!(
         count(
