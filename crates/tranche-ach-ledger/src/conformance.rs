@@ -68,6 +68,28 @@ fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:04}")).collect()
 }
 
+/// The seq of each of `ids` (imported).
+async fn seqs_of<'a>(
+    ledger: &dyn Ledger,
+    ids: impl IntoIterator<Item = &'a String>,
+) -> HashMap<String, i64> {
+    let mut seq = HashMap::new();
+    for id in ids {
+        seq.insert(id.clone(), ledger.entry(id).await.unwrap().unwrap().seq);
+    }
+    seq
+}
+
+/// A refusal's conflicts as (id, why), by id; `what` says why a refusal was expected.
+fn conflicts_by_id(out: PackageOutcome, what: &str) -> Vec<(String, ConflictReason)> {
+    let PackageOutcome::Refused(conflicts) = out else {
+        panic!("{what}: got {out:?}");
+    };
+    let mut got: Vec<_> = conflicts.into_iter().map(|c| (c.entry_id, c.why)).collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    got
+}
+
 async fn import_all(ledger: &dyn Ledger, bank: &str, date: NaiveDate, ids: &[String]) {
     let entries = ids
         .iter()
@@ -803,10 +825,7 @@ pub async fn packaging_by_seq_answers_as_by_id(ledger: &dyn Ledger) {
         .import(vec![sample_entry("pbs-other", "pbs-x", d, 5)])
         .await
         .unwrap();
-    let mut seq = HashMap::new();
-    for id in ids.iter().chain(std::iter::once(&"pbs-other".to_string())) {
-        seq.insert(id.clone(), ledger.entry(id).await.unwrap().unwrap().seq);
-    }
+    let seq = seqs_of(ledger, ids.iter().chain([&"pbs-other".to_string()])).await;
     ledger.cancel(&ids[1], "x").await.unwrap();
     ledger.reject(&ids[2], "x").await.unwrap();
     let unknown = seq.values().max().unwrap() + 1_000_000;
@@ -819,16 +838,8 @@ pub async fn packaging_by_seq_answers_as_by_id(ledger: &dyn Ledger) {
         seq["pbs-other"],
         unknown,
     ];
-    let PackageOutcome::Refused(conflicts) = ledger
-        .package_seqs(sample_file("pbs-F0", "pbs", d), asked)
-        .await
-        .unwrap()
-    else {
-        panic!("a file of conflicting seqs is refused");
-    };
-    let mut got: Vec<(String, ConflictReason)> =
-        conflicts.into_iter().map(|c| (c.entry_id, c.why)).collect();
-    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let out = ledger.package_seqs(sample_file("pbs-F0", "pbs", d), asked);
+    let got = conflicts_by_id(out.await.unwrap(), "a file of conflicting seqs is refused");
     let mut want = vec![
         (ids[1].clone(), ConflictReason::State(State::Cancelled)),
         (ids[2].clone(), ConflictReason::State(State::Rejected)),
@@ -901,10 +912,7 @@ pub async fn packaging_what_was_read_checks_what_changed_since(ledger: &dyn Ledg
     let mut debit = sample_entry("prd-debit", "prd", d, 300);
     debit.transaction_code = TransactionCode::new(AccountKind::Savings, Direction::Debit);
     ledger.import(vec![debit]).await.unwrap();
-    let mut seq = HashMap::new();
-    for id in ids.iter().chain(std::iter::once(&"prd-debit".to_string())) {
-        seq.insert(id.clone(), ledger.entry(id).await.unwrap().unwrap().seq);
-    }
+    let seq = seqs_of(ledger, ids.iter().chain([&"prd-debit".to_string()])).await;
     let all: Vec<i64> = seq.values().copied().collect();
     let (read, mark) = ledger.entries_to_package(&all).await.unwrap();
     assert_eq!(
@@ -921,16 +929,8 @@ pub async fn packaging_what_was_read_checks_what_changed_since(ledger: &dyn Ledg
         .unwrap();
     assert!(matches!(other, PackageOutcome::Packaged(_)), "{other:?}");
     let asked: Vec<i64> = [0, 1, 2, 3].iter().map(|&i| seq[&ids[i]]).collect();
-    let PackageOutcome::Refused(conflicts) = ledger
-        .package_read(sample_file("prd-F1", "prd", d), asked, &mark)
-        .await
-        .unwrap()
-    else {
-        panic!("what changed since the read is refused");
-    };
-    let mut got: Vec<(String, ConflictReason)> =
-        conflicts.into_iter().map(|c| (c.entry_id, c.why)).collect();
-    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let out = ledger.package_read(sample_file("prd-F1", "prd", d), asked, &mark);
+    let got = conflicts_by_id(out.await.unwrap(), "what changed since the read is refused");
     assert_eq!(
         got,
         vec![
