@@ -33,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         FeedOptions {
             durability,
             snapshot_after_bytes: None,
+            ..FeedOptions::default()
         },
     )?;
     let done = Arc::new(AtomicBool::new(false));

@@ -3,12 +3,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::cursor::Cursor;
 use crate::error::StoreError;
 use crate::model::{BrokerId, FirmId, InstrumentId, Order, OrderId, Side, Status};
 use crate::validate::Marks;
+use crate::zeroing::{self, Zeroer};
 
 /// Bytes of one order on disk.
 pub(crate) const ORDER_BYTES: usize = 78;
@@ -155,13 +157,16 @@ pub(crate) struct Replayed {
     pub valid_len: u64,
     /// Bytes after `valid_len` that were a torn tail.
     pub torn: u64,
+    /// Bytes after `valid_len` that were zeros written ahead (see [`crate::zeroing`]).
+    pub zeroed: u64,
 }
 
 /// Reads the log segment at `path`, handing each intact record to `apply`.
 ///
-/// In the `last` segment, an incomplete or zero-filled tail, or a final record whose
-/// checksum fails, is a torn write (a crash mid-append: the batch was never
-/// acknowledged) and ends the replay; anywhere else damage is
+/// In the `last` segment, an incomplete tail or a final record whose checksum fails is
+/// a torn write (a crash mid-append: the batch was never acknowledged), and a
+/// zero-filled tail is zeros written ahead or a write that never reached the disk;
+/// either ends the replay; anywhere else damage is
 /// [`StoreError::Corrupt`] naming the file and offset.
 pub(crate) fn replay_segment(
     path: &Path,
@@ -179,6 +184,7 @@ pub(crate) fn replay_segment(
             return Ok(Replayed {
                 valid_len: 0,
                 torn: got as u64,
+                zeroed: 0,
             });
         }
         return Err(corrupt(
@@ -200,6 +206,7 @@ pub(crate) fn replay_segment(
         let torn = |offset: u64| Replayed {
             valid_len: offset,
             torn: file_len - offset,
+            zeroed: 0,
         };
         let mut head = [0u8; RECORD_HEADER];
         let got = read_full(&mut reader, &mut head).map_err(io_error("read", path))?;
@@ -207,6 +214,7 @@ pub(crate) fn replay_segment(
             return Ok(Replayed {
                 valid_len: offset,
                 torn: 0,
+                zeroed: 0,
             });
         }
         let len = u32_at(&head, 0) as usize;
@@ -225,7 +233,13 @@ pub(crate) fn replay_segment(
         if len == 0 || len > MAX_PAYLOAD {
             if last && rest_is_zero(&mut reader).map_err(io_error("read", path))? && head == [0; 8]
             {
-                return Ok(torn(offset));
+                // Zeros written ahead of the writer, or space allocated whose data
+                // never reached the disk (an unacknowledged write): nothing to keep.
+                return Ok(Replayed {
+                    valid_len: offset,
+                    torn: 0,
+                    zeroed: file_len - offset,
+                });
             }
             return Err(corrupt(
                 path,
@@ -297,8 +311,10 @@ pub(crate) struct Segment {
     pub path: PathBuf,
     /// The lowest sequence number it may hold (in its name).
     pub start: u64,
-    /// Its length in bytes.
+    /// Its length in bytes (the file may be longer: zeros written ahead).
     pub len: u64,
+    /// Writes zeros ahead of `len` (see [`crate::zeroing`]), if asked for.
+    zeroer: Option<Zeroer>,
 }
 
 pub(crate) fn segment_name(start: u64) -> String {
@@ -334,11 +350,17 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 impl Segment {
     /// Opens an existing segment for appending, cut to `valid_len` (a torn tail is
-    /// dropped; a segment shorter than its header gets a fresh one).
-    pub fn reopen(path: PathBuf, start: u64, valid_len: u64) -> Result<Segment, StoreError> {
-        let mut file = OpenOptions::new()
+    /// dropped; a segment shorter than its header gets a fresh one). With
+    /// `zero_ahead`, zeros are written that far ahead of the end.
+    pub fn reopen(
+        path: PathBuf,
+        start: u64,
+        valid_len: u64,
+        zero_ahead: Option<u64>,
+    ) -> Result<Segment, StoreError> {
+        let file = OpenOptions::new()
             .read(true)
-            .append(true)
+            .write(true)
             .open(&path)
             .map_err(io_error("open", &path))?;
         let current = file.metadata().map_err(io_error("stat", &path))?.len();
@@ -349,48 +371,71 @@ impl Segment {
         }
         if valid_len < FILE_HEADER as u64 {
             file.set_len(0).map_err(io_error("truncate", &path))?;
-            file.write_all(&file_header(LOG_MAGIC))
+            file.write_all_at(&file_header(LOG_MAGIC), 0)
                 .map_err(io_error("write", &path))?;
             len = FILE_HEADER as u64;
         }
         if current != len {
             file.sync_all().map_err(io_error("sync", &path))?;
         }
-        Ok(Segment {
-            file,
-            path,
-            start,
-            len,
-        })
+        Segment::with_zeroer(file, path, start, len, zero_ahead)
     }
 
     /// Creates the segment whose records start at sequence number `start`, durably.
-    pub fn create(dir: &Path, start: u64) -> Result<Segment, StoreError> {
+    /// With `zero_ahead`, zeros are written that far ahead of the end.
+    pub fn create(dir: &Path, start: u64, zero_ahead: Option<u64>) -> Result<Segment, StoreError> {
         let path = dir.join(segment_name(start));
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
-            .append(true)
+            .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
             .map_err(io_error("create", &path))?;
         file.set_len(0).map_err(io_error("truncate", &path))?;
-        file.write_all(&file_header(LOG_MAGIC))
+        file.write_all_at(&file_header(LOG_MAGIC), 0)
             .map_err(io_error("write", &path))?;
         file.sync_all().map_err(io_error("sync", &path))?;
         sync_dir(dir)?;
+        Segment::with_zeroer(file, path, start, FILE_HEADER as u64, zero_ahead)
+    }
+
+    fn with_zeroer(
+        file: File,
+        path: PathBuf,
+        start: u64,
+        len: u64,
+        zero_ahead: Option<u64>,
+    ) -> Result<Segment, StoreError> {
+        let zeroer = match zero_ahead {
+            Some(ahead) if zeroing::helps(&file) => {
+                let handle = file.try_clone().map_err(io_error("open", &path))?;
+                Zeroer::start(handle, len, ahead)
+            }
+            _ => None,
+        };
         Ok(Segment {
             file,
             path,
             start,
-            len: FILE_HEADER as u64,
+            len,
+            zeroer,
         })
     }
 
     /// Appends `bytes`; on failure cuts the file back so no partial record remains.
     pub fn append(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
-        if let Err(source) = self.file.write_all(bytes) {
-            let undone = self.file.set_len(self.len).is_ok();
+        let end = self.len + bytes.len() as u64;
+        if let Some(zeroer) = &self.zeroer {
+            zeroer.reserve(end);
+        }
+        if let Err(source) = self.file.write_all_at(bytes, self.len) {
+            let (file, len) = (&self.file, self.len);
+            let undone = match &self.zeroer {
+                Some(zeroer) => zeroer.cut_back(len, || file.set_len(len)),
+                None => file.set_len(len),
+            }
+            .is_ok();
             return Err(if undone {
                 StoreError::Io {
                     action: "append to",
@@ -404,13 +449,39 @@ impl Segment {
                 }
             });
         }
-        self.len += bytes.len() as u64;
+        self.len = end;
         Ok(())
+    }
+
+    /// Whether zeros are being written ahead of the end.
+    pub fn zeroes_ahead(&self) -> bool {
+        self.zeroer.is_some()
     }
 
     /// Flushes appended records to the disk.
     pub fn sync(&mut self) -> Result<(), StoreError> {
         self.file.sync_data().map_err(io_error("sync", &self.path))
+    }
+
+    /// Stops zeroing and cuts the zeros off, durably: before the segment stops being
+    /// the last one (replay takes a zero-filled tail only there) and on a clean
+    /// close. Appending may go on after it, without zeros ahead.
+    pub fn finish(&mut self) -> Result<(), StoreError> {
+        if let Some(mut zeroer) = self.zeroer.take() {
+            zeroer.stop();
+        }
+        let on_disk = self
+            .file
+            .metadata()
+            .map_err(io_error("stat", &self.path))?
+            .len();
+        if on_disk > self.len {
+            self.file
+                .set_len(self.len)
+                .and_then(|()| self.file.sync_all())
+                .map_err(io_error("cut the zeros off", &self.path))?;
+        }
+        Ok(())
     }
 }
 

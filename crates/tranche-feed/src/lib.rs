@@ -168,6 +168,7 @@ mod store;
 mod validate;
 mod vector;
 mod wake;
+mod zeroing;
 
 pub use cursor::{Cursor, CursorError, CURSOR_BYTES, CURSOR_CHARS};
 pub use error::{ApplyError, StoreError};

@@ -22,6 +22,7 @@ fn crash_options() -> FeedOptions {
     FeedOptions {
         durability: Durability::EveryWrite,
         snapshot_after_bytes: Some(64 << 10),
+        zero_ahead: Some(64 << 10),
     }
 }
 

@@ -320,17 +320,97 @@ fn a_torn_tail_is_cut_off_losing_only_the_unacknowledged_batch() {
         again.expected(Filter::All)
     );
 
-    // A zero-filled tail (space allocated, data never written) is torn too.
+    // A zero-filled tail (zeros written ahead, or space allocated whose data never
+    // reached the disk) holds nothing either.
     drop(writer);
     drop(store);
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();
     file.write_all(&[0u8; 300]).unwrap();
     drop(file);
     let (store, writer) = Store::open(dir.path(), options()).unwrap();
-    assert_eq!(writer.recovery().torn_bytes, 300);
+    assert_eq!(writer.recovery().torn_bytes, 0);
+    assert_eq!(writer.recovery().zeroed_bytes, 300);
     assert_eq!(
         read_all(&store, Cursor::START, Filter::All, 100),
         again.expected(Filter::All)
+    );
+}
+
+/// Copies the store's files as they are now: what a kill -9 leaves on disk.
+fn crash_image(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n != "LOCK") {
+            std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn zeros_written_ahead_of_the_log_are_skipped_after_a_crash_and_cut_off_on_close() {
+    // Under the build directory: zeros are written on ext4, XFS or an overlay only,
+    // and /tmp may be a tmpfs.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let live = dir.path().join("live");
+    let crashed = dir.path().join("crashed");
+    let ahead = 512 << 10;
+    let zeroing = FeedOptions {
+        zero_ahead: Some(ahead),
+        ..options()
+    };
+    let mut book = Book::new(12);
+    let (store, mut writer) = Store::open(&live, zeroing.clone()).unwrap();
+    let zeroes = writer.zeroes_ahead();
+    if !zeroes {
+        eprintln!(
+            "{} is on no ext4, XFS or overlay: no zeros written",
+            dir.path().display()
+        );
+    }
+    // Past the first lead of zeros, so the writer has written over some of them.
+    while writer.log_bytes() < 2 * ahead {
+        writer.apply(&book.batch(100)).unwrap();
+    }
+    let log = log_path(&store);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while zeroes && std::fs::metadata(&log).unwrap().len() < writer.log_bytes() + ahead / 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expected zeros at least {} bytes past the log's end, got a file of {}",
+            ahead / 2,
+            std::fs::metadata(&log).unwrap().len()
+        );
+        std::thread::yield_now();
+    }
+    crash_image(&live, &crashed);
+    let image_len = std::fs::metadata(crashed.join(log.file_name().unwrap()))
+        .unwrap()
+        .len();
+
+    // The crash image: every write is there, the zeros are skipped and cut off.
+    {
+        let (copy, copy_writer) = Store::open(&crashed, zeroing.clone()).unwrap();
+        let recovery = copy_writer.recovery();
+        assert_eq!(recovery.torn_bytes, 0);
+        assert_eq!(recovery.zeroed_bytes, image_len - writer.log_bytes());
+        assert_eq!(copy_writer.log_bytes(), writer.log_bytes());
+        assert_eq!(
+            read_all(&copy, Cursor::START, Filter::All, 1000),
+            book.expected(Filter::All)
+        );
+    }
+
+    // A clean close leaves the log exactly as long as what was written.
+    let written = writer.log_bytes();
+    drop(writer);
+    drop(store);
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), written);
+    let (store, writer) = Store::open(&live, zeroing).unwrap();
+    assert_eq!(writer.recovery().zeroed_bytes, 0);
+    assert_eq!(
+        read_all(&store, Cursor::START, Filter::All, 1000),
+        book.expected(Filter::All)
     );
 }
 
@@ -433,6 +513,7 @@ fn an_automatic_snapshot_keeps_the_log_short() {
     let small = FeedOptions {
         durability: Durability::Never,
         snapshot_after_bytes: Some(4096),
+        zero_ahead: None,
     };
     let mut written = 0;
     {
@@ -556,6 +637,7 @@ fn interval_durability_syncs_when_due_and_never_loses_a_clean_close() {
             FeedOptions {
                 durability: Durability::Interval(std::time::Duration::from_secs(3600)),
                 snapshot_after_bytes: None,
+                zero_ahead: None,
             },
         )
         .unwrap();
@@ -570,6 +652,7 @@ fn interval_durability_syncs_when_due_and_never_loses_a_clean_close() {
             FeedOptions {
                 durability: Durability::Interval(std::time::Duration::ZERO),
                 snapshot_after_bytes: None,
+                zero_ahead: None,
             },
         )
         .unwrap();
@@ -618,6 +701,7 @@ fn a_snapshot_taken_while_writes_go_on_plus_the_log_is_exact() {
     let no_auto = FeedOptions {
         durability: Durability::Never,
         snapshot_after_bytes: None,
+        zero_ahead: None,
     };
     {
         let (_, mut writer) = Store::open(dir.path(), no_auto.clone()).unwrap();

@@ -144,6 +144,7 @@ async fn readers_polling_during_writes_end_with_the_cores_final_state() {
             FeedOptions {
                 durability: Durability::Never,
                 snapshot_after_bytes: Some(64 << 10),
+                zero_ahead: None,
             },
         )
         .unwrap();

@@ -184,5 +184,6 @@ pub fn options() -> FeedOptions {
     FeedOptions {
         durability: Durability::EveryWrite,
         snapshot_after_bytes: None,
+        zero_ahead: Some(64 << 10),
     }
 }
