@@ -80,9 +80,13 @@
 //! hand rather than with bincode or postcard: every field is fixed-width, so encoding
 //! is a handful of copies into a reused buffer (no serde dispatch, no varints, no
 //! allocation), and the format is documented here rather than by a crate's version.
-//! [`Durability`] says when writes are synced. On open, a record cut short or failing
-//! its checksum at the end of the last segment is a torn write — an unacknowledged
-//! batch — and is cut off; damage anywhere else is [`StoreError::Corrupt`] naming the
+//! [`Durability`] says when writes are synced. On ext4 and XFS a thread keeps zeros
+//! written and synced a few MiB ahead of the log's end ([`FeedOptions::zero_ahead`]),
+//! so that a sync flushes the batch's blocks and no change of the file's size, which
+//! would take a journal commit too (the sync's p99 here: 1.5–2.6 ms → 0.3–0.9 ms).
+//! On open, a record cut short or failing its checksum at the end of the last segment
+//! is a torn write — an unacknowledged batch — and is cut off, as is a zero-filled
+//! tail (zeros written ahead); damage anywhere else is [`StoreError::Corrupt`] naming the
 //! file and offset. A snapshot ([`Writer::begin_snapshot`], or automatically as the
 //! log grows) starts a new segment at the next sequence number `S + 1` and copies the
 //! orders to `snapshot-<S>.snap` on a thread of its own, slice by slice, while writes
