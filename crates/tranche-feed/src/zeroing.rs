@@ -150,8 +150,8 @@ fn zero_ahead(shared: &Shared, file: &File) {
     loop {
         let target = {
             let mut ends = shared.ends.lock();
-            // Refill when less than half the lead is left, so the syncs of zeros
-            // come one per `ahead / 2` bytes written, not one per batch.
+            // Refill when less than half the lead is left, so the thread wakes once
+            // per `ahead / 2` bytes written, not once per batch.
             while !ends.stop && ends.zeroed >= ends.reserved + ahead / 2 {
                 shared.wake.wait(&mut ends);
             }
@@ -161,23 +161,27 @@ fn zero_ahead(shared: &Shared, file: &File) {
             ends.reserved + ahead
         };
         loop {
-            let mut ends = shared.ends.lock();
-            if ends.stop {
+            {
+                let mut ends = shared.ends.lock();
+                if ends.stop {
+                    return;
+                }
+                let from = ends.zeroed.max(ends.reserved);
+                if from >= target {
+                    break;
+                }
+                let n = (target - from).min(CHUNK as u64);
+                // Under the lock, so the writer cannot reserve these bytes meanwhile.
+                if file.write_all_at(&ZEROS[..n as usize], from).is_err() {
+                    return;
+                }
+                ends.zeroed = from + n;
+            }
+            // Each chunk synced at once: the writer's sync flushes every dirty page of
+            // the file, so zeros left dirty would be flushed on its time.
+            if file.sync_data().is_err() {
                 return;
             }
-            let from = ends.zeroed.max(ends.reserved);
-            if from >= target {
-                break;
-            }
-            let n = (target - from).min(CHUNK as u64);
-            // Under the lock, so the writer cannot reserve these bytes meanwhile.
-            if file.write_all_at(&ZEROS[..n as usize], from).is_err() {
-                return;
-            }
-            ends.zeroed = from + n;
-        }
-        if file.sync_data().is_err() {
-            return;
         }
     }
 }
