@@ -1,7 +1,10 @@
 //! A quick ingest figure, not a benchmark: applies a seeded book's events in batches
-//! and prints writes per second, while one reader polls a firm's orders.
+//! and prints writes per second, while one reader polls a firm's orders (`READERS`
+//! 0: none), and the CPU time the writing thread ran (from
+//! `/proc/thread-self/schedstat`: time stolen by the hypervisor is not in it, so it
+//! compares builds on a noisy host where the writes/s do not).
 //!
-//! `cargo run --release -p tranche-feed --example throughput -- [EVENTS] [BATCH] [every|interval|never]`
+//! `cargo run --release -p tranche-feed --example throughput -- [EVENTS] [BATCH] [every|interval|never] [READERS]`
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -22,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("never") => Durability::Never,
         Some(other) => return Err(format!("expected every, interval or never, got {other}").into()),
     };
+    let readers: usize = args.next().map_or(Ok(1), |a| a.parse())?;
     let mut book = common::Book::new(42);
     book.firms = 50;
     let batches: Vec<Vec<Event>> = (0..events.div_ceil(batch))
@@ -37,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     let done = Arc::new(AtomicBool::new(false));
-    let reader = {
+    let reader = (readers > 0).then(|| {
         let (store, done) = (store.clone(), Arc::clone(&done));
         std::thread::spawn(move || {
             let (mut cursor, mut reads, mut orders) = (Cursor::START, 0u64, 0usize);
@@ -52,18 +56,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             (reads, orders)
         })
+    });
+    let ran = || -> Result<Duration, Box<dyn std::error::Error>> {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat")?;
+        let ns: u64 = stat.split_whitespace().next().unwrap_or("0").parse()?;
+        Ok(Duration::from_nanos(ns))
     };
+    let ran_before = ran()?;
     let start = Instant::now();
     for batch in &batches {
         writer.apply(batch)?;
     }
     writer.sync()?;
     let elapsed = start.elapsed();
+    let cpu = ran()? - ran_before;
     done.store(true, Ordering::Relaxed);
-    let (reads, orders) = reader.join().expect("the reader");
+    let (reads, orders) = match reader {
+        Some(reader) => reader.join().expect("the reader"),
+        None => (0, 0),
+    };
     println!(
-        "{events} events in batches of {batch}, {durability:?}: {:.0} writes/s ({elapsed:.2?}); \
-         {} orders held, log {} MB; a concurrent reader did {reads} reads ({orders} orders of firm 7)",
+        "{events} events in batches of {batch}, {durability:?}: {:.0} writes/s ({elapsed:.2?}, \
+         writer on CPU {cpu:.2?}); {} orders held, log {} MB; a concurrent reader did {reads} \
+         reads ({orders} orders of firm 7)",
         events as f64 / elapsed.as_secs_f64(),
         store.len(),
         writer.log_bytes() >> 20,

@@ -1,12 +1,13 @@
 //! The in-memory current state: every order once, at its latest version, in
 //! `(seq, rec)` order, with one index per firm, broker account and instrument.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::ops::Bound;
+use std::ops::ControlFlow;
 
 use crate::cursor::Cursor;
 use crate::model::{Filter, Order, OrderId};
+use crate::positions::{live, Positions};
 use crate::validate::Marks;
 
 /// A multiplicative hash (the one rustc uses) for the small integer keys of the
@@ -43,9 +44,6 @@ impl Hasher for IdHasher {
 /// A hash map on [`IdHasher`].
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
-/// One secondary index: the positions of one key's orders.
-type Positions = BTreeSet<Cursor>;
-
 /// Why a cursor cannot be served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
@@ -72,42 +70,32 @@ pub enum ReadError {
 
 #[derive(Default)]
 pub(crate) struct State {
-    by_pos: BTreeMap<Cursor, Order>,
-    by_id: FastMap<OrderId, Cursor>,
+    /// Every order at its latest version.
+    orders: FastMap<OrderId, Order>,
+    /// Their positions, in order (see [`Positions`] for why not a tree).
+    by_pos: Positions,
     firms: FastMap<crate::FirmId, Positions>,
     brokers: FastMap<crate::BrokerId, Positions>,
     instruments: FastMap<crate::InstrumentId, Positions>,
     pub marks: Marks,
     pub floor: Cursor,
     /// A replica's state keeps no per-key index: it serves unfiltered reads only, and
-    /// each upsert then touches two trees instead of five.
+    /// each upsert then touches one list of positions instead of four.
     pub unindexed: bool,
     /// The highest `seq` a replica had before it started over: its readers' cursors
     /// up to it are not from ahead of the store while it catches up again.
     pub kept_seq: u64,
 }
 
-fn after(cursor: Cursor) -> (Bound<Cursor>, Bound<Cursor>) {
-    (Bound::Excluded(cursor), Bound::Unbounded)
-}
-
-fn move_position<K: Hash + Eq>(
+fn kill_position<K: Hash + Eq>(
     index: &mut FastMap<K, Positions>,
     key: K,
-    old: Option<Cursor>,
-    new: Cursor,
+    old: Cursor,
+    orders: &FastMap<OrderId, Order>,
 ) {
-    let positions = index.entry(key).or_default();
-    if let Some(old) = old {
-        positions.remove(&old);
-    }
-    positions.insert(new);
-}
-
-fn drop_position<K: Hash + Eq>(index: &mut FastMap<K, Positions>, key: K, old: Cursor) {
     if let Some(positions) = index.get_mut(&key) {
-        positions.remove(&old);
-        if positions.is_empty() {
+        positions.kill(old, orders);
+        if positions.live() == 0 {
             index.remove(&key);
         }
     }
@@ -116,20 +104,17 @@ fn drop_position<K: Hash + Eq>(index: &mut FastMap<K, Positions>, key: K, old: C
 impl State {
     /// The latest version of an order.
     pub fn get(&self, id: OrderId) -> Option<&Order> {
-        self.by_id.get(&id).and_then(|pos| self.by_pos.get(pos))
+        self.orders.get(&id)
     }
 
     /// How many orders the store holds.
     pub fn len(&self) -> usize {
-        self.by_pos.len()
+        self.orders.len()
     }
 
     /// The position of the newest order version (`START` when empty).
     pub fn newest(&self) -> Cursor {
-        self.by_pos
-            .last_key_value()
-            .map(|(pos, _)| *pos)
-            .unwrap_or(Cursor::START)
+        self.by_pos.newest(&self.orders).unwrap_or(Cursor::START)
     }
 
     /// Puts `order` at the end of the order and of its indexes, removing its previous
@@ -137,26 +122,41 @@ impl State {
     /// record a snapshot already covers).
     pub fn upsert(&mut self, order: Order) {
         let pos = order.position();
-        let old = match self.by_id.entry(order.id) {
+        let old = match self.orders.entry(order.id) {
             std::collections::hash_map::Entry::Occupied(mut held) => {
-                if *held.get() >= pos {
+                if held.get().position() >= pos {
                     return;
                 }
-                Some(std::mem::replace(held.get_mut(), pos))
+                Some(std::mem::replace(held.get_mut(), order))
             }
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(pos);
+                slot.insert(order);
                 None
             }
         };
-        if let Some(old) = old {
-            self.by_pos.remove(&old);
+        self.by_pos.push(pos, order.id);
+        if let Some(old) = &old {
+            self.by_pos.kill(old.position(), &self.orders);
         }
-        self.by_pos.insert(pos, order);
         if !self.unindexed {
-            move_position(&mut self.firms, order.firm, old, pos);
-            move_position(&mut self.brokers, order.broker, old, pos);
-            move_position(&mut self.instruments, order.instrument, old, pos);
+            self.firms
+                .entry(order.firm)
+                .or_default()
+                .push(pos, order.id);
+            self.brokers
+                .entry(order.broker)
+                .or_default()
+                .push(pos, order.id);
+            self.instruments
+                .entry(order.instrument)
+                .or_default()
+                .push(pos, order.id);
+            if let Some(old) = &old {
+                let at = old.position();
+                kill_position(&mut self.firms, old.firm, at, &self.orders);
+                kill_position(&mut self.brokers, old.broker, at, &self.orders);
+                kill_position(&mut self.instruments, old.instrument, at, &self.orders);
+            }
         }
         self.marks.seq = self.marks.seq.max(order.seq);
         self.marks.rec = self.marks.rec.max(order.rec);
@@ -164,30 +164,36 @@ impl State {
 
     /// Removes one order from every index.
     pub fn remove(&mut self, id: OrderId) {
-        let Some(pos) = self.by_id.remove(&id) else {
+        let Some(old) = self.orders.remove(&id) else {
             return;
         };
-        if let Some(order) = self.by_pos.remove(&pos).filter(|_| !self.unindexed) {
-            drop_position(&mut self.firms, order.firm, pos);
-            drop_position(&mut self.brokers, order.broker, pos);
-            drop_position(&mut self.instruments, order.instrument, pos);
+        let at = old.position();
+        self.by_pos.kill(at, &self.orders);
+        if !self.unindexed {
+            kill_position(&mut self.firms, old.firm, at, &self.orders);
+            kill_position(&mut self.brokers, old.broker, at, &self.orders);
+            kill_position(&mut self.instruments, old.instrument, at, &self.orders);
         }
     }
 
     /// The ids of the terminal orders at or before `floor`.
     pub fn terminal_through(&self, floor: Cursor) -> Vec<OrderId> {
-        self.by_pos
-            .range(..=floor)
-            .filter(|(_, order)| order.status.is_terminal())
-            .map(|(_, order)| order.id)
-            .collect()
+        let mut ids = Vec::new();
+        self.by_pos.through(floor, |pos, id| {
+            if let Some(order) = self.orders.get(&id) {
+                if order.position() == pos && order.status.is_terminal() {
+                    ids.push(id);
+                }
+            }
+        });
+        ids
     }
 
     /// Forgets every order (a replica starting over from its primary); the marks stay,
     /// so that its readers' cursors are not taken for cursors of another feed.
     pub fn clear(&mut self, floor: Cursor) {
-        self.by_pos.clear();
-        self.by_id.clear();
+        self.orders.clear();
+        self.by_pos = Positions::default();
         self.firms.clear();
         self.brokers.clear();
         self.instruments.clear();
@@ -211,9 +217,9 @@ impl State {
         Ok(())
     }
 
-    fn index(&self, filter: Filter) -> Option<&Positions> {
+    fn positions(&self, filter: Filter) -> Option<&Positions> {
         match filter {
-            Filter::All => None,
+            Filter::All => Some(&self.by_pos),
             Filter::Firm(f) => self.firms.get(&f),
             Filter::Broker(b) => self.brokers.get(&b),
             Filter::Instrument(i) => self.instruments.get(&i),
@@ -222,33 +228,39 @@ impl State {
 
     /// Appends to `out` up to `limit` orders passing `filter` after `cursor`, in order.
     pub fn read(&self, cursor: Cursor, filter: Filter, limit: usize, out: &mut Vec<Order>) {
-        match filter {
-            Filter::All => out.extend(
-                self.by_pos
-                    .range(after(cursor))
-                    .take(limit)
-                    .map(|(_, order)| *order),
-            ),
-            keyed => {
-                if let Some(positions) = self.index(keyed) {
-                    out.extend(
-                        positions
-                            .range(after(cursor))
-                            .take(limit)
-                            .map(|pos| self.by_pos[pos]),
-                    );
+        let Some(positions) = self.positions(filter).filter(|_| limit > 0) else {
+            return;
+        };
+        let mut left = limit;
+        positions.after(cursor, |pos, id| match self.orders.get(&id) {
+            Some(order) if order.position() == pos => {
+                out.push(*order);
+                left -= 1;
+                if left == 0 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
                 }
             }
-        }
+            _ => ControlFlow::Continue(()),
+        });
     }
 
     /// How many orders pass `filter` after `cursor`, counting no further than `cap`.
     pub fn count_after(&self, cursor: Cursor, filter: Filter, cap: usize) -> usize {
-        match filter {
-            Filter::All => self.by_pos.range(after(cursor)).take(cap).count(),
-            keyed => self.index(keyed).map_or(0, |positions| {
-                positions.range(after(cursor)).take(cap).count()
-            }),
-        }
+        let Some(positions) = self.positions(filter).filter(|_| cap > 0) else {
+            return 0;
+        };
+        let mut count = 0;
+        positions.after(cursor, |pos, id| {
+            if live(&self.orders, pos, id) {
+                count += 1;
+                if count == cap {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        count
     }
 }
