@@ -18,14 +18,16 @@
 //!
 //! The two never write the same bytes: under one mutex the writer reserves the range
 //! it is about to write, and the thread zeroes only past both the reservation and
-//! the zeros already written. A failed zero write or sync stops the thread: the
-//! writer then simply appends past the zeros, as without it.
+//! the zeros already written. After a failed zero write or sync (a full disk) the
+//! writer simply appends past the zeros, as without them, and the thread tries again
+//! a second later.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -145,11 +147,21 @@ impl Drop for Zeroer {
     }
 }
 
+/// After a failed write or sync of zeros (a full disk), the thread tries again this
+/// long later, or at the next wake-up, whichever comes first.
+const RETRY: Duration = Duration::from_secs(1);
+
 fn zero_ahead(shared: &Shared, file: &File) {
     let ahead = shared.ahead;
+    let mut failed = false;
     loop {
         let target = {
             let mut ends = shared.ends.lock();
+            if failed {
+                // Meanwhile the writer appends past the zeros, as without them.
+                shared.wake.wait_for(&mut ends, RETRY);
+                failed = false;
+            }
             // Refill when less than half the lead is left, so the thread wakes once
             // per `ahead / 2` bytes written, not once per batch.
             while !ends.stop && ends.zeroed >= ends.reserved + ahead / 2 {
@@ -172,15 +184,18 @@ fn zero_ahead(shared: &Shared, file: &File) {
                 }
                 let n = (target - from).min(CHUNK as u64);
                 // Under the lock, so the writer cannot reserve these bytes meanwhile.
+                // A write cut short leaves zeros past `zeroed` that are written again.
                 if file.write_all_at(&ZEROS[..n as usize], from).is_err() {
-                    return;
+                    failed = true;
+                    break;
                 }
                 ends.zeroed = from + n;
             }
             // Each chunk synced at once: the writer's sync flushes every dirty page of
             // the file, so zeros left dirty would be flushed on its time.
             if file.sync_data().is_err() {
-                return;
+                failed = true;
+                break;
             }
         }
     }
@@ -189,7 +204,7 @@ fn zero_ahead(shared: &Shared, file: &File) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -245,5 +260,33 @@ mod tests {
         wait_until("zeros again", || zeroer.zeroed() >= 200_000 + ahead / 2);
         zeroer.stop();
         assert!(std::fs::metadata(&path).unwrap().len() >= 200_000 + ahead / 2);
+    }
+
+    #[test]
+    fn zeroing_stops_at_a_full_disk_and_resumes_once_there_is_room() {
+        let Some(disk) = tranche_test_support::SmallDisk::mount("2m") else {
+            return;
+        };
+        let filler = disk.fill_but("filler", 512 << 10);
+        let path = disk.path().join("segment");
+        let file = File::create_new(&path).unwrap();
+        let mut zeroer = Zeroer::start(file.try_clone().unwrap(), 0, 4 << 20).unwrap();
+        // The thread fills what is left and fails; the writer's own bytes still go in.
+        wait_until("the disk to fill", || {
+            zeroer.zeroed() >= 256 << 10 && file.write_all_at(&[0; 1], 2 << 20).is_err()
+        });
+        let stuck = zeroer.zeroed();
+        assert!(stuck <= 512 << 10, "zeroed {stuck} bytes of 512 KiB free");
+        zeroer.reserve(100);
+        file.write_all_at(&[7; 100], 0).unwrap();
+
+        std::fs::remove_file(filler).unwrap();
+        wait_until("zeros past the full disk", || {
+            zeroer.zeroed() > stuck + (256 << 10)
+        });
+        zeroer.stop();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..100], &[7; 100]);
+        assert!(bytes[100..].iter().all(|&b| b == 0));
     }
 }
