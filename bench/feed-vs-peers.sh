@@ -716,6 +716,10 @@ run_tranche_clients() {
 
 # ---------- the run ----------
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
+# The hypervisor's steal over the whole run: a noisy host shows here, not in the table.
+steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
+steal_start=$(steal_ticks)
+run_start=$(date +%s)
 log "machine: $machine; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 log "tranche: $tranche ($("$tranche" --version 2>/dev/null || echo 'version unknown'))"
 versions=
@@ -762,7 +766,9 @@ if want "$scenarios" pilot; then
     done
 fi
 
-echo "machine: $machine; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+stolen=$(awk -v a="$steal_start" -v b="$(steal_ticks)" -v hz="$(getconf CLK_TCK)" -v s="$(( $(date +%s) - run_start ))" -v n="$(nproc)" \
+    'BEGIN { t = (b - a) / hz; printf "%.1f s of CPU stolen by the hypervisor (%.0f %% of %d cores over %d s)", t, (s > 0 ? 100 * t / (s * n) : 0), n, s }')
+echo "machine: $machine; load average at the end $(cut -d' ' -f1-3 /proc/loadavg); $stolen"
 echo "tranche: $tranche${versions:+; peers: $versions}"
 echo "command: bench/feed-vs-peers.sh --scenarios $scenarios --peers ${peers:-none} --duration $duration --pilot-duration $pilot_duration --warm $warm --ingest-rates $ingest_rates --pilot-rates $pilot_rates --rate $rate --clients $clients --transport $transport --durability $durability$([ "$peers_durable" = 1 ] && echo ' --peers-durable')$([ "$strict_peers" = 1 ] && echo ' --strict-peers')"
 [ ${#skipped[@]} = 0 ] || echo "left out (not installed): ${skipped[*]}"
