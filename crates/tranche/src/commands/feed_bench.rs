@@ -226,6 +226,15 @@ fn cpu_s(pid: &str) -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
+/// CPU seconds the hypervisor has taken from this machine since boot (`/proc/stat`'s
+/// steal, in the same clock ticks), if known.
+fn stolen_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let all = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let steal: f64 = all.split_whitespace().nth(8)?.parse().ok()?;
+    Some(steal / 100.0)
+}
+
 /// This process's figures since `since` (its CPU then; its peak was reset then).
 fn own_figures(role: &'static str, cpu_since: Option<f64>) -> ProcessFigures {
     ProcessFigures {
@@ -493,6 +502,9 @@ struct Run {
     processes: Vec<ProcessFigures>,
     /// The processes' peaks added up: the whole run's at most.
     peak_rss_total_mb: Option<f64>,
+    /// CPU seconds the hypervisor took from this machine during the run: a noisy
+    /// host shows here rather than in the latencies alone.
+    stolen_cpu_s: Option<f64>,
     /// Whether it met the criteria, and if not why.
     meets_criteria: bool,
     misses: Vec<String>,
@@ -546,6 +558,7 @@ async fn run_at(
     std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
     reset_own_peak();
     let cpu_since = cpu_s("self");
+    let stolen_since = stolen_s();
     let deployment = Deployment::start(args, dir).await?;
     let (target, replicas) = deployment.addresses(args.transport);
     let targets = [target];
@@ -594,6 +607,7 @@ async fn run_at(
         cpu_since,
     ));
     let peak_rss_total_mb = processes.iter().map(|p| p.peak_rss_mb).sum::<Option<f64>>();
+    let stolen_cpu_s = stolen_s().zip(stolen_since).map(|(now, then)| now - then);
     let mut run = Run {
         rate,
         summary: None,
@@ -604,6 +618,7 @@ async fn run_at(
         orders_held,
         processes,
         peak_rss_total_mb,
+        stolen_cpu_s,
         meets_criteria: false,
         misses: Vec::new(),
     };
@@ -654,6 +669,10 @@ fn processes_text(run: &Run) -> String {
         if run.processes.len() > 1 {
             text += &format!("; whole run {total:.0} MB (the peaks added)");
         }
+    }
+    if let Some(stolen) = run.stolen_cpu_s {
+        text +=
+            &format!("\nhost        {stolen:.1} s of CPU stolen by the hypervisor during the run");
     }
     text
 }
@@ -776,6 +795,7 @@ pub async fn bench(args: BenchFeedArgs) -> Result<ExitCode> {
                 "orders_held": run.orders_held,
                 "processes": run.processes,
                 "peak_rss_total_mb": run.peak_rss_total_mb,
+                "stolen_cpu_s": run.stolen_cpu_s,
                 "meets_criteria": run.meets_criteria,
                 "misses": run.misses,
             });
