@@ -214,13 +214,19 @@ mod tests {
         }
     }
 
+    /// A new file `segment` under `dir` with a zeroer `ahead` bytes ahead of it.
+    fn zeroed_file(dir: &std::path::Path, ahead: u64) -> (std::path::PathBuf, File, Zeroer) {
+        let path = dir.join("segment");
+        let file = File::create_new(&path).unwrap();
+        let zeroer = Zeroer::start(file.try_clone().unwrap(), 0, ahead).unwrap();
+        (path, file, zeroer)
+    }
+
     #[test]
     fn zeros_run_ahead_of_the_writer_and_never_over_its_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("segment");
-        let file = File::create_new(&path).unwrap();
         let ahead = 1 << 20;
-        let zeroer = Zeroer::start(file.try_clone().unwrap(), 0, ahead).unwrap();
+        let (path, file, zeroer) = zeroed_file(dir.path(), ahead);
         wait_until("the first zeros", || zeroer.zeroed() >= ahead);
         assert!(std::fs::metadata(&path).unwrap().len() >= ahead);
 
@@ -248,10 +254,8 @@ mod tests {
     #[test]
     fn a_cut_back_writer_is_zeroed_ahead_of_again() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("segment");
-        let file = File::create_new(&path).unwrap();
         let ahead = 512 << 10;
-        let mut zeroer = Zeroer::start(file.try_clone().unwrap(), 0, ahead).unwrap();
+        let (path, file, mut zeroer) = zeroed_file(dir.path(), ahead);
         zeroer.reserve(100);
         wait_until("zeros", || zeroer.zeroed() >= 100 + ahead / 2);
         file.write_all_at(&[7; 100], 0).unwrap();
@@ -270,9 +274,7 @@ mod tests {
             return;
         };
         let filler = disk.fill_but("filler", 512 << 10);
-        let path = disk.path().join("segment");
-        let file = File::create_new(&path).unwrap();
-        let mut zeroer = Zeroer::start(file.try_clone().unwrap(), 0, 4 << 20).unwrap();
+        let (path, file, mut zeroer) = zeroed_file(disk.path(), 4 << 20);
         // The thread fills what is left and fails; the writer's own bytes still go in.
         let free = || {
             let fs = rustix::fs::statvfs(disk.path()).unwrap();
