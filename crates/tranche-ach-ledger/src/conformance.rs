@@ -768,6 +768,8 @@ pub async fn batch_keys_are_read_by_seq(ledger: &dyn Ledger) {
     // company; the entry after them shares the first key again.
     entries[2].transaction_code = TransactionCode::new(AccountKind::Checking, Direction::Debit);
     entries[3].company_name = "OTHER CO".into();
+    // A savings credit shares the checking credits' key (one service class).
+    entries[4].transaction_code = TransactionCode::new(AccountKind::Savings, Direction::Credit);
     let ids: Vec<String> = entries.iter().map(|e| e.entry_id.clone()).collect();
     ledger.import(entries.clone()).await.expect("import");
     let mut seqs = Vec::new();

@@ -15,13 +15,14 @@ use tokio_postgres::{IsolationLevel, NoTls, Row};
 use tranche_ach::Entry;
 use tranche_types::{Clock, SystemClock, Timestamp};
 
-use crate::columns::{rejection, storable, EntryColumns, KeyColumns};
+use crate::columns::{rejection, storable, EntryColumns};
 use crate::error::{mask_url, LedgerError};
 use crate::membership::repeated;
 use crate::sqlite::{is_credit, ENTRY_COLUMNS};
 use crate::types::*;
 use crate::Ledger;
 
+mod batch_keys;
 mod runs;
 
 use runs::{Runs, ENTRIES_IN_RUNS, ENTRIES_OF_MEMBER_RUN};
@@ -132,6 +133,9 @@ INSERT INTO member_runs (seqs, file_id)
     GROUP BY file_id, run;
 DROP TABLE members;
 "#,
+    // 4: each entry's batch key as one hash, computed at import, for the groupers'
+    // reads (see `batch_keys`). Adding it rewrites the table once.
+    batch_keys::BATCH_KEY_COLUMN,
 ];
 
 /// Which file holds entry `e` (`m`; no row when none does) and that file (`f`).
@@ -1679,55 +1683,7 @@ impl Ledger for PostgresLedger {
     async fn batch_keys_at(&self, seqs: &[i64]) -> Result<SeqKeys, LedgerError> {
         let runs = Runs::of(seqs);
         self.read("reading batch keys by seq", move |tx| {
-            Box::pin(async move {
-                runs::by_index(tx).await?;
-                let read = tx
-                    .prepare_cached(&format!(
-                        "SELECT e.seq, e.state, c.entry_id IS NOT NULL, \
-                         e.submission_date, e.bank, e.company_name, e.company_id, \
-                         e.sec_code, e.transaction_code, e.entry_description, \
-                         e.descriptive_date, e.effective_date, e.same_day \
-                         FROM {ENTRIES_IN_RUNS} \
-                         LEFT JOIN cancellations c ON c.entry_id = e.entry_id"
-                    ))
-                    .await?;
-                let rows = tx.query(&read, &[&runs.lo, &runs.hi]).await?;
-                let rows = by_seq(rows, 0)?;
-                let held = runs::held(tx, &runs).await?;
-                let mut out = SeqKeys::default();
-                for r in &rows {
-                    let seq: i64 = r.try_get(0)?;
-                    let code = i64::from(r.try_get::<_, i16>(8)?);
-                    let (sec_code, service_class) = KeyColumns::read_codes(r.try_get(7)?, code)
-                        .map_err(|(col, expected, got)| {
-                            corrupt(format!("entries.{col} of seq {seq}"), expected, got)
-                        })?;
-                    let columns = KeyColumns {
-                        bank: r.try_get(4)?,
-                        company_name: r.try_get(5)?,
-                        company_id: r.try_get(6)?,
-                        sec_code,
-                        service_class,
-                        entry_description: r.try_get(9)?,
-                        descriptive_date: r.try_get(10)?,
-                        effective_date: r.try_get(11)?,
-                        same_day: r.try_get(12)?,
-                    };
-                    let state = if r.try_get::<_, bool>(2)? {
-                        State::Cancelled
-                    } else {
-                        state(held.recorded(seq, r.try_get(1)?), "entries.state")?
-                    };
-                    out.push(
-                        seq,
-                        state,
-                        r.try_get(3)?,
-                        |k| columns.matches(k),
-                        || columns.to_key(),
-                    );
-                }
-                Ok(out)
-            })
+            Box::pin(async move { batch_keys::batch_keys_in(tx, &runs).await })
         })
         .await
     }

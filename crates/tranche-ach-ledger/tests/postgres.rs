@@ -164,7 +164,7 @@ async fn a_database_of_a_newer_version_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_2_membership_migrates_to_member_runs() {
+async fn a_version_2_ledger_migrates_to_member_runs_and_batch_keys() {
     let Some(pg) = Postgres::start() else { return };
     pg.create_database("v2");
     let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
@@ -189,21 +189,31 @@ async fn a_version_2_membership_migrates_to_member_runs() {
          CREATE INDEX members_file ON members (file_id, seq); \
          INSERT INTO members SELECT generate_series(lower(seqs), upper(seqs) - 1), file_id \
          FROM member_runs; \
-         DROP TABLE member_runs; DELETE FROM ledger_version WHERE version > 2;",
+         DROP TABLE member_runs; ALTER TABLE entries DROP COLUMN batch_key; \
+         DELETE FROM ledger_version WHERE version > 2;",
     );
     assert!(out.status.success(), "{out:?}");
 
     let ledger = ledger(&pg, "v2").await;
     let mut files = Vec::new();
+    let mut seqs = Vec::new();
     for id in &ids {
         let e = ledger.entry(id).await.unwrap().unwrap();
         files.push(e.file_id.clone());
+        seqs.push(e.seq);
         let expected = if e.file_id.is_some() {
             State::Packaged
         } else {
             State::Accepted
         };
         assert_eq!(e.state, expected, "{id}");
+    }
+    // The rows imported before version 4 got their batch keys in the migration.
+    let keyed = ledger.batch_keys_at(&seqs).await.unwrap();
+    let whole = ledger.entries_at(&seqs).await.unwrap();
+    assert_eq!(keyed.entries.len(), ids.len());
+    for (k, e) in keyed.entries.iter().zip(&whole) {
+        assert_eq!(keyed.keys[k.key], e.entry.batch_key(), "seq {}", k.seq);
     }
     let held = |f: &str| Some(f.to_string());
     assert_eq!(

@@ -294,6 +294,24 @@ async fn a_kind_at_its_limit_does_not_block_other_kinds(make: &dyn MakeBackend) 
     assert_eq!(next[0].attempt, 1, "skipping used no attempt");
     let status = b.limits().await.unwrap();
     assert_eq!(status[0].running_now, 1, "{status:?}");
+
+    // Many of the limited kind ahead of the others, taken a few at a time: a reserve
+    // looks past all of them (its scan is paged), and takes no more than asked.
+    let mut kinds = vec!["render"; 150];
+    kinds.extend(["mail"; 6]);
+    enqueue(&*b, "limits/kinds", jobs_in("deep", &kinds)).await;
+    let mut mails = 0;
+    for _ in 0..3 {
+        let got = take(&*b, "deep", 2).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().all(|j| j.kind == "mail"), "{got:?}");
+        mails += got.len();
+    }
+    assert_eq!(mails, 6);
+    assert!(
+        take(&*b, "deep", 2).await.is_empty(),
+        "the kind is still at its limit"
+    );
 }
 
 async fn a_kind_start_rate_spans_queues(make: &dyn MakeBackend) {

@@ -61,10 +61,15 @@ end
 if klimits then
   -- Jobs of a kind at its limit are skipped, left ready where they are (no attempt
   -- used); the ones behind them are taken. A bounded scan: at most SCAN members.
+  -- Pages are sized to the jobs still wanted, growing by what was scanned so far (the
+  -- skipped), up to 200: each member's record is loaded, and pages of 200 made every
+  -- reserve of a few jobs load 200 records once any kind had a limit (an upload
+  -- pacing does), a queue of grouper jobs then costing Redis a millisecond a reserve.
   local SCAN = math.max(BOUND, 2 * max)
   local room_of, members, from = {}, {}, 0
   while #ids < max and from < SCAN do
-    local page = redis.call('ZRANGE', qr, from, from + 199)
+    local size = math.min(200, max - #ids + 8 + from)
+    local page = redis.call('ZRANGE', qr, from, from + size - 1)
     if #page == 0 then break end
     local pids = {}
     for i, m in ipairs(page) do pids[i] = string.sub(m, MEMBER_ID) end
