@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{Durability, FeedOptions, Shards, Store, StoreError};
-use tranche_feed_http::{FeedService, FeedTokens};
+use tranche_feed_service::{FeedService, FeedTokens};
 use tranche_feed_tcp::{Replica, ReplicaConfig};
 use url::Url;
 
@@ -99,7 +99,7 @@ pub async fn serve_loopback_shards(
         Durability::Interval(every) => Some(every),
         _ => None,
     };
-    let (ingest, writers) = tranche_feed_http::spawn_writers(writers, sync_every);
+    let (ingest, writers) = tranche_feed_service::spawn_writers(writers, sync_every);
     serve(FeedService::primary(feed, ingest), writers, None).await
 }
 

@@ -105,7 +105,7 @@ async fn rows_read(server: &LoopbackServer) -> f64 {
         .text()
         .await
         .unwrap();
-    let scrape = tranche_feed_http::metrics::Scrape::parse(&text).unwrap();
+    let scrape = tranche_feed_service::metrics::Scrape::parse(&text).unwrap();
     ["http", "tcp"]
         .iter()
         .map(|p| scrape.value("tranche_feed_read_rows_sum", &[("protocol", p)]))

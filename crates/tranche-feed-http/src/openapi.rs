@@ -27,7 +27,7 @@ A server of several shards (trading cores) takes each core's events with `?shard
 A read replica serves unfiltered reads only and takes no events."
     ),
     servers((url = "/")),
-    paths(crate::post_events, crate::get_orders, crate::service::status, document, crate::metrics::metrics_text, crate::dashboard::page),
+    paths(crate::post_events, crate::get_orders, crate::status::status, document, crate::metrics_route::metrics_text, crate::dashboard::page),
     components(schemas(
         Applied, ErrorBody, ErrorDetail, EventBatch, EventType, OrdersPage, WireEvent,
         WireOrder, WireSide, WireStatus, StatusBody, ShardStatus, ReplicaStatus,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{FeedOptions, ReplicaLag, Store};
-use tranche_feed_http::FeedTokens;
+use tranche_feed_service::FeedTokens;
 
 /// The playwright-core to drive Chromium with, or None (skip) when node, chromium or
 /// it is missing. Missing ones fail the test instead when tools are required
@@ -45,7 +45,7 @@ async fn the_dashboard_shows_the_feeds_figures_as_traffic_flows() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (store, writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
-    let (ingest, _task) = tranche_feed_http::spawn_writer(writer, None);
+    let (ingest, _task) = tranche_feed_service::spawn_writer(writer, None);
     // A replica's figures, for the page's replica panel: 42 events behind, after
     // starting over once.
     let replica = ReplicaLag::new();

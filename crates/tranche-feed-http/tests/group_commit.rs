@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tranche_feed::*;
-use tranche_feed_http::{spawn_writer, Refused};
+use tranche_feed_service::{spawn_writer, Refused};
 
 fn insert(seq: u64) -> Event {
     Event::Insert(NewOrder {

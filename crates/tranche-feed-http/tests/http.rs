@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{FeedOptions, Filter, Store};
 use tranche_feed_http::wire::OrdersPage;
-use tranche_feed_http::FeedTokens;
+use tranche_feed_service::FeedTokens;
 
 struct Server {
     base: String,
@@ -28,7 +28,7 @@ async fn start_full(prepare: impl FnOnce(&mut tranche_feed::Writer), tokens: Fee
     let dir = tempfile::tempdir().unwrap();
     let (store, mut writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
     prepare(&mut writer);
-    let (ingest, _task) = tranche_feed_http::spawn_writer(writer, None);
+    let (ingest, _task) = tranche_feed_service::spawn_writer(writer, None);
     let app = tranche_feed_http::router(store.clone(), ingest, CancellationToken::new(), tokens);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{FeedOptions, Filter, Store};
-use tranche_feed_http::metrics::*;
 use tranche_feed_http::wire::OrdersPage;
-use tranche_feed_http::FeedTokens;
+use tranche_feed_service::metrics::*;
+use tranche_feed_service::FeedTokens;
 
 struct Server {
     base: String,
@@ -20,7 +20,7 @@ struct Server {
 async fn start(tokens: FeedTokens) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let (store, writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
-    let (ingest, _task) = tranche_feed_http::spawn_writer(writer, None);
+    let (ingest, _task) = tranche_feed_service::spawn_writer(writer, None);
     let app = tranche_feed_http::router(store.clone(), ingest, CancellationToken::new(), tokens);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{Cursor, FeedOptions, Filter, FirmId, ReplicaLag, Shards, Store, VectorCursor};
 use tranche_feed_http::wire::{OrdersPage, StatusBody};
-use tranche_feed_http::{FeedService, FeedTokens, ReplicaOf};
+use tranche_feed_service::{FeedService, FeedTokens, ReplicaOf};
 
 struct Server {
     base: String,
@@ -33,7 +33,7 @@ async fn serve(feed: FeedService, tokens: FeedTokens, dir: tempfile::TempDir) ->
 async fn start(shards: usize, tokens: FeedTokens) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let (feed, writers) = Shards::open(dir.path(), shards, FeedOptions::default()).unwrap();
-    let (ingest, _tasks) = tranche_feed_http::spawn_writers(writers, None);
+    let (ingest, _tasks) = tranche_feed_service::spawn_writers(writers, None);
     serve(FeedService::primary(feed, ingest), tokens, dir).await
 }
 

@@ -405,21 +405,21 @@ pub struct ReadRequest {
     pub limit: u32,
     /// Wait until this many are ready (cut to `limit`; 0 answers at once).
     pub min_batch: u32,
-    /// Wait at most this long (cut to [`tranche_feed_http::MAX_WAIT_MS`]).
+    /// Wait at most this long (cut to [`tranche_feed_service::MAX_WAIT_MS`]).
     pub wait_ms: u32,
 }
 
 impl ReadRequest {
-    /// Up to [`tranche_feed_http::DEFAULT_LIMIT`] orders of `filter` after `cursor`,
+    /// Up to [`tranche_feed_service::DEFAULT_LIMIT`] orders of `filter` after `cursor`,
     /// answered as soon as one is ready or after
-    /// [`tranche_feed_http::DEFAULT_WAIT_MS`].
+    /// [`tranche_feed_service::DEFAULT_WAIT_MS`].
     pub fn new(cursor: Cursor, filter: Filter) -> ReadRequest {
         ReadRequest {
             cursor: cursor.to_bytes(),
             filter,
-            limit: tranche_feed_http::DEFAULT_LIMIT as u32,
+            limit: tranche_feed_service::DEFAULT_LIMIT as u32,
             min_batch: 1,
-            wait_ms: tranche_feed_http::DEFAULT_WAIT_MS as u32,
+            wait_ms: tranche_feed_service::DEFAULT_WAIT_MS as u32,
         }
     }
 }
@@ -483,7 +483,7 @@ pub struct VectorRead {
     pub limit: u32,
     /// Wait until this many are ready (cut to `limit`; 0 answers at once).
     pub min_batch: u32,
-    /// Wait at most this long (cut to [`tranche_feed_http::MAX_WAIT_MS`]).
+    /// Wait at most this long (cut to [`tranche_feed_service::MAX_WAIT_MS`]).
     pub wait_ms: u32,
 }
 
@@ -493,9 +493,9 @@ impl VectorRead {
         VectorRead {
             cursor: cursor.into(),
             filter,
-            limit: tranche_feed_http::DEFAULT_LIMIT as u32,
+            limit: tranche_feed_service::DEFAULT_LIMIT as u32,
             min_batch: 1,
-            wait_ms: tranche_feed_http::DEFAULT_WAIT_MS as u32,
+            wait_ms: tranche_feed_service::DEFAULT_WAIT_MS as u32,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The order-state feed's fast path (issue 17): a binary, length-prefixed protocol on
 //! TCP for trading cores streaming events in and clients long-polling orders out.
 //! It serves the same [`tranche_feed::Store`] as `tranche-feed-http`, through the same
-//! group-committing writer task ([`tranche_feed_http::spawn_writer`]), with the same
-//! tokens and the same answers: HTTP is for convenience, this is for throughput and
+//! group-committing writer task ([`tranche_feed_service::spawn_writer`]; the two
+//! protocols share `tranche-feed-service` and neither depends on the other), with the
+//! same tokens and the same answers: HTTP is for convenience, this is for throughput and
 //! latency.
 //!
 //! - [`serve`]: the server (tokio), one task per connection.
@@ -42,7 +43,7 @@
 //! # Shards
 //!
 //! A server of several shards ([`serve_feed`] over a
-//! [`FeedService`](tranche_feed_http::FeedService) of
+//! [`FeedService`](tranche_feed_service::FeedService) of
 //! [`Shards`](tranche_feed::Shards)) keeps one store and writer task per trading
 //! core. A core names its shard in its HELLO ([`CoreConnection::connect_shard`]; 0 by
 //! default) and its BATCHes go to that shard's writer; its WELCOME carries that
@@ -79,7 +80,7 @@
 //! the stream with `shutting_down`; the replica reconnects with backoff (doubling
 //! from 50 ms to 5 s, reset once the primary answers) and resumes.
 //!
-//! Tokens are `tranche-feed-http`'s [`FeedTokens`](tranche_feed_http::FeedTokens): a
+//! Tokens are the feed's [`FeedTokens`](tranche_feed_service::FeedTokens), as on HTTP: a
 //! `core` token may only send batches, a `firm=N` token may only read firm N's orders
 //! (a read of every order is served as firm N's; any other filter is refused), a
 //! `reader` token may read everything. With no tokens configured every connection may
@@ -149,7 +150,7 @@
 //! **Pipelining and group commit.** A connection's task reads and answers at once
 //! (two halves joined in one task). The reading half decodes a BATCH into a pooled
 //! `Vec<Event>` and queues it for the writer task with
-//! [`Ingest::submit`](tranche_feed_http::Ingest::submit), which waits only for room
+//! [`Ingest::submit`](tranche_feed_service::Ingest::submit), which waits only for room
 //! in the writer's queue; the answering half awaits the batches in order and writes
 //! their ACKs, taking every answer already given in one write and flushing before any
 //! wait, and hands each batch's `Vec` back to the pool. So a core with many batches in

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{FeedOptions, LagReport, Order, ReplicaLag, ReplicaWriter, Shards, StoreError};
-use tranche_feed_http::{FeedService, ReplicaOf};
+use tranche_feed_service::{FeedService, ReplicaOf};
 
 use crate::client::{handshake, next_frame, unexpected, ClientError};
 use crate::frame::{self, ErrorCode, Follow, Frame};
@@ -127,7 +127,7 @@ impl Replica {
         self.lag.clone()
     }
 
-    /// What to serve over HTTP ([`tranche_feed_http::feed_router`]) and TCP
+    /// What to serve over HTTP (`tranche_feed_http::feed_router`) and TCP
     /// ([`crate::serve_feed`]): unfiltered reads of its shards, no writes, its lag
     /// in `/v1/feed/status` and `/metrics`.
     pub fn service(&self) -> FeedService {

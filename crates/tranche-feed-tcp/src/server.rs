@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use tranche_feed::{
     Event, Filter, Order, ReadError, ShardReadError, Store, VectorCursor, MAX_READ_LIMIT,
 };
-use tranche_feed_http::{
+use tranche_feed_service::{
     FeedService, FeedTokens, Grant, Ingest, Pending, Protocol, Refused, MAX_WAIT_MS,
 };
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tranche_feed::*;
-use tranche_feed_http::metrics::*;
-use tranche_feed_http::FeedTokens;
+use tranche_feed_service::metrics::*;
+use tranche_feed_service::FeedTokens;
 use tranche_feed_tcp::{CoreConnection, FeedClient, ReadRequest};
 
 fn insert(seq: u64, id: u64, created_at: u64) -> Event {
@@ -45,7 +45,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 async fn reads_and_batches_over_tcp_are_counted_under_their_protocol() {
     let dir = tempfile::tempdir().unwrap();
     let (store, writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
-    let (ingest, _task) = tranche_feed_http::spawn_writer(writer, None);
+    let (ingest, _task) = tranche_feed_service::spawn_writer(writer, None);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();

@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tranche_feed::*;
-use tranche_feed_http::{FeedService, FeedTokens, Ingest};
+use tranche_feed_service::{FeedService, FeedTokens, Ingest};
 use tranche_feed_tcp::{
     ClientError, CoreConnection, ErrorCode, FeedClient, Replica, ReplicaConfig, VectorRead,
 };
@@ -38,7 +38,7 @@ impl Primary {
     async fn start(dir: &Path, count: usize, prepare: impl FnOnce(&mut [Writer])) -> Primary {
         let (shards, mut writers) = Shards::open(dir, count, FeedOptions::default()).unwrap();
         prepare(&mut writers);
-        let (ingest, writers) = tranche_feed_http::spawn_writers(writers, None);
+        let (ingest, writers) = tranche_feed_service::spawn_writers(writers, None);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tranche_feed::*;
-use tranche_feed_http::{FeedService, FeedTokens};
+use tranche_feed_service::{FeedService, FeedTokens};
 use tranche_feed_tcp::{
     ClientError, CoreConnection, ErrorCode, FeedClient, ReadRequest, ServerError, VectorRead,
 };
@@ -26,7 +26,7 @@ async fn start_with(count: usize, tokens: FeedTokens, prepare: impl FnOnce(&mut 
     let dir = tempfile::tempdir().unwrap();
     let (shards, mut writers) = Shards::open(dir.path(), count, FeedOptions::default()).unwrap();
     prepare(&mut writers);
-    let (ingest, _tasks) = tranche_feed_http::spawn_writers(writers, None);
+    let (ingest, _tasks) = tranche_feed_service::spawn_writers(writers, None);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(tranche_feed_tcp::serve_feed(

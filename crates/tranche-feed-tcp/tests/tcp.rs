@@ -9,7 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tranche_feed::*;
-use tranche_feed_http::{FeedTokens, Ingest};
+use tranche_feed_service::{FeedTokens, Ingest};
 use tranche_feed_tcp::frame::{self, Frame, Kind, LEN_BYTES};
 use tranche_feed_tcp::{
     Access, Ack, ClientError, CoreConnection, ErrorCode, FeedClient, ReadRequest, ServerError,
@@ -42,7 +42,7 @@ async fn start_in(
 ) -> Feed {
     let (store, mut writer) = Store::open(dir.path(), FeedOptions::default()).unwrap();
     prepare(&mut writer);
-    let (ingest, _task) = tranche_feed_http::spawn_writer(writer, None);
+    let (ingest, _task) = tranche_feed_service::spawn_writer(writer, None);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();

@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use serde_json::json;
 use tranche_feed::{Cursor, Event, Filter};
-use tranche_feed_http::metrics::{
+use tranche_feed_service::metrics::{
     Scrape, BATCHES_WRITTEN, EVENTS_WRITTEN, READS, READS_EMPTY, READ_ROWS, SEQ, TIMEOUTS,
 };
 use tranche_feed_tcp::{CoreConnection, FeedClient, ReadRequest};

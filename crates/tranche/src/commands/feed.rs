@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tranche_feed::{Durability, FeedOptions, Shards};
-use tranche_feed_http::{FeedService, FeedTokens};
+use tranche_feed_service::{FeedService, FeedTokens};
 use tranche_feed_tcp::{Replica, ReplicaConfig};
 
 use crate::cli::FeedServeArgs;
@@ -98,7 +98,7 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
                     .with_context(|| {
                         format!("could not open the feed store in {}", args.dir.display())
                     })?;
-            let (ingest, tasks) = tranche_feed_http::spawn_writers(writers, sync_every);
+            let (ingest, tasks) = tranche_feed_service::spawn_writers(writers, sync_every);
             (FeedService::primary(shards, ingest), tasks, None)
         }
         Some(primary) => {

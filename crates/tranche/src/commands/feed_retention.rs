@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tranche_feed::{Cursor, Shards};
-use tranche_feed_http::Ingest;
+use tranche_feed_service::Ingest;
 
 /// `off`, or `<n>s|m|h|d` (e.g. 24h, 90m).
 pub fn parse_retention(text: &str) -> Result<Retention, String> {

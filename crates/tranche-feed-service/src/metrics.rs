@@ -1,6 +1,6 @@
 //! The feed server's figures: [`FeedMetrics`], recorded by the writer task and by
-//! every protocol's read path, served as `GET /metrics` in the Prometheus text format
-//! (version 0.0.4) and drawn by the dashboard (`GET /`).
+//! every protocol's read path, rendered in the Prometheus text format (version 0.0.4),
+//! which the HTTP layer serves as `GET /metrics` and its dashboard (`GET /`) draws.
 //!
 //! | metric | type | labels | what |
 //! |---|---|---|---|
@@ -60,13 +60,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
-use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
 use tranche_feed::{Order, ReplicaLag, ShardLag, Store, WaitOutcome};
-
-use crate::auth::{self, Grant};
-use crate::{ApiError, AppState};
 
 /// Bounds of the lag and group-commit histograms, in microseconds (exposed in
 /// seconds): fine around the feed's 1 ms delivery target, coarse up to 10 s.
@@ -608,42 +602,6 @@ impl Exposition {
         }
         self.sample(&format!("{name}_count"), labels, cumulative);
     }
-}
-
-/// The feed's figures in the Prometheus text format. Open to all when the server has
-/// no tokens (it is then on loopback only); otherwise a reader's token is needed, as
-/// the figures cover every firm.
-#[utoipa::path(
-    get,
-    path = "/metrics",
-    responses(
-        (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
-        (status = 401, description = "No or unknown token (with tokens configured)", body = crate::wire::ErrorBody),
-        (status = 403, description = "Not a reader's token", body = crate::wire::ErrorBody),
-    ),
-    security(("bearer" = []))
-)]
-pub(crate) async fn metrics_text(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    if !app.tokens.is_empty() && app.tokens.grant(&headers)? != Grant::Reader {
-        return Err(auth::forbidden(
-            "only a reader's token may read the metrics",
-        ));
-    }
-    let stores: Vec<Store> = (0..app.feed.shards.len())
-        .filter_map(|k| app.feed.shards.shard(k))
-        .collect();
-    let text = app.feed.metrics.render(&stores.iter().collect::<Vec<_>>());
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
 }
 
 /// One sample of a scrape.

@@ -1,0 +1,39 @@
+//! What an order-state feed server serves, whatever the protocol (issue 17): the
+//! pieces that `tranche-feed-http` and `tranche-feed-tcp` share, so that neither
+//! protocol depends on the other.
+//!
+//! - [`writer`]: the one group-committing writer task per shard. Every protocol hands
+//!   its batches to an [`Ingest`]; the task drains whatever batches are queued into one
+//!   [`Writer::apply_group`](tranche_feed::Writer::apply_group) call (group commit: one
+//!   log write and one sync for all of them) and answers each batch once it is durable
+//!   per the store's [`Durability`](tranche_feed::Durability).
+//! - [`FeedService`]: one store and its writer, a primary's shards with a writer task
+//!   each ([`spawn_writers`]), or a read replica's copy of a primary.
+//! - [`FeedTokens`]: which token may write, read one firm's orders, or read all.
+//! - [`metrics`]: the server's figures ([`FeedMetrics`]), which the writer task and
+//!   every protocol's read path record, rendered in the Prometheus text format.
+//! - The long poll's defaults and bounds, the same on every protocol:
+//!   [`DEFAULT_WAIT_MS`], [`MAX_WAIT_MS`], [`DEFAULT_LIMIT`].
+//!
+//! The crate has no network code: the HTTP layer serves these with axum, the TCP
+//! layer with its own binary protocol.
+
+#![deny(missing_docs)]
+
+pub mod metrics;
+mod service;
+mod tokens;
+pub mod writer;
+
+pub use metrics::{FeedMetrics, Protocol};
+pub use service::{spawn_writers, FeedService, NoIngest, ReplicaOf};
+pub use tokens::{FeedTokens, Grant};
+pub use writer::{spawn_writer, spawn_writer_with, Ingest, Pending, Refused};
+
+/// How long a long poll waits for `min_batch` orders when `wait_ms` is not given.
+pub const DEFAULT_WAIT_MS: u64 = 1_000;
+/// The longest a long poll waits, whatever `wait_ms` says (under common proxies'
+/// idle timeouts).
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// Orders per answer when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 1_000;
