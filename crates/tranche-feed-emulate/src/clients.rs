@@ -107,6 +107,10 @@ pub struct ClientsReport {
     pub elapsed_s: f64,
     /// From an order version's stamp (`updated_at`, the core's clock; `created_at` for
     /// a new order) to the arrival of the page holding it (this process's clock), µs.
+    /// Versions stamped before their client sent its first poll are delivered and
+    /// checked but not timed: a client that was not listening yet cannot be late (the
+    /// clients start once the core's run file appears, up to a poll of it after the
+    /// core's first events).
     pub latency: Latency,
     /// The same, of the filtered clients alone.
     #[serde(default)]
@@ -114,6 +118,10 @@ pub struct ClientsReport {
     /// The same, of the unfiltered clients alone (on a replica when they read one).
     #[serde(default)]
     pub unfiltered_latency: Latency,
+    /// Rows not timed: versions stamped before their client sent its first poll (see
+    /// `latency`). `latency`'s count plus these is `rows`.
+    #[serde(default)]
+    pub untimed: u64,
     /// Whether the final state was known and every view compared with it.
     pub checked: bool,
     /// Whether every client reached the last position of its filter in every shard.
@@ -172,6 +180,7 @@ impl ClientsReport {
         self.latency.merge(&other.latency);
         self.filtered_latency.merge(&other.filtered_latency);
         self.unfiltered_latency.merge(&other.unfiltered_latency);
+        self.untimed += other.untimed;
         self.checked = (first || self.checked) && other.checked;
         self.caught_up = (first || self.caught_up) && other.caught_up;
         self.expected += other.expected;
@@ -195,6 +204,8 @@ struct Followed {
     target: usize,
     view: FeedView,
     latency: Latency,
+    /// Rows stamped before its first poll, not timed.
+    untimed: u64,
     caught_up: bool,
     /// When its last row arrived.
     last_row_at: Option<Instant>,
@@ -355,6 +366,7 @@ pub async fn run_clients<C: Connector>(
         report.empty_polls += f.view.empty_pages;
         report.rows += f.view.rows;
         report.latency.merge(&f.latency);
+        report.untimed += f.untimed;
         match f.view.filter() {
             Filter::All => report.unfiltered_latency.merge(&f.latency),
             _ => report.filtered_latency.merge(&f.latency),
@@ -407,6 +419,9 @@ async fn follow<L: FeedLink>(
     let mut outstanding = 0usize;
     let mut cursor = VectorCursor::START;
     let mut last_row_at = None;
+    // Versions stamped before the first poll are not timed (see `ClientsReport::latency`).
+    let listening_since = crate::link::now_ns();
+    let mut untimed = 0;
     let request = |cursor: VectorCursor, draining: bool| ReadRequest {
         cursor,
         filter,
@@ -456,7 +471,7 @@ async fn follow<L: FeedLink>(
         if !body.orders.is_empty() {
             last_row_at = Some(Instant::now());
         }
-        take(&mut view, &mut latency, &head, body);
+        untimed += take(&mut view, &mut latency, listening_since, &head, body);
     }
     // A poll sent before the client knew it was done is abandoned with the link: the
     // core has finished, so nothing comes after the final state's last positions.
@@ -466,14 +481,29 @@ async fn follow<L: FeedLink>(
         target,
         view,
         latency,
+        untimed,
         caught_up,
         last_row_at,
     })
 }
 
-fn take(view: &mut FeedView, latency: &mut Latency, head: &PageHead, body: PageBody) {
+/// Accepts a page into `view`, timing its versions stamped since `listening_since`;
+/// answers how many it did not time.
+fn take(
+    view: &mut FeedView,
+    latency: &mut Latency,
+    listening_since: u64,
+    head: &PageHead,
+    body: PageBody,
+) -> u64 {
+    let mut untimed = 0;
     for order in &body.orders {
-        latency.record(body.received_at.saturating_sub(order.updated_at) / 1_000);
+        if order.updated_at >= listening_since {
+            latency.record(body.received_at.saturating_sub(order.updated_at) / 1_000);
+        } else {
+            untimed += 1;
+        }
     }
     view.accept(&head.next, &body.orders);
+    untimed
 }

@@ -439,6 +439,12 @@ fn clients_text(r: &ClientsReport) -> String {
         l.p99_us,
         l.max_us
     );
+    if r.untimed > 0 {
+        text += &format!(
+            "            not timed: {} rows stamped before their client's first poll\n",
+            r.untimed
+        );
+    }
     let (firms, all) = (r.filtered_latency.summary(), r.unfiltered_latency.summary());
     if firms.count > 0 && all.count > 0 {
         text += &format!(
