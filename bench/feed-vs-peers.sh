@@ -48,7 +48,9 @@
 # byte of the page holding it; the yardstick's from the producer's stamp to the reply.
 # Tranche delivers each order's latest version (a version superseded before a client
 # read it is not timed, so fewer rows than events); the peers deliver every event.
-# The yardstick drops its first --warm seconds; Tranche's figures cover the whole run.
+# The yardstick drops its first --warm seconds; Tranche's figures cover the whole run,
+# except versions stamped before their client's first poll (delivered and checked, not
+# timed: the clients start once the core's run file appears).
 # Tranche's clients check every view against the final state replayed from the core's
 # seed (omissions, reorderings); the yardstick does not check ("n/c"). Peak RSS and
 # CPU seconds are the servers' (for the pilot all of them, primaries and replicas), not
