@@ -507,3 +507,36 @@ fn take(
     view.accept(&head.next, &body.orders);
     untimed
 }
+
+#[cfg(test)]
+mod tests {
+    use tranche_feed::{Filter, VectorCursor};
+
+    use super::take;
+    use crate::book::{Book, BookConfig};
+    use crate::check::FeedView;
+    use crate::latency::Latency;
+    use crate::link::{PageBody, PageHead};
+
+    #[test]
+    fn versions_stamped_before_the_first_poll_are_accepted_but_not_timed() {
+        let mut book = Book::new(BookConfig::default(), 1, 0);
+        let early = book.next(10_000_000).order;
+        let late = book.next(30_000_000).order;
+        let mut view = FeedView::new(Filter::All, 0..1);
+        let mut latency = Latency::new();
+        let head = PageHead {
+            next: VectorCursor::from_positions(&[late.position()]).unwrap(),
+            count: 2,
+        };
+        let body = PageBody {
+            orders: vec![early, late],
+            received_at: 32_000_000,
+        };
+        let untimed = take(&mut view, &mut latency, 20_000_000, &head, body);
+        assert_eq!(untimed, 1);
+        assert_eq!(latency.count(), 1);
+        assert_eq!(latency.summary().max_us, 2_000, "the late version's 2 ms");
+        assert_eq!(view.rows, 2, "both versions are in the view");
+    }
+}

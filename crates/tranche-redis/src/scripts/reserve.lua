@@ -62,9 +62,9 @@ if klimits then
   -- Jobs of a kind at its limit are skipped, left ready where they are (no attempt
   -- used); the ones behind them are taken. A bounded scan: at most SCAN members.
   -- Pages are sized to the jobs still wanted, growing by what was scanned so far (the
-  -- skipped), up to 200: each member's record is loaded, and pages of 200 made every
-  -- reserve of a few jobs load 200 records once any kind had a limit (an upload
-  -- pacing does), a queue of grouper jobs then costing Redis a millisecond a reserve.
+  -- skipped), up to 200: each member's record is loaded, and fixed pages of 200 made
+  -- every reserve of a few jobs load 200 records once any kind had a limit (an upload
+  -- pacing is one).
   local SCAN = math.max(BOUND, 2 * max)
   local room_of, members, from = {}, {}, 0
   while #ids < max and from < SCAN do
