@@ -414,7 +414,9 @@ async fn tokens_limit_a_core_to_posting_and_a_client_to_its_firm() {
         .unwrap();
     assert_eq!(all.count, 2);
 
-    let error = FeedTokens::parse("secret-token firm=x", "tokens.txt").unwrap_err();
+    let error = FeedTokens::parse("secret-token firm=x", "tokens.txt")
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("tokens.txt line 1"), "{error}");
     assert!(!error.contains("secret-token"), "{error}");
 }

@@ -213,7 +213,7 @@ mod tests {
             c.validate(),
             Err(ConfigError::OpenWithoutTokens(_))
         ));
-        c.tokens = Tokens::parse("secret-1").unwrap();
+        c.tokens = Tokens::parse("secret-1", "tokens").unwrap();
         assert!(c.validate().is_ok());
         c.listen = "[::1]:8080".parse().unwrap();
         c.tokens = Tokens::default();
@@ -227,7 +227,7 @@ mod tests {
             ..ServerConfig::default()
         };
         assert!(c.validate().is_ok());
-        c.tokens = Tokens::parse("secret-1").unwrap();
+        c.tokens = Tokens::parse("secret-1", "tokens").unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("TOKEN pii"), "{err}");
     }

@@ -68,8 +68,9 @@ use tokio_util::sync::CancellationToken;
 use tranche_core::Client;
 
 pub use ach::{CancellationView, EntryState, EntryView, LedgerHandle};
-pub use auth::{TokenError, Tokens};
+pub use auth::{Scope, Tokens};
 pub use config::{ConfigError, QueueLimits, ServerConfig};
+pub use tranche_tokens::TokenError;
 
 use state::AppState;
 

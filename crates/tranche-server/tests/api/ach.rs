@@ -118,7 +118,7 @@ async fn a_body_that_is_not_entries_names_the_field_and_stores_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn account_numbers_are_shown_only_to_a_pii_token() {
     let mut s = start_with_ledger(ServerConfig {
-        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n").unwrap(),
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;

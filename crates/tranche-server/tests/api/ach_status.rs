@@ -309,7 +309,7 @@ async fn without_a_ledger_it_answers_no_ledger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_full_token_may_read_it() {
     let mut s = start_with_ledger(ServerConfig {
-        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n").unwrap(),
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;

@@ -6,7 +6,7 @@ use crate::live::{expect, start_with};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_are_required_and_worker_tokens_are_limited() {
     let mut s = start_with(ServerConfig {
-        tokens: Tokens::parse("ops-token-1\nworker-token-2 worker\n").unwrap(),
+        tokens: Tokens::parse("ops-token-1\nworker-token-2 worker\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;

@@ -132,7 +132,7 @@ async fn a_bad_queue_name_is_answered_400_naming_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pausing_needs_a_full_token() {
     let mut s = start_with(ServerConfig {
-        tokens: Tokens::parse("ops-token-1\nworker-token-2 worker\n").unwrap(),
+        tokens: Tokens::parse("ops-token-1\nworker-token-2 worker\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;

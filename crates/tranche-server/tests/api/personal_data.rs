@@ -103,7 +103,7 @@ fn assert_shown(seen: &[Value; 4]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn personal_data_is_masked_unless_the_token_may_see_it() {
     let mut s = start_with(ServerConfig {
-        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n").unwrap(),
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;

@@ -237,7 +237,7 @@ async fn a_bad_declaration_is_answered_400_naming_the_field_expected_and_got() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedules_need_a_full_token() {
     let mut s = start_with(ServerConfig {
-        tokens: Tokens::parse("ops-token-1\nworker-token-2 worker\n").unwrap(),
+        tokens: Tokens::parse("ops-token-1\nworker-token-2 worker\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;
@@ -259,7 +259,7 @@ async fn schedules_need_a_full_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn personal_data_in_a_schedules_args_is_masked_unless_the_token_may_see_it() {
     let mut s = start_with(ServerConfig {
-        tokens: Tokens::parse("ops-1\nauditor-2 pii\n").unwrap(),
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\n", "tokens").unwrap(),
         ..ServerConfig::default()
     })
     .await;

@@ -67,7 +67,7 @@ fn replica_token(args: &FeedServeArgs) -> Result<Option<String>> {
 
 pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
     let tokens = match &args.tokens {
-        Some(path) => FeedTokens::from_file(path).map_err(anyhow::Error::msg)?,
+        Some(path) => FeedTokens::from_file(path)?,
         None => FeedTokens::default(),
     };
     for addr in std::iter::once(args.listen).chain(args.tcp) {

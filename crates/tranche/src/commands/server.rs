@@ -29,7 +29,7 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         tokens.extend(Tokens::from_file(file)?);
     }
     if let Ok(env) = std::env::var("TRANCHE_TOKENS") {
-        tokens.extend(Tokens::parse(&env).context("TRANCHE_TOKENS")?);
+        tokens.extend(Tokens::parse(&env, "TRANCHE_TOKENS")?);
     }
     let mut queue_limits = QueueLimits::default();
     for spec in &args.queue_limit {
