@@ -66,7 +66,6 @@ pub use outbox::Outbox;
 pub use sftp::{Sftp, SftpTarget, Timeouts};
 
 use async_trait::async_trait;
-use sha2::{Digest, Sha256};
 
 /// Upload a file so the bank never sees part of it, and tell what is at the
 /// destination. Called from many tasks at once. Checked by `conformance::exercise`.
@@ -92,7 +91,7 @@ pub trait Delivery: Send + Sync + 'static {
 
 /// The SHA-256 of `bytes` in lower-case hex, as [`Delivery::find`] reports it.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
 
 /// Lower-case hex of a digest.

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sha2::{Digest, Sha256};
 
 use crate::protocol::{self, Store};
 use crate::{name, Delivery, DeliveryError};
@@ -111,7 +110,7 @@ impl Store for Outbox {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let mut hasher = Sha256::new();
+            let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
             let mut buf = vec![0u8; 64 * 1024];
             loop {
                 match f.read(&mut buf)? {
@@ -119,7 +118,7 @@ impl Store for Outbox {
                     n => hasher.update(&buf[..n]),
                 }
             }
-            Ok(Some(crate::hex(&hasher.finalize())))
+            Ok(Some(crate::hex(hasher.finish().as_ref())))
         })
         .await
     }

@@ -14,7 +14,6 @@ use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertifi
 use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::client::SftpSession;
 use russh_sftp::protocol::{FileAttributes, OpenFlags, StatusCode};
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tranche_types::one_line;
 
@@ -544,7 +543,7 @@ impl Store for Conn {
             }
             Err(e) => return Err(self.error(doing(), e)),
         };
-        let mut hasher = Sha256::new();
+        let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match file.read(&mut buf).await {
@@ -553,7 +552,7 @@ impl Store for Conn {
                 Err(e) => return Err(self.io_error(doing(), e)),
             }
         }
-        Ok(Some(crate::hex(&hasher.finalize())))
+        Ok(Some(crate::hex(hasher.finish().as_ref())))
     }
 
     async fn write_temporary(&self, temp: &str, bytes: &[u8]) -> Result<(), DeliveryError> {
