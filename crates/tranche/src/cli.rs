@@ -18,14 +18,19 @@ pub struct Cli {
         long,
         global = true,
         env = "OTEL_EXPORTER_OTLP_ENDPOINT",
-        value_name = "URL"
+        value_name = "URL",
+        help_heading = "Global options"
     )]
     pub otlp_endpoint: Option<url::Url>,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Options of every command, after each command's own in `--help`: where the engine's
+/// state and the ACH ledger are. Commands that keep no engine state (the feed's) take
+/// and ignore them.
 #[derive(Args)]
+#[command(next_help_heading = "Global options")]
 pub struct DataArgs {
     /// Directory of the embedded state (SQLite, WAL mode).
     #[arg(

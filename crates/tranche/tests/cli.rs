@@ -206,7 +206,15 @@ fn help_explains_every_command() {
     ] {
         let out = tranche(dir.path(), cmd);
         assert!(out.status.success(), "{cmd:?}");
-        assert!(text(&out).0.contains("Usage: tranche"), "{cmd:?}");
+        let help = text(&out).0;
+        assert!(help.contains("Usage: tranche"), "{cmd:?}");
+        // A command's own options come first; the engine's state and ledger, which
+        // every command takes, after them under a heading of their own.
+        let own = help.find("Options:").expect("options");
+        let global = help.find("Global options:").expect("global options");
+        assert!(own < global, "{cmd:?}: {help}");
+        assert!(help[global..].contains("--broker <URL>"), "{cmd:?}");
+        assert!(!help[..global].contains("--broker <URL>"), "{cmd:?}");
     }
 }
 
