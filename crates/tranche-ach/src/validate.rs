@@ -338,6 +338,12 @@ impl Validator {
 
     /// The character set, field by field (one finding per field).
     fn charset(&mut self, line: usize, rec: &[u8], fields: Fields) {
+        // Nearly every record is clean: one pass with no early exit, which the compiler
+        // vectorises, before the byte-by-byte walk that names the fields (that walk was
+        // 2.5 % of the embedded packaging's CPU, for records it found nothing in).
+        if rec.iter().fold(true, |clean, &b| clean & is_nacha_byte(b)) {
+            return;
+        }
         let mut last: Option<&'static str> = None;
         for (i, &b) in rec.iter().enumerate() {
             if !is_nacha_byte(b) {
