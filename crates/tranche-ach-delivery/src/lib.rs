@@ -94,6 +94,23 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
 
+/// The SHA-256 (lower-case hex) of everything `reader` yields, streamed: a delivered
+/// file is read back without holding it in memory. Both deliveries read back through
+/// this, so the outbox and SFTP report one hash the same way.
+pub(crate) async fn sha256_hex_of(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+) -> std::io::Result<String> {
+    use tokio::io::AsyncReadExt;
+    let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf).await? {
+            0 => return Ok(hex(hasher.finish().as_ref())),
+            n => hasher.update(&buf[..n]),
+        }
+    }
+}
+
 /// Lower-case hex of a digest.
 pub(crate) fn hex(digest: &[u8]) -> String {
     use std::fmt::Write;

@@ -2,7 +2,7 @@
 //! (or for runs with no bank).
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,24 +103,13 @@ impl Store for Outbox {
     }
 
     async fn hash(&self, name: &str) -> Result<Option<String>, DeliveryError> {
-        let file = name.to_string();
-        self.blocking(format!("reading {name}"), move |dir| {
-            let mut f = match File::open(dir.join(&file)) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match f.read(&mut buf)? {
-                    0 => break,
-                    n => hasher.update(&buf[..n]),
-                }
-            }
-            Ok(Some(crate::hex(hasher.finish().as_ref())))
-        })
-        .await
+        let fail = |e| DeliveryError::io(&self.inner.location, format!("reading {name}"), e);
+        let file = match tokio::fs::File::open(self.inner.dir.join(name)).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(fail(e)),
+        };
+        crate::sha256_hex_of(file).await.map(Some).map_err(fail)
     }
 
     async fn write_temporary(&self, temp: &str, bytes: &[u8]) -> Result<(), DeliveryError> {

@@ -14,7 +14,7 @@ use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertifi
 use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::client::SftpSession;
 use russh_sftp::protocol::{FileAttributes, OpenFlags, StatusCode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tranche_types::one_line;
 
 use crate::error::is_connection_kind;
@@ -536,23 +536,17 @@ impl Store for Conn {
 
     async fn hash(&self, name: &str) -> Result<Option<String>, DeliveryError> {
         let doing = || format!("reading {name}");
-        let mut file = match self.sftp.open(self.path(name)).await {
+        let file = match self.sftp.open(self.path(name)).await {
             Ok(f) => f,
             Err(SftpError::Status(s)) if s.status_code == StatusCode::NoSuchFile => {
                 return Ok(None)
             }
             Err(e) => return Err(self.error(doing(), e)),
         };
-        let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match file.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => hasher.update(&buf[..n]),
-                Err(e) => return Err(self.io_error(doing(), e)),
-            }
-        }
-        Ok(Some(crate::hex(hasher.finish().as_ref())))
+        crate::sha256_hex_of(file)
+            .await
+            .map(Some)
+            .map_err(|e| self.io_error(doing(), e))
     }
 
     async fn write_temporary(&self, temp: &str, bytes: &[u8]) -> Result<(), DeliveryError> {

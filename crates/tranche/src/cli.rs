@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand};
 
 /// Tranche runs the nightly bulk work of a financial back office: millions of small
 /// jobs (chains, groups, runs) with leases, retries and exactly-once effects, on one
@@ -27,8 +28,8 @@ pub struct Cli {
 }
 
 /// Options of every command, after each command's own in `--help`: where the engine's
-/// state and the ACH ledger are. Commands that keep no engine state (the feed's) take
-/// and ignore them.
+/// state and the ACH ledger are. Commands that keep no engine state (the feed's)
+/// refuse them on the command line: see [`refuse_unused_globals`].
 #[derive(Args)]
 #[command(next_help_heading = "Global options")]
 pub struct DataArgs {
@@ -72,6 +73,32 @@ pub struct DataArgs {
     /// for a server on --broker: its /v1/ach routes answer 404 no_ledger).
     #[arg(long, global = true, env = "TRANCHE_LEDGER", value_name = "URL")]
     pub ledger: Option<String>,
+}
+
+/// `tranche feed …` keeps its own state (`--dir`), none of the engine's: an engine
+/// option given to it on the command line is a mistake (a script meant for another
+/// command, a `--data` meant as the feed's directory), said rather than ignored. The
+/// same options from the environment (TRANCHE_DATA…) pass: one shell serves every
+/// command.
+pub fn refuse_unused_globals(matches: &ArgMatches) -> Result<(), clap::Error> {
+    let Some(("feed", _)) = matches.subcommand() else {
+        return Ok(());
+    };
+    let engine_options = ["data", "broker", "prefix", "reconnect_for", "ledger"];
+    match engine_options
+        .into_iter()
+        .find(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+    {
+        None => Ok(()),
+        Some(id) => Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--{} is an engine option; `tranche feed` does not use it (the feed's \
+                 store is in `feed serve --dir`)",
+                id.replace('_', "-")
+            ),
+        )),
+    }
 }
 
 /// By hand: the broker URL is shown masked (see `tranche_redis::redacted_url`).

@@ -15,7 +15,6 @@ mod secrets;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
@@ -30,7 +29,13 @@ fn main() -> ExitCode {
     // inputs — can hold personal data or secrets: owner-only, whatever the caller's
     // umask.
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-    let cli = cli::Cli::parse();
+    let matches = <cli::Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+        .and_then(|cli| cli::refuse_unused_globals(&matches).map(|()| cli))
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let traces = match cli.otlp_endpoint.as_ref().map(otlp::provider).transpose() {
         Ok(traces) => traces,
         Err(e) => {

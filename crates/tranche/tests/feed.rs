@@ -154,6 +154,48 @@ fn feed_serve_refuses_non_loopback_and_bad_durability() {
     );
 }
 
+#[test]
+fn feed_commands_refuse_engine_options_given_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // An engine option means nothing to the feed: said, not ignored (an operator
+    // who passes `--broker` expects the feed to be on it).
+    let out = support::tranche()
+        .args(["feed", "serve", "--dir"])
+        .arg(dir.path())
+        .arg("--data")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--data is an engine option"), "{stderr}");
+    assert!(stderr.contains("--dir"), "{stderr}");
+    // Before or after the subcommand alike.
+    let out = support::tranche()
+        .args(["--reconnect-for", "5", "feed", "serve", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--reconnect-for is an engine option"),
+        "{out:?}"
+    );
+    // From the environment they pass: one shell serves every command. (The bad
+    // durability then stops the server before it listens.)
+    let out = support::tranche()
+        .args(["feed", "serve", "--dir"])
+        .arg(dir.path())
+        .args(["--durability", "interval:5m"])
+        .env("TRANCHE_DATA", dir.path())
+        .env_remove("TRANCHE_FEED_TOKENS")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("engine option"), "{stderr}");
+    assert!(stderr.contains("interval:<n>"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_serve_with_tokens_checks_them() {
     let dir = tempfile::tempdir().unwrap();
