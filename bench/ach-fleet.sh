@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The fleet's packaging: `tranche bench ach --processes 2` on a Redis and a PostgreSQL
 # this script starts on free loopback ports in a temp dir (PostgreSQL's default
-# configuration, fsync on), both fresh for every run, with the CPU that PostgreSQL,
-# Redis and the whole machine spent during the packaging (from /proc) and the steal.
+# configuration, fsync on, with PG_CONF's settings over it), both fresh for every run,
+# with the CPU that PostgreSQL, Redis and the whole machine spent during the packaging
+# (from /proc) and the steal.
 # No peer runs beside it: moov-io/ach does not package on a fleet (bench/ach-vs-moov.sh
 # compares the writer). To compare two builds of Tranche, give both: runs alternate.
 #
 #   bench/ach-fleet.sh                                  # 1,000,000 entries, 3 runs
 #   ENTRIES=200000 RUNS=2 bench/ach-fleet.sh target/release/tranche /tmp/tranche-old
+#   PG_CONF="shared_buffers=1GB" bench/ach-fleet.sh     # PostgreSQL settings, as -c
 #
 # Needs redis-server and PostgreSQL's initdb/pg_ctl (Debian's postgresql package); as
 # root, PostgreSQL runs as the `postgres` user. Prints one line per run (stdout).
@@ -15,6 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 entries=${ENTRIES:-1000000}
 runs=${RUNS:-3}
+pg_conf=""
+for setting in ${PG_CONF:-}; do pg_conf="$pg_conf -c $setting"; done
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=(target/release/tranche)
 pgbin=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")
@@ -42,7 +46,7 @@ for run in $(seq 1 "$runs"); do
             --dir "$work" >/dev/null
         mkdir "$work/pg"; [ "$(id -u)" -eq 0 ] && chown postgres "$work/pg"
         as_pg "$pgbin/initdb -D $work/pg -U tranche --auth=trust >/dev/null && \
-            $pgbin/pg_ctl -D $work/pg -o '-p $pport -k $work/pg -c listen_addresses=127.0.0.1' \
+            $pgbin/pg_ctl -D $work/pg -o '-p $pport -k $work/pg -c listen_addresses=127.0.0.1$pg_conf' \
             -l $work/pg/log start -w >/dev/null"
         psql -q -h 127.0.0.1 -p "$pport" -U tranche -d postgres -c "CREATE DATABASE ledger"
         log="$work/err"
@@ -55,8 +59,8 @@ for run in $(seq 1 "$runs"); do
         read -r busy1 steal1 <<<"$(cpu)"; pg1=$(pgcpu)
         wait $bench || { echo "$bin failed:" >&2; tail -20 "$log" >&2; exit 1; }
         packaged=$(grep -oE 'entries into [0-9]+ files in [0-9.]+ s' "$log")
-        printf '%s run %s: %s; busy CPU %.1f s, PostgreSQL CPU %.1f s, steal %.1f s\n' \
-            "$bin" "$run" "$packaged" "$(echo "$busy1-$busy0" | bc)" "$(echo "$pg1-$pg0" | bc)" \
-            "$(echo "$steal1-$steal0" | bc)"
+        printf '%s%s run %s: %s; busy CPU %.1f s, PostgreSQL CPU %.1f s, steal %.1f s\n' \
+            "$bin" "${PG_CONF:+ ($PG_CONF)}" "$run" "$packaged" "$(echo "$busy1-$busy0" | bc)" \
+            "$(echo "$pg1-$pg0" | bc)" "$(echo "$steal1-$steal0" | bc)"
     done
 done
