@@ -4,8 +4,12 @@
 # configuration, fsync on, with PG_CONF's settings over it), both fresh for every run,
 # with the CPU that PostgreSQL, Redis and the whole machine spent during the packaging
 # (from /proc) and the steal.
-# No peer runs beside it: moov-io/ach does not package on a fleet (bench/ach-vs-moov.sh
-# compares the writer). To compare two builds of Tranche, give both: runs alternate.
+# No peer packages on a fleet, but the host's speed drifts threefold from day to day, so
+# before every run moov-io/ach (the yardstick in $PEERS/ach-moov, built with Go) writes
+# the same number of entries into files of 25,000 on both cores, and each line shows the
+# packaging's time as a multiple of moov's: the issue's 10 s was set when moov took
+# 0.83-0.93 s here, so <= 10.8x meets it whatever the day's host (CALIBRATE=0 skips).
+# To compare two builds of Tranche, give both: runs alternate.
 #
 #   bench/ach-fleet.sh                                  # 1,000,000 entries, 3 runs
 #   ENTRIES=200000 RUNS=2 bench/ach-fleet.sh target/release/tranche /tmp/tranche-old
@@ -21,6 +25,8 @@ pg_conf=""
 for setting in ${PG_CONF:-}; do pg_conf="$pg_conf -c $setting"; done
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=(target/release/tranche)
+peers=${PEERS:-$(pwd)/../shared/peers}
+calibrate=${CALIBRATE:-1}
 pgbin=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")
 work=$(mktemp -d)
 chmod 755 "$work"
@@ -31,6 +37,18 @@ stop() {
     [ -d "$work/pg" ] && as_pg "$pgbin/pg_ctl -D $work/pg -m immediate stop" >/dev/null 2>&1 || true
 }
 trap 'stop; rm -rf "$work"' EXIT
+if [ "$calibrate" = 1 ]; then
+    command -v go >/dev/null && [ -d "$peers/ach-moov" ] || {
+        echo "ach-fleet: the calibration needs Go and $peers/ach-moov (set PEERS, or CALIBRATE=0)" >&2; exit 1; }
+    (cd "$peers/ach-moov" && go build -o "$work/achgen" .)
+fi
+# Seconds moov-io/ach takes to write the run's entries on both cores, or "" without it.
+moov_seconds() {
+    [ "$calibrate" = 1 ] || return 0
+    rm -rf "$work/moov"; mkdir "$work/moov"
+    "$work/achgen" -n "$entries" -per 25000 -workers 2 -out "$work/moov" | grep -oE 'wall=[0-9.]+' | cut -d= -f2
+    rm -rf "$work/moov"
+}
 cpu() { awk '/^cpu /{print ($2+$3+$4+$7+$8)/100, $9/100}' /proc/stat; }
 # The postmaster with its reaped backends (cutime, cstime) and the live backends.
 pgcpu() { local main; main=$(head -1 "$work/pg/postmaster.pid")
@@ -41,6 +59,7 @@ pgcpu() { local main; main=$(head -1 "$work/pg/postmaster.pid")
 for run in $(seq 1 "$runs"); do
     for bin in "${bins[@]}"; do
         stop; rm -rf "$work/pg" "$work/day"
+        moov=$(moov_seconds)
         rport=$(free_port); pport=$(free_port)
         redis-server --bind 127.0.0.1 --port "$rport" --save '' --appendonly no --daemonize yes \
             --dir "$work" >/dev/null
@@ -59,8 +78,10 @@ for run in $(seq 1 "$runs"); do
         read -r busy1 steal1 <<<"$(cpu)"; pg1=$(pgcpu)
         wait $bench || { echo "$bin failed:" >&2; tail -20 "$log" >&2; exit 1; }
         packaged=$(grep -oE 'entries into [0-9]+ files in [0-9.]+ s' "$log")
-        printf '%s%s run %s: %s; busy CPU %.1f s, PostgreSQL CPU %.1f s, steal %.1f s\n' \
+        seconds=$(grep -oE '[0-9.]+ s$' <<<"$packaged" | cut -d' ' -f1)
+        printf '%s%s run %s: %s; busy CPU %.1f s, PostgreSQL CPU %.1f s, steal %.1f s%s\n' \
             "$bin" "${PG_CONF:+ ($PG_CONF)}" "$run" "$packaged" "$(echo "$busy1-$busy0" | bc)" \
-            "$(echo "$pg1-$pg0" | bc)" "$(echo "$steal1-$steal0" | bc)"
+            "$(echo "$pg1-$pg0" | bc)" "$(echo "$steal1-$steal0" | bc)" \
+            "${moov:+; moov-io/ach wrote them in $moov s on both cores just before: $(echo "scale=1; $seconds/$moov" | bc)x}"
     done
 done

@@ -93,9 +93,14 @@ impl<G: Grant> TokenTable<G> {
             };
             let Some(grant) = grant else {
                 // The token itself is never echoed.
-                let got = match word {
-                    None => "a token alone".to_string(),
-                    Some(word) => format!("a token followed by {word:?}"),
+                let got = match (word, extra) {
+                    (None, _) => "a token alone".to_string(),
+                    (Some(word), None) => format!("a token followed by {word:?}"),
+                    (Some(word), Some(extra)) => {
+                        format!(
+                            "a token followed by {word:?} and then {extra:?}, one word too many"
+                        )
+                    }
                 };
                 return Err(TokenError::Syntax {
                     source_name: source_name.to_string(),
@@ -198,7 +203,7 @@ mod tests {
             (
                 "ok, secret-abc reader extra",
                 2,
-                "a token followed by \"reader\"",
+                "a token followed by \"reader\" and then \"extra\", one word too many",
             ),
         ] {
             let err = TokenTable::<Role>::parse(text, "tokens.txt").unwrap_err();
