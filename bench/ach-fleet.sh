@@ -77,7 +77,7 @@ for run in $(seq 1 "$runs"); do
         until grep -q 'entries into' "$log"; do kill -0 $bench 2>/dev/null || break; sleep 0.1; done
         read -r busy1 steal1 <<<"$(cpu)"; pg1=$(pgcpu)
         wait $bench || { echo "$bin failed:" >&2; tail -20 "$log" >&2; exit 1; }
-        packaged=$(grep -oE 'entries into [0-9]+ files in [0-9.]+ s' "$log")
+        packaged=$(grep -oE '[0-9]+ entries into [0-9]+ files in [0-9.]+ s' "$log")
         seconds=$(grep -oE '[0-9.]+ s$' <<<"$packaged" | cut -d' ' -f1)
         printf '%s%s run %s: %s; busy CPU %.1f s, PostgreSQL CPU %.1f s, steal %.1f s%s\n' \
             "$bin" "${PG_CONF:+ ($PG_CONF)}" "$run" "$packaged" "$(echo "$busy1-$busy0" | bc)" \
