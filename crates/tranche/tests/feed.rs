@@ -129,29 +129,32 @@ async fn feed_serve_serves_stops_on_sigterm_and_keeps_the_store() {
 #[test]
 fn feed_serve_refuses_non_loopback_and_bad_durability() {
     let dir = tempfile::tempdir().unwrap();
-    let out = support::tranche()
-        .args(["feed", "serve", "--listen", "0.0.0.0:0", "--dir"])
-        .arg(dir.path())
-        .env_remove("TRANCHE_FEED_TOKENS")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("loopback"),
-        "{out:?}"
+    let stderr = refused(
+        serve_in(dir.path())
+            .args(["--listen", "0.0.0.0:0"])
+            .env_remove("TRANCHE_FEED_TOKENS"),
     );
-    let out = support::tranche()
-        .args(["feed", "serve", "--dir"])
-        .arg(dir.path())
-        .args(["--durability", "interval:5m"])
-        .env_remove("TRANCHE_FEED_TOKENS")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("interval:<n>"),
-        "{out:?}"
+    assert!(stderr.contains("loopback"), "{stderr}");
+    let stderr = refused(
+        serve_in(dir.path())
+            .args(["--durability", "interval:5m"])
+            .env_remove("TRANCHE_FEED_TOKENS"),
     );
+    assert!(stderr.contains("interval:<n>"), "{stderr}");
+}
+
+/// `tranche feed serve --dir DIR`, for more arguments.
+fn serve_in(dir: &std::path::Path) -> std::process::Command {
+    let mut command = support::tranche();
+    command.args(["feed", "serve", "--dir"]).arg(dir);
+    command
+}
+
+/// Runs `command`, which must fail, and answers its stderr.
+fn refused(command: &mut std::process::Command) -> String {
+    let out = command.output().unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -159,9 +162,7 @@ fn feed_commands_refuse_engine_options_given_on_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     // An engine option means nothing to the feed: said, not ignored (an operator
     // who passes `--broker` expects the feed to be on it).
-    let out = support::tranche()
-        .args(["feed", "serve", "--dir"])
-        .arg(dir.path())
+    let out = serve_in(dir.path())
         .arg("--data")
         .arg(dir.path())
         .output()
@@ -183,15 +184,12 @@ fn feed_commands_refuse_engine_options_given_on_the_command_line() {
     );
     // From the environment they pass: one shell serves every command. (The bad
     // durability then stops the server before it listens.)
-    let out = support::tranche()
-        .args(["feed", "serve", "--dir"])
-        .arg(dir.path())
-        .args(["--durability", "interval:5m"])
-        .env("TRANCHE_DATA", dir.path())
-        .env_remove("TRANCHE_FEED_TOKENS")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(
+        serve_in(dir.path())
+            .args(["--durability", "interval:5m"])
+            .env("TRANCHE_DATA", dir.path())
+            .env_remove("TRANCHE_FEED_TOKENS"),
+    );
     assert!(!stderr.contains("engine option"), "{stderr}");
     assert!(stderr.contains("interval:<n>"), "{stderr}");
 }
