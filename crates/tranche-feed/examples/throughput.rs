@@ -2,7 +2,8 @@
 //! and prints writes per second, while one reader polls a firm's orders (`READERS`
 //! 0: none), and the CPU time the writing thread ran (from
 //! `/proc/thread-self/schedstat`: time stolen by the hypervisor is not in it, so it
-//! compares builds on a noisy host where the writes/s do not).
+//! compares builds on a noisy host where the writes/s do not), and the slowest batch's
+//! apply: readers wait behind it.
 //!
 //! `cargo run --release -p tranche-feed --example throughput -- [EVENTS] [BATCH] [every|interval|never] [READERS]`
 
@@ -64,8 +65,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let ran_before = ran()?;
     let start = Instant::now();
-    for batch in &batches {
+    let mut slowest = (Duration::ZERO, 0);
+    for (n, batch) in batches.iter().enumerate() {
+        let applying = Instant::now();
         writer.apply(batch)?;
+        slowest = slowest.max((applying.elapsed(), n * batch.len()));
     }
     writer.sync()?;
     let elapsed = start.elapsed();
@@ -78,10 +82,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{events} events in batches of {batch}, {durability:?}: {:.0} writes/s ({elapsed:.2?}, \
          writer on CPU {cpu:.2?}); {} orders held, log {} MB; a concurrent reader did {reads} \
-         reads ({orders} orders of firm 7)",
+         reads ({orders} orders of firm 7); slowest apply {:.2?}, at {} orders",
         events as f64 / elapsed.as_secs_f64(),
         store.len(),
         writer.log_bytes() >> 20,
+        slowest.0,
+        slowest.1,
     );
     Ok(())
 }

@@ -20,8 +20,8 @@
 use std::ops::ControlFlow;
 
 use crate::cursor::Cursor;
-use crate::model::{Order, OrderId};
-use crate::state::FastMap;
+use crate::model::OrderId;
+use crate::state::OrderMap;
 
 /// Entries per chunk before a new one is started.
 const CHUNK: usize = 1024;
@@ -29,7 +29,7 @@ const CHUNK: usize = 1024;
 const COMPACT_FROM: usize = 64;
 
 /// Whether the entry `(pos, id)` is the current version of its order.
-pub(crate) fn live(orders: &FastMap<OrderId, Order>, pos: Cursor, id: OrderId) -> bool {
+pub(crate) fn live(orders: &OrderMap, pos: Cursor, id: OrderId) -> bool {
     orders.get(&id).is_some_and(|order| order.position() == pos)
 }
 
@@ -103,7 +103,7 @@ impl Positions {
     /// The entry at `pos` (which must have been pushed, and not killed since) is no
     /// longer live (`orders` already says so): counts it out, and compacts its chunk
     /// once fewer than half of the chunk's entries are live.
-    pub fn kill(&mut self, pos: Cursor, orders: &FastMap<OrderId, Order>) {
+    pub fn kill(&mut self, pos: Cursor, orders: &OrderMap) {
         let Some(at) = self.chunk_of(pos) else {
             return;
         };
@@ -186,7 +186,7 @@ impl Positions {
     }
 
     /// The newest live entry's position.
-    pub fn newest(&self, orders: &FastMap<OrderId, Order>) -> Option<Cursor> {
+    pub fn newest(&self, orders: &OrderMap) -> Option<Cursor> {
         self.chunks
             .iter()
             .rev()
@@ -201,8 +201,8 @@ mod tests {
     use super::*;
     use crate::model::{BrokerId, FirmId, InstrumentId, Side, Status};
 
-    fn order(id: u64, seq: u64) -> Order {
-        Order {
+    fn order(id: u64, seq: u64) -> crate::Order {
+        crate::Order {
             id: OrderId(id),
             firm: FirmId(1),
             broker: BrokerId(1),
@@ -219,7 +219,7 @@ mod tests {
         }
     }
 
-    fn collect(positions: &Positions, orders: &FastMap<OrderId, Order>, after: Cursor) -> Vec<u64> {
+    fn collect(positions: &Positions, orders: &OrderMap, after: Cursor) -> Vec<u64> {
         let mut out = Vec::new();
         positions.after(after, |pos, id| {
             if live(orders, pos, id) {
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn matches_a_model_through_moves_removals_and_compactions() {
         let mut rng = fastrand::Rng::with_seed(3);
-        let mut orders: FastMap<OrderId, Order> = FastMap::default();
+        let mut orders: OrderMap = OrderMap::default();
         let mut positions = Positions::default();
         let mut seq = 0;
         for step in 0..60_000u64 {
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn entries_out_of_order_are_inserted_in_place() {
-        let mut orders: FastMap<OrderId, Order> = FastMap::default();
+        let mut orders: OrderMap = OrderMap::default();
         let mut positions = Positions::default();
         let mut seqs: Vec<u64> = (1..=5_000).collect();
         fastrand::Rng::with_seed(9).shuffle(&mut seqs);
