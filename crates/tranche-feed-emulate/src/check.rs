@@ -3,7 +3,6 @@
 //! cursor), which finds reorderings as pages arrive and omissions against the final
 //! state at the end.
 
-use griddle::hash_map::Entry;
 use std::ops::Range;
 
 // rustc's hash: the views see every row the clients receive, and SipHash was most of
@@ -16,6 +15,7 @@ use tranche_feed::{
 };
 
 use crate::book::{shard_of, Book, BookConfig};
+use crate::seen::SeenTable;
 
 /// A 64-bit digest of every field of an order version except its times (`created_at`
 /// and `updated_at` are wall-clock stamps a replay cannot reproduce): two versions
@@ -248,12 +248,6 @@ pub struct Verdict {
     pub mismatches: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    seq: u64,
-    digest: u64,
-}
-
 /// How many problems of each kind are described in [`FeedView::problems`].
 const EXAMPLES: usize = 5;
 
@@ -280,11 +274,7 @@ pub struct FeedView {
     filter: Filter,
     served: Range<usize>,
     cursor: VectorCursor,
-    /// Grown incrementally (`griddle`): an unfiltered client's view holds every order
-    /// of the run, and doubling half a million entries at once stopped the load's
-    /// process (its cores' senders too) for about 100 ms, counted as the server's
-    /// latency.
-    seen: griddle::HashMap<OrderId, Seen, rustc_hash::FxBuildHasher>,
+    seen: SeenTable,
     /// Rows received.
     pub rows: u64,
     /// Pages received.
@@ -315,7 +305,7 @@ impl FeedView {
             filter,
             served,
             cursor: VectorCursor::START,
-            seen: griddle::HashMap::default(),
+            seen: SeenTable::new(filter == Filter::All),
             rows: 0,
             pages: 0,
             empty_pages: 0,
@@ -347,7 +337,7 @@ impl FeedView {
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.seen.len() == 0
     }
 
     /// Whether its cursor reached `end` in every shard it reads.
@@ -407,30 +397,14 @@ impl FeedView {
                 let filter = self.filter;
                 self.problem(|| format!("order {} does not pass {filter:?}", order.id));
             }
-            match self.seen.entry(order.id) {
-                Entry::Occupied(mut known) => {
-                    let known_seq = known.get().seq;
-                    if order.seq <= known_seq {
-                        reordered = true;
-                        if self.problems.len() < EXAMPLES {
-                            self.problems.push(format!(
-                                "order {}: version of seq {} received after seq {}",
-                                order.id, order.seq, known_seq
-                            ));
-                        }
-                    } else {
-                        known.insert(Seen {
-                            seq: order.seq,
-                            digest: digest(order),
-                        });
-                    }
-                }
-                Entry::Vacant(slot) => {
-                    slot.insert(Seen {
-                        seq: order.seq,
-                        digest: digest(order),
-                    });
-                }
+            if let Err(known_seq) = self.seen.record(order.id, order.seq, || digest(order)) {
+                reordered = true;
+                self.problem(|| {
+                    format!(
+                        "order {}: version of seq {} received after seq {}",
+                        order.id, order.seq, known_seq
+                    )
+                });
             }
             if reordered {
                 self.reorderings += 1;
@@ -483,14 +457,14 @@ impl FeedView {
         let mut verdict = Verdict::default();
         for (id, want) in self.wanted(expected) {
             verdict.expected += 1;
-            match self.seen.get(id) {
+            match self.seen.get(*id) {
                 None => verdict.omissions += 1,
                 Some(got) if got.seq < want.seq => verdict.omissions += 1,
                 Some(got) if got.seq == want.seq && got.digest == want.digest => {}
                 Some(_) => verdict.mismatches += 1,
             }
         }
-        for &id in self.seen.keys() {
+        for id in self.seen.ids() {
             if !self.expects(expected, id) {
                 verdict.mismatches += 1;
             }
@@ -508,7 +482,7 @@ impl FeedView {
                 break;
             }
             let shard = shard_of(*id);
-            match self.seen.get(id) {
+            match self.seen.get(*id) {
                 None => out.push(format!(
                     "order {id} (shard {shard}, final at seq {}) never received",
                     want.seq
@@ -524,7 +498,7 @@ impl FeedView {
                 )),
             }
         }
-        for &id in self.seen.keys() {
+        for id in self.seen.ids() {
             if out.len() >= EXAMPLES {
                 break;
             }

@@ -116,6 +116,7 @@ mod link;
 mod loopback;
 mod paced;
 mod run;
+mod seen;
 mod summary;
 mod tcp;
 
