@@ -84,8 +84,11 @@ impl SeenTable {
     fn dense_slot(&self, id: OrderId) -> Option<(usize, usize, usize)> {
         let shard = (id.0 >> SHARD_SHIFT) as usize;
         let n = id.0 & ((1 << SHARD_SHIFT) - 1);
-        (shard < self.dense.len() && n < DENSE_LIMIT)
-            .then_some((shard, n as usize / CHUNK, n as usize % CHUNK))
+        (shard < self.dense.len() && n < DENSE_LIMIT).then_some((
+            shard,
+            n as usize / CHUNK,
+            n as usize % CHUNK,
+        ))
     }
 
     /// Records version `seq` (digest computed on demand) of order `id`, unless a
