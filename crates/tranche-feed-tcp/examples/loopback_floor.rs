@@ -51,31 +51,38 @@ fn drain(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, bool
     }
 }
 
-fn serve(listener: std::net::TcpListener, connections: usize) -> std::io::Result<()> {
-    let mut poll = Poll::new()?;
-    let mut streams = Vec::with_capacity(connections);
-    for i in 0..connections {
-        let (stream, _) = listener.accept()?;
-        stream.set_nodelay(true)?;
-        stream.set_nonblocking(true)?;
-        let mut stream = TcpStream::from_std(stream);
-        poll.registry()
-            .register(&mut stream, Token(i), Interest::READABLE)?;
-        streams.push(stream);
-    }
-    let started = cpu();
-    let (mut events, mut buf, answer) = (Events::with_capacity(256), [0u8; 4096], [b'a'; ANSWER]);
-    let mut open = connections;
-    let mut partial = vec![0usize; connections];
-    while open > 0 {
-        poll.poll(&mut events, None)?;
+/// Registers an accepted or connected stream with `poll` under `token`.
+fn register(poll: &Poll, stream: std::net::TcpStream, token: usize) -> std::io::Result<TcpStream> {
+    stream.set_nodelay(true)?;
+    stream.set_nonblocking(true)?;
+    let mut stream = TcpStream::from_std(stream);
+    poll.registry()
+        .register(&mut stream, Token(token), Interest::READABLE)?;
+    Ok(stream)
+}
+
+/// Answers every `incoming`-byte message on `streams` with `reply` until every
+/// stream is closed or `until` passes; returns the messages answered.
+fn exchange(
+    poll: &mut Poll,
+    streams: &mut [TcpStream],
+    incoming: usize,
+    reply: &[u8],
+    until: Option<Instant>,
+) -> std::io::Result<u64> {
+    let (mut events, mut buf) = (Events::with_capacity(256), [0u8; 4096]);
+    let mut partial = vec![0usize; streams.len()];
+    let (mut open, mut answered) = (streams.len(), 0u64);
+    while open > 0 && until.is_none_or(|until| Instant::now() < until) {
+        poll.poll(&mut events, Some(Duration::from_millis(100)))?;
         for event in &events {
             let i = event.token().0;
             let (n, still) = drain(&mut streams[i], &mut buf)?;
             partial[i] += n;
-            while partial[i] >= REQUEST {
-                partial[i] -= REQUEST;
-                streams[i].write_all(&answer)?;
+            while partial[i] >= incoming {
+                partial[i] -= incoming;
+                answered += 1;
+                streams[i].write_all(reply)?;
             }
             if !still {
                 poll.registry().deregister(&mut streams[i])?;
@@ -83,6 +90,16 @@ fn serve(listener: std::net::TcpListener, connections: usize) -> std::io::Result
             }
         }
     }
+    Ok(answered)
+}
+
+fn serve(listener: std::net::TcpListener, connections: usize) -> std::io::Result<()> {
+    let mut poll = Poll::new()?;
+    let mut streams = (0..connections)
+        .map(|i| register(&poll, listener.accept()?.0, i))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let started = cpu();
+    exchange(&mut poll, &mut streams, REQUEST, &[b'a'; ANSWER], None)?;
     println!("{}", (cpu() - started).as_micros());
     Ok(())
 }
@@ -109,37 +126,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: SocketAddr = line.trim().parse()?;
 
     let mut poll = Poll::new()?;
-    let mut streams = Vec::with_capacity(connections);
-    for i in 0..connections {
-        let stream = std::net::TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_nonblocking(true)?;
-        let mut stream = TcpStream::from_std(stream);
-        poll.registry()
-            .register(&mut stream, Token(i), Interest::READABLE)?;
-        streams.push(stream);
-    }
+    let mut streams = (0..connections)
+        .map(|i| register(&poll, std::net::TcpStream::connect(addr)?, i))
+        .collect::<std::io::Result<Vec<_>>>()?;
     let request = [b'r'; REQUEST];
     for stream in &mut streams {
         stream.write_all(&request)?;
     }
     let (started, cpu_before) = (Instant::now(), cpu());
-    let (mut events, mut buf) = (Events::with_capacity(256), [0u8; 4096]);
-    let mut partial = vec![0usize; connections];
-    let mut round_trips = 0u64;
-    while started.elapsed().as_secs_f64() < seconds {
-        poll.poll(&mut events, Some(Duration::from_millis(100)))?;
-        for event in &events {
-            let i = event.token().0;
-            let (n, _) = drain(&mut streams[i], &mut buf)?;
-            partial[i] += n;
-            while partial[i] >= ANSWER {
-                partial[i] -= ANSWER;
-                round_trips += 1;
-                streams[i].write_all(&request)?;
-            }
-        }
-    }
+    let until = started + Duration::from_secs_f64(seconds);
+    let round_trips = exchange(&mut poll, &mut streams, ANSWER, &request, Some(until))?;
     let (elapsed, client_cpu) = (started.elapsed(), cpu() - cpu_before);
     drop(streams);
     line.clear();
