@@ -37,6 +37,9 @@ pub struct Summary {
     /// The same, of the unfiltered clients alone (on a replica when they read one).
     #[serde(default)]
     pub unfiltered_latency: LatencySummary,
+    /// Polls answered (each client's pages).
+    #[serde(default)]
+    pub polls: u64,
     /// Share of polls answered with no rows.
     pub empty_share: f64,
     /// Whether the views were compared with the final state.
@@ -69,6 +72,7 @@ impl Summary {
             latency: clients.latency.summary(),
             filtered_latency: clients.filtered_latency.summary(),
             unfiltered_latency: clients.unfiltered_latency.summary(),
+            polls: clients.polls,
             empty_share: clients.empty_share(),
             checked: clients.checked,
             caught_up: clients.caught_up,
@@ -183,10 +187,12 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "delivered   {:>12.0} rows/s to {} clients, {} rows, {:.1} % of polls empty",
+            "delivered   {:>12.0} rows/s to {} clients, {} rows in {} polls ({:.1} a poll), {:.1} % of polls empty",
             self.delivered_rows_per_sec,
             self.clients,
             self.rows,
+            self.polls,
+            self.rows as f64 / self.polls.max(1) as f64,
             self.empty_share * 100.0
         )?;
         writeln!(

@@ -220,6 +220,9 @@ fn bench_feed_runs_the_pilots_shape_with_the_server_and_replica_as_child_process
         summary["latency"]["p99_us"].as_u64().unwrap() > 0,
         "{summary}"
     );
+    // Every client polled, and the summary's polls are the clients' own count.
+    assert!(summary["polls"].as_u64().unwrap() >= 102, "{summary}");
+    assert_eq!(summary["polls"], all["clients"]["polls"], "{all}");
     assert!(all["orders_held"].as_u64().unwrap() > 1_000, "{all}");
     // Each process measured apart: the server, the replica, this one's load.
     let processes = all["processes"].as_array().unwrap();
