@@ -31,8 +31,10 @@ pub struct ClientsPlan {
     pub limit: usize,
     /// A poll waits for this many rows…
     pub min_batch: usize,
-    /// …or this many milliseconds.
+    /// …or this many milliseconds…
     pub wait_ms: u64,
+    /// …or, once some rows are ready, this many microseconds (0: no linger).
+    pub linger_us: u64,
     /// Send the next poll as soon as a page's header arrives, before its rows are
     /// read (otherwise after).
     pub pipeline: bool,
@@ -49,6 +51,7 @@ impl Default for ClientsPlan {
             limit: 1_000,
             min_batch: 1,
             wait_ms: 1_000,
+            linger_us: 0,
             pipeline: true,
             drain_timeout: Duration::from_secs(30),
         }
@@ -433,6 +436,7 @@ async fn follow<L: FeedLink>(
         } else {
             plan.wait_ms
         },
+        linger_us: plan.linger_us,
     };
     loop {
         if end.is_none() {

@@ -459,6 +459,9 @@ impl HttpFeed {
             query.append_pair("limit", &request.limit.to_string());
             query.append_pair("min_batch", &request.min_batch.to_string());
             query.append_pair("wait_ms", &request.wait_ms.to_string());
+            if request.linger_us > 0 {
+                query.append_pair("linger_us", &request.linger_us.to_string());
+            }
         }
         url
     }

@@ -163,8 +163,10 @@ pub struct ReadRequest {
     pub limit: usize,
     /// Wait until this many are ready…
     pub min_batch: usize,
-    /// …or this many milliseconds have passed.
+    /// …or this many milliseconds have passed…
     pub wait_ms: u64,
+    /// …or, once some are ready, this many microseconds (0: no linger).
+    pub linger_us: u64,
 }
 
 /// A page's header: known before its rows are read, so the next poll can be sent

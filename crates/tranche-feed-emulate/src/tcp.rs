@@ -245,6 +245,7 @@ impl FeedLink for TcpFeed {
         read.limit = u32::try_from(request.limit).unwrap_or(u32::MAX);
         read.min_batch = u32::try_from(request.min_batch).unwrap_or(u32::MAX);
         read.wait_ms = u32::try_from(request.wait_ms).unwrap_or(u32::MAX);
+        read.linger_us = u16::try_from(request.linger_us).unwrap_or(u16::MAX);
         self.client
             .send_read_vector(&read)
             .await

@@ -44,6 +44,9 @@ fn clients_plan() -> ClientsPlan {
         limit: 200,
         min_batch: 10,
         wait_ms: 50,
+        // Both transports carry the linger, and the pages it cuts short are checked
+        // like the rest.
+        linger_us: 2_000,
         pipeline: true,
         drain_timeout: Duration::from_secs(30),
     }

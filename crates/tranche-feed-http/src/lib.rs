@@ -10,11 +10,12 @@
 //!   store's [`tranche_feed::Durability`]. A bad batch is a 400 naming the event's
 //!   `index` and `field`, and nothing of it is applied; the other batches of its group
 //!   are unaffected. Bodies up to [`BODY_LIMIT`].
-//! - `GET /v1/feed/orders?cursor=&firm=|broker=|instrument=&limit=&min_batch=&wait_ms=`
+//! - `GET /v1/feed/orders?cursor=&firm=|broker=|instrument=&limit=&min_batch=&wait_ms=&linger_us=`
 //!   — the batched long poll: if fewer than `min_batch` (default 1) orders of the
 //!   filter are ready after `cursor` (default: the start), wait until enough arrive
 //!   or `wait_ms` passes (default [`DEFAULT_WAIT_MS`], cut to [`MAX_WAIT_MS`]; 0
-//!   answers at once), then answer up to `limit` (default [`DEFAULT_LIMIT`], cut to
+//!   answers at once) — or, with `linger_us`, at most that long once some are ready
+//!   (cut to [`MAX_LINGER_US`]; default 0, none) — then answer up to `limit` (default [`DEFAULT_LIMIT`], cut to
 //!   [`MAX_READ_LIMIT`]) orders as [`wire::OrdersPage`]: `next_cursor`, `count`,
 //!   `oldest_created_at`, `server_wait_us`, `server_read_us`, then `orders`. At most
 //!   one filter key. A malformed or altered cursor is a 400 saying why; a cursor older
@@ -80,7 +81,7 @@ use tranche_feed::{
 };
 use tranche_feed_service::{
     FeedService, FeedTokens, Grant, Ingest, NoIngest, Protocol, Refused, DEFAULT_LIMIT,
-    DEFAULT_WAIT_MS, MAX_WAIT_MS,
+    DEFAULT_WAIT_MS, MAX_LINGER_US, MAX_WAIT_MS,
 };
 
 use crate::wire::{Applied, ErrorBody, ErrorDetail, EventBatch, OrdersPage, WireOrder};
@@ -356,6 +357,9 @@ struct OrdersQuery {
     min_batch: Option<usize>,
     /// Wait at most this long for them (default 1,000, cut to 30,000; 0: answer now).
     wait_ms: Option<u64>,
+    /// Once some are ready but fewer than `min_batch`, wait at most this many
+    /// microseconds more (default 0: until `min_batch` or `wait_ms`; cut to 65,535).
+    linger_us: Option<u64>,
 }
 
 /// The orders changed after a cursor, each once at its latest version: the batched
@@ -426,13 +430,17 @@ async fn get_orders(
     }
     let min_batch = q.min_batch.unwrap_or(1).min(limit);
     let wait = Duration::from_millis(q.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+    let linger = q
+        .linger_us
+        .filter(|&us| us > 0)
+        .map(|us| Duration::from_micros(us.min(MAX_LINGER_US)));
 
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wait;
     let shards = &app.feed.shards;
     let outcome = tokio::select! {
         biased;
-        outcome = shards.wait_for(filter, &cursor, min_batch, deadline) => Some(outcome?),
+        outcome = shards.wait_for(filter, &cursor, min_batch, deadline, linger) => Some(outcome?),
         () = app.shutdown.cancelled() => None,
     };
     let waited = started.elapsed();

@@ -271,6 +271,40 @@ async fn a_long_poll_answers_once_min_batch_orders_arrive() {
 }
 
 #[tokio::test]
+async fn with_a_linger_a_long_poll_waits_for_the_first_order_then_answers_short_of_min_batch() {
+    let server = start().await;
+    let start = server.orders("wait_ms=0").await;
+    let url = format!(
+        "{}/v1/feed/orders?firm=1&min_batch=5&wait_ms=20000&linger_us=50000&cursor={}",
+        server.base, start.next_cursor
+    );
+    let client = server.client.clone();
+    let poll = tokio::spawn(async move {
+        let response = client.get(url).send().await.unwrap();
+        let answered = Instant::now();
+        (answered, response.json::<OrdersPage>().await.unwrap())
+    });
+    // Nothing ready: a long poll, not an answer after the linger.
+    wait_until(|| server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1).await;
+    let posted = Instant::now();
+    server.post(vec![insert(1, 1, 100, 1, 7)]).await;
+    let (answered, page) = poll.await.unwrap();
+    // One order of five, answered once the linger passed, well before wait_ms.
+    assert_eq!(page.count, 1, "{page:?}");
+    assert_eq!(page.orders[0].id, 100);
+    assert!(
+        answered - posted >= Duration::from_millis(50),
+        "{:?}",
+        answered - posted
+    );
+    assert!(
+        answered - posted < Duration::from_secs(10),
+        "{:?}",
+        answered - posted
+    );
+}
+
+#[tokio::test]
 async fn a_long_poll_without_data_times_out_empty_after_wait_ms() {
     let server = start().await;
     let began = Instant::now();

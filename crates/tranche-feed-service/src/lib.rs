@@ -35,5 +35,9 @@ pub const DEFAULT_WAIT_MS: u64 = 1_000;
 /// The longest a long poll waits, whatever `wait_ms` says (under common proxies'
 /// idle timeouts).
 pub const MAX_WAIT_MS: u64 = 30_000;
+/// The longest a read lingers for `min_batch` once some orders are ready, whatever
+/// `linger_us` says: what the TCP READ's 16-bit field holds. A linger is meant to be
+/// well under a millisecond.
+pub const MAX_LINGER_US: u64 = u16::MAX as u64;
 /// Orders per answer when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 1_000;

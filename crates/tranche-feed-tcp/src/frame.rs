@@ -407,6 +407,10 @@ pub struct ReadRequest {
     pub min_batch: u32,
     /// Wait at most this long (cut to [`tranche_feed_service::MAX_WAIT_MS`]).
     pub wait_ms: u32,
+    /// Once some orders are ready but fewer than `min_batch`, wait at most this many
+    /// microseconds more (0: until `min_batch` or `wait_ms`, as before there was a
+    /// linger; see `Shards::wait_for`).
+    pub linger_us: u16,
 }
 
 impl ReadRequest {
@@ -420,6 +424,7 @@ impl ReadRequest {
             limit: tranche_feed_service::DEFAULT_LIMIT as u32,
             min_batch: 1,
             wait_ms: tranche_feed_service::DEFAULT_WAIT_MS as u32,
+            linger_us: 0,
         }
     }
 }
@@ -485,6 +490,8 @@ pub struct VectorRead {
     pub min_batch: u32,
     /// Wait at most this long (cut to [`tranche_feed_service::MAX_WAIT_MS`]).
     pub wait_ms: u32,
+    /// As [`ReadRequest::linger_us`].
+    pub linger_us: u16,
 }
 
 impl VectorRead {
@@ -496,6 +503,7 @@ impl VectorRead {
             limit: tranche_feed_service::DEFAULT_LIMIT as u32,
             min_batch: 1,
             wait_ms: tranche_feed_service::DEFAULT_WAIT_MS as u32,
+            linger_us: 0,
         }
     }
 }
@@ -871,7 +879,6 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
         }
         Kind::Read => {
             exact(frame, k, body, READ_BYTES)?;
-            zero(frame, k, || "reserved".into(), &body[30..32])?;
             let filter = filter_of(body[29], u32_at(body, 32), fail)?;
             let limit = u32_at(body, 36);
             if limit == 0 {
@@ -885,13 +892,14 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
                     limit,
                     min_batch: u32_at(body, 40),
                     wait_ms: u32_at(body, 44),
+                    linger_us: u16_at(body, 30),
                 },
             })
         }
         Kind::ReadV => {
             at_least(frame, k, body, READV_HEAD)?;
             zero(frame, k, || "reserved".into(), &body[9..10])?;
-            zero(frame, k, || "reserved".into(), &body[28..32])?;
+            zero(frame, k, || "reserved".into(), &body[30..32])?;
             let len = usize::from(u16_at(body, 10));
             if len > MAX_VECTOR_CURSOR_BYTES {
                 return Err(fail(
@@ -913,6 +921,7 @@ pub fn decode(frame: u64, kind: u8, body: &[u8]) -> Result<Frame<'_>, FrameError
                     limit,
                     min_batch: u32_at(body, 20),
                     wait_ms: u32_at(body, 24),
+                    linger_us: u16_at(body, 28),
                 },
             })
         }
@@ -1309,7 +1318,7 @@ pub fn encode_read(request: u64, read: &ReadRequest, out: &mut Vec<u8>) {
     out.extend_from_slice(&request.to_le_bytes());
     out.extend_from_slice(&read.cursor);
     out.push(code);
-    out.extend_from_slice(&[0; 2]);
+    out.extend_from_slice(&read.linger_us.to_le_bytes());
     out.extend_from_slice(&key.to_le_bytes());
     out.extend_from_slice(&read.limit.to_le_bytes());
     out.extend_from_slice(&read.min_batch.to_le_bytes());
@@ -1329,7 +1338,8 @@ pub fn encode_read_vector(request: u64, read: &VectorRead, out: &mut Vec<u8>) {
     out.extend_from_slice(&read.limit.to_le_bytes());
     out.extend_from_slice(&read.min_batch.to_le_bytes());
     out.extend_from_slice(&read.wait_ms.to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&read.linger_us.to_le_bytes());
+    out.extend_from_slice(&[0; 2]);
     out.extend_from_slice(cursor);
     finish(out, start);
 }

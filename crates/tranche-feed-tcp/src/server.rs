@@ -140,6 +140,7 @@ struct Read {
     limit: u32,
     min_batch: u32,
     wait_ms: u32,
+    linger_us: u16,
     /// A READV, answered by a HEADERV (else a READ, by a HEADER).
     vector: bool,
 }
@@ -423,6 +424,7 @@ async fn read_side(
                             limit: read.limit,
                             min_batch: read.min_batch,
                             wait_ms: read.wait_ms,
+                            linger_us: read.linger_us,
                             vector: false,
                         },
                     ),
@@ -436,6 +438,7 @@ async fn read_side(
                             limit: read.limit,
                             min_batch: read.min_batch,
                             wait_ms: read.wait_ms,
+                            linger_us: read.linger_us,
                             vector: true,
                         },
                     ),
@@ -728,6 +731,7 @@ async fn answer_read(
     let limit = (read.limit as usize).min(MAX_READ_LIMIT);
     let min_batch = (read.min_batch as usize).min(limit);
     let wait = Duration::from_millis(u64::from(read.wait_ms).min(MAX_WAIT_MS));
+    let linger = (read.linger_us > 0).then(|| Duration::from_micros(u64::from(read.linger_us)));
     // What is written already must not wait behind this read's wait.
     flush(wr, out, &shared.shutdown).await?;
     let shards = &shared.feed.shards;
@@ -735,7 +739,7 @@ async fn answer_read(
     let deadline = tokio::time::Instant::now() + wait;
     let waited = tokio::select! {
         biased;
-        waited = shards.wait_for(read.filter, &cursor, min_batch, deadline) => waited.map(Some),
+        waited = shards.wait_for(read.filter, &cursor, min_batch, deadline, linger) => waited.map(Some),
         () = shared.shutdown.cancelled() => Ok(None),
     };
     let outcome = match waited {

@@ -116,6 +116,7 @@ fn every_kind_round_trips() {
             limit: 100,
             min_batch: 7,
             wait_ms: 250,
+            linger_us: 65_535,
         };
         out.clear();
         frame::encode_read(9, &read, &mut out);
@@ -412,9 +413,13 @@ fn malformed_reads() {
     let mut bad = body.clone();
     bad[36..40].copy_from_slice(&0u32.to_le_bytes());
     refused(2, &raw(3, &bad), "limit");
-    let mut bad = body.clone();
-    bad[31] = 1;
-    refused(2, &raw(3, &bad), "reserved");
+    // What was reserved is the linger, in microseconds.
+    let mut lingering = body.clone();
+    lingering[30..32].copy_from_slice(&700u16.to_le_bytes());
+    match decode_one(2, &raw(3, &lingering)).unwrap() {
+        Frame::Read { read, .. } => assert_eq!(read.linger_us, 700),
+        other => panic!("expected a READ, got {other:?}"),
+    }
     // The cursor is not the codec's to judge: the server answers it as HTTP does.
     let mut forged = body.clone();
     forged[12] ^= 1;
@@ -579,6 +584,7 @@ fn shard_frames_round_trip_and_malformed_ones_name_the_field() {
         limit: 500,
         min_batch: 10,
         wait_ms: 20,
+        linger_us: 500,
     };
     frame::encode_read_vector(4, &read, &mut out);
     assert_eq!(out.len(), LEN_BYTES + 1 + 32 + 38);

@@ -455,6 +455,33 @@ async fn a_read_waits_for_min_batch_orders_of_its_filter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_linger_a_read_waits_for_the_first_order_then_answers_short_of_min_batch() {
+    let feed = start().await;
+    let mut client = FeedClient::connect(feed.addr, None).await.unwrap();
+    let mut read = ReadRequest::new(Cursor::START, Filter::Firm(FirmId(1)));
+    read.min_batch = 5;
+    read.wait_ms = 25_000;
+    read.linger_us = 50_000;
+    let poll = tokio::spawn(async move {
+        let mut orders = Vec::new();
+        let header = client.read(&read, &mut orders).await.unwrap();
+        (Instant::now(), header, orders)
+    });
+    // Nothing ready: a long poll, not an answer after the linger.
+    let firm1 = Filter::Firm(FirmId(1));
+    wait_until("the read waits", || feed.store.waiting(firm1) == 1).await;
+    let applied = Instant::now();
+    feed.ingest.apply(vec![insert(1, 100, 1)]).await.unwrap();
+    let (answered, header, orders) = poll.await.unwrap();
+    // One order of five, answered once the linger passed, well before wait_ms.
+    assert_eq!(header.count, 1);
+    assert_eq!(ids(&orders), [100]);
+    let took = answered - applied;
+    assert!(took >= Duration::from_millis(50), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_wait_ms_a_read_answers_what_is_ready() {
     let feed = start().await;
     feed.ingest

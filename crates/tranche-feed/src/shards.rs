@@ -438,18 +438,27 @@ impl Shards {
     /// [`Shards::read_into`]. It sleeps on the filter key's one wake-up, which a write
     /// touching that key in any shard signals, once per write, after the write is
     /// visible; writes touching only other keys do not wake it.
+    ///
+    /// With a `linger`, the wait has two parts, as the exchange pilot's `get_orders`
+    /// (wait, then linger for `min_rows`): until the first order is ready it lasts up
+    /// to `deadline` (a long poll, never a storm of empty answers); once some are
+    /// ready but fewer than `min_batch`, at most `linger` more, so a batching client
+    /// gets bigger pages under load without waiting out `deadline` when its orders
+    /// come slowly. A linger that ends is not a timeout (`timed_out` stays false).
     pub async fn wait_for(
         &self,
         filter: Filter,
         cursor: &VectorCursor,
         min_batch: usize,
         deadline: tokio::time::Instant,
+        linger: Option<std::time::Duration>,
     ) -> Result<WaitOutcome, ShardReadError> {
         self.check_filter(filter)?;
         let registration = self.inner.signals.register(filter);
         let sleep = tokio::time::sleep_until(deadline);
         tokio::pin!(sleep);
-        let mut wakeups = 0;
+        // Whether the linger has begun, and whether it ends before `deadline`.
+        let (mut wakeups, mut lingering, mut cut) = (0, false, false);
         loop {
             let notified = registration.signal.notify.notified();
             tokio::pin!(notified);
@@ -463,12 +472,21 @@ impl Shards {
                     timed_out: false,
                 });
             }
+            if let Some(linger) = linger.filter(|_| ready > 0 && !lingering) {
+                lingering = true;
+                let until = tokio::time::Instant::now() + linger;
+                if until < deadline {
+                    sleep.as_mut().reset(until);
+                    cut = true;
+                }
+            }
             tokio::select! {
                 biased;
                 () = &mut notified => wakeups += 1,
                 () = &mut sleep => {
                     let ready = self.count_after(cursor, filter, min_batch)?;
-                    return Ok(WaitOutcome { ready, wakeups, timed_out: ready < min_batch });
+                    let timed_out = ready < min_batch && !cut;
+                    return Ok(WaitOutcome { ready, wakeups, timed_out });
                 }
             }
         }

@@ -303,7 +303,7 @@ async fn a_waiting_read_is_woken_by_a_write_to_its_key_in_either_shard() {
         let waiter = {
             let shards = shards.clone();
             let deadline = Instant::now() + Duration::from_secs(30);
-            tokio::spawn(async move { shards.wait_for(firm, &cursor, 1, deadline).await })
+            tokio::spawn(async move { shards.wait_for(firm, &cursor, 1, deadline, None).await })
         };
         until_waiting(&shards, firm, 1).await;
         // Another firm's write, in either shard, does not wake it.
@@ -330,7 +330,11 @@ async fn a_waiting_read_is_woken_by_a_write_to_its_key_in_either_shard() {
     let waiter = {
         let shards = shards.clone();
         let deadline = Instant::now() + Duration::from_secs(30);
-        tokio::spawn(async move { shards.wait_for(Filter::All, &cursor, 2, deadline).await })
+        tokio::spawn(async move {
+            shards
+                .wait_for(Filter::All, &cursor, 2, deadline, None)
+                .await
+        })
     };
     until_waiting(&shards, Filter::All, 1).await;
     writers[0].apply(&[books[0].insert_for(3)]).unwrap();

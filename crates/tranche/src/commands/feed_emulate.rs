@@ -165,9 +165,13 @@ pub struct ClientArgs {
     /// A poll waits until this many rows are ready (batched long poll)…
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..).map(|n| n as usize))]
     pub min_batch: usize,
-    /// …or this many milliseconds.
+    /// …or this many milliseconds…
     #[arg(long, value_name = "MS", default_value_t = 1_000)]
     pub wait_ms: u64,
+    /// …or, once some rows are ready but fewer than --min-batch, this many
+    /// microseconds more (the exchange pilot's linger; 0: none, up to 65,535).
+    #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=65_535))]
+    pub linger_us: u64,
     /// Wait for a page's rows before sending the next poll (by default it goes out as
     /// soon as the page's header arrives).
     #[arg(long)]
@@ -187,6 +191,7 @@ impl ClientArgs {
             limit: self.limit,
             min_batch: self.min_batch,
             wait_ms: self.wait_ms,
+            linger_us: self.linger_us,
             pipeline: !self.no_pipeline,
             drain_timeout: Duration::from_secs(self.drain_timeout),
         }
