@@ -225,20 +225,29 @@ async fn a_bad_batch_is_refused_whole_naming_index_and_field() {
     assert_eq!(body["error"]["code"], "bad_request");
 }
 
-#[tokio::test]
-async fn a_long_poll_answers_once_min_batch_orders_arrive() {
-    let server = start().await;
+/// Starts a long poll for `query` from the store's current end: when it was answered,
+/// and the page.
+async fn spawn_poll(
+    server: &Server,
+    query: &str,
+) -> tokio::task::JoinHandle<(Instant, OrdersPage)> {
     let start = server.orders("wait_ms=0").await;
     let url = format!(
-        "{}/v1/feed/orders?firm=1&min_batch=2&wait_ms=20000&cursor={}",
+        "{}/v1/feed/orders?{query}&cursor={}",
         server.base, start.next_cursor
     );
     let client = server.client.clone();
-    let poll = tokio::spawn(async move {
+    tokio::spawn(async move {
         let response = client.get(url).send().await.unwrap();
         let answered = Instant::now();
         (answered, response.json::<OrdersPage>().await.unwrap())
-    });
+    })
+}
+
+#[tokio::test]
+async fn a_long_poll_answers_once_min_batch_orders_arrive() {
+    let server = start().await;
+    let poll = spawn_poll(&server, "firm=1&min_batch=2&wait_ms=20000").await;
     wait_until(|| server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1).await;
 
     server.post(vec![insert(1, 1, 100, 1, 7)]).await;
@@ -273,17 +282,7 @@ async fn a_long_poll_answers_once_min_batch_orders_arrive() {
 #[tokio::test]
 async fn with_a_linger_a_long_poll_waits_for_the_first_order_then_answers_short_of_min_batch() {
     let server = start().await;
-    let start = server.orders("wait_ms=0").await;
-    let url = format!(
-        "{}/v1/feed/orders?firm=1&min_batch=5&wait_ms=20000&linger_us=50000&cursor={}",
-        server.base, start.next_cursor
-    );
-    let client = server.client.clone();
-    let poll = tokio::spawn(async move {
-        let response = client.get(url).send().await.unwrap();
-        let answered = Instant::now();
-        (answered, response.json::<OrdersPage>().await.unwrap())
-    });
+    let poll = spawn_poll(&server, "firm=1&min_batch=5&wait_ms=20000&linger_us=50000").await;
     // Nothing ready: a long poll, not an answer after the linger.
     wait_until(|| server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1).await;
     let posted = Instant::now();
