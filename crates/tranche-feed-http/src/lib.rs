@@ -14,9 +14,9 @@
 //!   — the batched long poll: if fewer than `min_batch` (default 1) orders of the
 //!   filter are ready after `cursor` (default: the start), wait until enough arrive
 //!   or `wait_ms` passes (default [`DEFAULT_WAIT_MS`], cut to [`MAX_WAIT_MS`]; 0
-//!   answers at once) — or, with `linger_us`, at most that long once some are ready
-//!   (cut to [`MAX_LINGER_US`]; default 0, none) — then answer up to `limit` (default [`DEFAULT_LIMIT`], cut to
-//!   [`MAX_READ_LIMIT`]) orders as [`wire::OrdersPage`]: `next_cursor`, `count`,
+//!   answers at once) — or, with `linger_us`, at most that long once some are
+//!   ready (cut to [`MAX_LINGER_US`]; default 0, none) — then answer up to `limit`
+//!   (default [`DEFAULT_LIMIT`], cut to [`MAX_READ_LIMIT`]) orders as [`wire::OrdersPage`]: `next_cursor`, `count`,
 //!   `oldest_created_at`, `server_wait_us`, `server_read_us`, then `orders`. At most
 //!   one filter key. A malformed or altered cursor is a 400 saying why; a cursor older
 //!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
