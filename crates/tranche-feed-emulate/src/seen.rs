@@ -17,7 +17,7 @@
 use griddle::hash_map::Entry;
 use tranche_feed::{OrderId, MAX_SHARDS};
 
-use crate::book::SHARD_SHIFT;
+use crate::book::{order_id, shard_of, SHARD_SHIFT};
 
 /// A version of an order as received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,7 +82,7 @@ impl SeenTable {
 
     /// The dense slot of `id`, if it has one: (shard, chunk, index in chunk).
     fn dense_slot(&self, id: OrderId) -> Option<(usize, usize, usize)> {
-        let shard = (id.0 >> SHARD_SHIFT) as usize;
+        let shard = shard_of(id);
         let n = id.0 & ((1 << SHARD_SHIFT) - 1);
         (shard < self.dense.len() && n < DENSE_LIMIT).then_some((
             shard,
@@ -160,9 +160,9 @@ impl SeenTable {
         let dense = self.dense.iter().enumerate().flat_map(|(shard, chunks)| {
             chunks.iter().enumerate().flat_map(move |(c, chunk)| {
                 chunk.iter().flat_map(move |chunk| {
-                    (0..CHUNK).filter(|&i| chunk.holds(i)).map(move |i| {
-                        OrderId(((shard as u64) << SHARD_SHIFT) | (c * CHUNK + i) as u64)
-                    })
+                    (0..CHUNK)
+                        .filter(|&i| chunk.holds(i))
+                        .map(move |i| order_id(shard as u32, (c * CHUNK + i) as u64))
                 })
             })
         });

@@ -15,10 +15,11 @@
 //!   filter are ready after `cursor` (default: the start), wait until enough arrive
 //!   or `wait_ms` passes (default [`DEFAULT_WAIT_MS`], cut to [`MAX_WAIT_MS`]; 0
 //!   answers at once) — or, with `linger_us`, at most that long once some are
-//!   ready (cut to [`MAX_LINGER_US`]; default 0, none) — then answer up to `limit`
-//!   (default [`DEFAULT_LIMIT`], cut to [`MAX_READ_LIMIT`]) orders as [`wire::OrdersPage`]: `next_cursor`, `count`,
-//!   `oldest_created_at`, `server_wait_us`, `server_read_us`, then `orders`. At most
-//!   one filter key. A malformed or altered cursor is a 400 saying why; a cursor older
+//!   ready (cut to [`tranche_feed_service::MAX_LINGER_US`]; default 0, none) — then
+//!   answer up to `limit` (default [`DEFAULT_LIMIT`], cut to [`MAX_READ_LIMIT`])
+//!   orders as [`wire::OrdersPage`]: `next_cursor`, `count`, `oldest_created_at`,
+//!   `server_wait_us`, `server_read_us`, then `orders`. At most one filter key. A
+//!   malformed or altered cursor is a 400 saying why; a cursor older
 //!   than what the store retains is a 410 carrying the oldest cursor served; a cursor
 //!   past everything the store holds is a 400 (`cursor_ahead`).
 //!
@@ -81,7 +82,7 @@ use tranche_feed::{
 };
 use tranche_feed_service::{
     FeedService, FeedTokens, Grant, Ingest, NoIngest, Protocol, Refused, DEFAULT_LIMIT,
-    DEFAULT_WAIT_MS, MAX_LINGER_US, MAX_WAIT_MS,
+    DEFAULT_WAIT_MS, MAX_WAIT_MS,
 };
 
 use crate::wire::{Applied, ErrorBody, ErrorDetail, EventBatch, OrdersPage, WireOrder};
@@ -430,10 +431,7 @@ async fn get_orders(
     }
     let min_batch = q.min_batch.unwrap_or(1).min(limit);
     let wait = Duration::from_millis(q.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
-    let linger = q
-        .linger_us
-        .filter(|&us| us > 0)
-        .map(|us| Duration::from_micros(us.min(MAX_LINGER_US)));
+    let linger = tranche_feed_service::linger_of(q.linger_us.unwrap_or(0));
 
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wait;

@@ -39,5 +39,19 @@ pub const MAX_WAIT_MS: u64 = 30_000;
 /// `linger_us` says: what the TCP READ's 16-bit field holds. A linger is meant to be
 /// well under a millisecond.
 pub const MAX_LINGER_US: u64 = u16::MAX as u64;
+
+/// A read's linger from its `linger_us`: 0 is none; longer than [`MAX_LINGER_US`] is
+/// cut to it.
+///
+/// ```
+/// use std::time::Duration;
+/// use tranche_feed_service::linger_of;
+/// assert_eq!(linger_of(0), None);
+/// assert_eq!(linger_of(300), Some(Duration::from_micros(300)));
+/// assert_eq!(linger_of(10_000_000), Some(Duration::from_micros(65_535)));
+/// ```
+pub fn linger_of(linger_us: u64) -> Option<std::time::Duration> {
+    (linger_us > 0).then(|| std::time::Duration::from_micros(linger_us.min(MAX_LINGER_US)))
+}
 /// Orders per answer when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 1_000;

@@ -731,7 +731,7 @@ async fn answer_read(
     let limit = (read.limit as usize).min(MAX_READ_LIMIT);
     let min_batch = (read.min_batch as usize).min(limit);
     let wait = Duration::from_millis(u64::from(read.wait_ms).min(MAX_WAIT_MS));
-    let linger = (read.linger_us > 0).then(|| Duration::from_micros(u64::from(read.linger_us)));
+    let linger = tranche_feed_service::linger_of(u64::from(read.linger_us));
     // What is written already must not wait behind this read's wait.
     flush(wr, out, &shared.shutdown).await?;
     let shards = &shared.feed.shards;
