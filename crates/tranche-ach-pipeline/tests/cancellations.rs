@@ -2,7 +2,7 @@
 //! interleavings, no cancelled entry is ever in a submitted file, and every other
 //! entry is in exactly one.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -3,7 +3,7 @@
 //! our validator, an independent recount and moov-io's achcli, and the ledger, the
 //! manifests and the delivered bytes agreeing.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

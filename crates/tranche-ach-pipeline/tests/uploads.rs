@@ -3,7 +3,7 @@
 //! to the next window. The faults are injected around a real outbox (a crash between
 //! the upload and its record cannot be had from a real server on cue).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,7 +1,7 @@
 //! Files of random valid entries pass our validator and moov-io's achcli, and their
 //! counts, totals and entry hash match an independent recount.
 
-mod support;
+use crate::support;
 
 use support::{achcli, file_control, options, profile, random_entry, recount};
 use tranche_ach::{validate, write_file, Grouping, LineEnding};

@@ -2,7 +2,7 @@
 //! at the right line and field. Each case also records whether moov-io's `achcli`
 //! (v1.63.3, `-reformat=ach`) rejects it; the cases it passes are what it misses.
 
-mod support;
+use crate::support;
 
 use support::{achcli, options, profile, submission};
 use tranche_ach::{

@@ -24,19 +24,20 @@ use tranche_types::{EnqueueItem, JobId, JobState};
 
 /// Set in the child's environment to the log file it writes.
 pub const CHILD_ENV: &str = "TRANCHE_CRASH_CHILD_LOG";
-/// The name the backend's ignored child test must have: [`spawn_self`] runs only it.
+/// The name of the backend's ignored child test, whose full libtest name (with its
+/// module's path) is given to [`spawn_self`].
 pub const CHILD_TEST: &str = "crash_child";
 const RUN: &str = "crash/night";
 const KIND: &str = "crash.effect";
 
-/// Spawn the current test binary running only the ignored [`CHILD_TEST`] test, with
-/// `env` added.
-pub fn spawn_self(log: &Path, env: &[(&str, String)]) -> Child {
+/// Spawn the current test binary running only the ignored child test `child` (its full
+/// libtest name, `module::crash_child`), with `env` added.
+pub fn spawn_self(child: &str, log: &Path, env: &[(&str, String)]) -> Child {
     let exe = std::env::current_exe().expect("current test binary");
     let mut cmd = Command::new(exe);
     cmd.args([
         "--exact",
-        CHILD_TEST,
+        child,
         "--ignored",
         "--nocapture",
         "--test-threads=1",

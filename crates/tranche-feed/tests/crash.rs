@@ -4,7 +4,7 @@
 //! a prefix of the batches (at most one more, written but not yet recorded), at a
 //! batch boundary.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;
@@ -61,7 +61,11 @@ fn last_ack(path: &Path) -> Option<u64> {
 fn a_killed_writer_loses_no_acknowledged_batch() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--ignored", "--test-threads=1"])
+        .args([
+            "--exact",
+            &tranche_test_support::libtest_name(module_path!(), "crash_child"),
+        ])
+        .args(["--ignored", "--test-threads=1"])
         .env(CHILD_ENV, dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -1,7 +1,7 @@
 //! Current-state semantics, all-or-nothing batches, durability and retention, on real
 //! files in temporary directories.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;

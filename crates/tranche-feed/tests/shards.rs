@@ -1,6 +1,6 @@
 //! A feed of several shards read through vector cursors, and a replica's store.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Per-key wake-ups of long-polling readers, and readers polling while a core writes.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

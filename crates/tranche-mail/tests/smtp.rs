@@ -1,7 +1,7 @@
 //! The SMTP mailer against a real aiosmtpd: the conformance suite, envelopes, the
 //! connection pool under load, and a server that is down or silent.
 
-mod smtp_server;
+use crate::smtp_server;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

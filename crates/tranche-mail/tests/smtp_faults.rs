@@ -1,7 +1,7 @@
 //! aiosmtpd handlers that fail on purpose (tests/smtp_server/faults.py): 4xx replies
 //! are retried within a send, 5xx are permanent with the server's reply.
 
-mod smtp_server;
+use crate::smtp_server;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! STARTTLS, implicit TLS and AUTH against aiosmtpd (tests/smtp_server/tls_auth_server.py)
 //! with a certificate from a CA made for the test.
 
-mod smtp_server;
+use crate::smtp_server;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

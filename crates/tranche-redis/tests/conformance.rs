@@ -1,7 +1,7 @@
 //! The shared conformance suite, run against a real redis-server (one per test process,
 //! a fresh key prefix per backend).
 
-mod server;
+use crate::server;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -153,8 +153,10 @@ async fn crash_kill_and_resume() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = server::fresh_prefix();
     let backend = open(url, prefix.clone(), Arc::new(tranche_types::SystemClock)).await;
+    let child = tranche_test_support::libtest_name(module_path!(), suite::crash::CHILD_TEST);
     suite::crash::kill_and_resume(backend, dir.path(), 2000, |log| {
         suite::crash::spawn_self(
+            &child,
             log,
             &[
                 ("TRANCHE_CRASH_REDIS_URL", url.to_string()),

@@ -3,7 +3,7 @@
 //! is down lands exactly once, the outage is reported once when it starts and once
 //! when it ends, and one that outlasts the limit is given up on.
 
-mod server;
+use crate::server;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! must stay readable, so the packed layout (documented at the top of
 //! `src/scripts/common.lua`) may only change together with a migration.
 
-mod server;
+use crate::server;
 
 use std::sync::Arc;
 use std::time::Duration;

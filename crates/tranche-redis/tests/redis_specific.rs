@@ -1,7 +1,7 @@
 //! What only the Redis backend has: prefix checks, on-done names and job kinds checked
 //! up front, and the retention of ended data.
 
-mod server;
+use crate::server;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! append-only file: the worker rides through the outage, and every job ends succeeded
 //! exactly once (fencing refuses any duplicate completion).
 
-mod server;
+use crate::server;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -111,8 +111,9 @@ async fn crash_kill_and_resume() {
     let data = dir.path().join("data");
     let backend = open(&data, Arc::new(tranche_types::SystemClock));
     let data_s = data.display().to_string();
+    let child = tranche_test_support::libtest_name(module_path!(), suite::crash::CHILD_TEST);
     suite::crash::kill_and_resume(backend, dir.path(), 2000, |log| {
-        suite::crash::spawn_self(log, &[("TRANCHE_CRASH_DATA", data_s.clone())])
+        suite::crash::spawn_self(&child, log, &[("TRANCHE_CRASH_DATA", data_s.clone())])
     })
     .await;
 }

@@ -31,6 +31,53 @@ pub fn missing_tool(what: &str) {
     eprintln!("SKIPPED: missing {what}");
 }
 
+/// The name libtest runs a test by, given the `module_path!()` of the module that
+/// defines it: that path without its first segment (the test binary's crate). A test that
+/// runs its own binary again as a child (`--exact NAME --ignored`) needs the full name,
+/// which changes when the file becomes a module of a crate's one test binary.
+///
+/// ```
+/// let name = tranche_test_support::libtest_name("integration::crash", "crash_child");
+/// assert_eq!(name, "crash::crash_child");
+/// assert_eq!(tranche_test_support::libtest_name("signing", "t"), "t");
+/// ```
+pub fn libtest_name(module_path: &str, test: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_crate, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    }
+}
+
+/// Fail unless every Rust file in a crate's `tests/` (and every folder there with a
+/// `mod.rs`) is declared as a module in `main`, the text of `tests/main.rs`: with one
+/// test binary per crate (`autotests = false`), a file nobody declares is never built or
+/// run, and nothing else would say so.
+pub fn assert_every_test_file_is_a_module(tests: &Path, main: &str) {
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(tests).expect("read the tests folder") {
+        let path = entry.expect("a tests folder entry").path();
+        let name = match path.file_name().and_then(|n| n.to_str()) {
+            Some(n) => n.to_string(),
+            None => continue,
+        };
+        let module = if path.is_dir() && path.join("mod.rs").is_file() {
+            name
+        } else if let Some(stem) = name.strip_suffix(".rs").filter(|s| *s != "main") {
+            stem.to_string()
+        } else {
+            continue;
+        };
+        if !main.lines().any(|l| l.trim() == format!("mod {module};")) {
+            missing.push(module);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{}/main.rs does not declare {missing:?}: add `mod NAME;` for each, or they never run",
+        tests.display()
+    );
+}
+
 /// A tmpfs of a fixed size, a real filesystem that fills up; unmounted when dropped.
 /// Mounting needs root: without it, `None` (the test is skipped, saying why) — or a
 /// failure when [`tools_required`].

@@ -2,7 +2,7 @@
 //! generated day packaged and submitted by `engine --once`, what `--dry-run` says (and
 //! does not do), the status it leaves, rules with mistakes, and the demo.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

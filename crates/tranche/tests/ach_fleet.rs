@@ -4,7 +4,7 @@
 //! our validator and moov-io's achcli, and what the banks received is what the ledger
 //! recorded.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

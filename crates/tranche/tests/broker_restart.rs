@@ -4,7 +4,7 @@
 //! happened. Each test waits for the command to report the outage before the server
 //! comes back, so the restart is known to have hit it.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

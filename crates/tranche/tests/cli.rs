@@ -1,6 +1,6 @@
 //! The `tranche` binary as an operator uses it, against a real data directory.
 
-mod support;
+use crate::support;
 
 use support::{streams as text, tranche_on as tranche};
 

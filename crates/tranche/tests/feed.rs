@@ -1,7 +1,7 @@
 //! `tranche feed serve` as a process: batches in, orders out, a waiting long poll
 //! answered by SIGTERM, the store kept across a restart, non-loopback refused.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! the server and a replica as child processes (the pilot's shape) or in its own
 //! process, at one rate or several.
 
-mod support;
+use crate::support;
 
 use std::process::{Child, Stdio};
 

@@ -1,7 +1,7 @@
 //! `tranche feed serve` as a process: `GET /metrics` counts what came in and went
 //! out over both listeners, takes a reader's token, and the dashboard is served.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 

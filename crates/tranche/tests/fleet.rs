@@ -4,7 +4,7 @@
 //! different queue roles do the steps; one of them is killed with SIGKILL half way.
 //! Every client must be mailed exactly once, the report complete, no job lost.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tranche_core::{Client, Engine, Registry, TaskOptions, WorkerConfig};
 use tranche_types::{EnqueueItem, JobId, Limit, LimitScope, RunName, StartRate};
 
-mod support;
+use crate::support;
 
 /// Each worker process's queue: one each, so that both surely take part.
 const QUEUES: [&str; 2] = ["limited-1", "limited-2"];
@@ -91,7 +91,7 @@ fn spawn_worker(at: &str, queue: &str, log: &Path, ready: &Path) -> Child {
     Command::new(exe)
         .args([
             "--exact",
-            CHILD_TEST,
+            &tranche_test_support::libtest_name(module_path!(), CHILD_TEST),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

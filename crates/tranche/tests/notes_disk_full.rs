@@ -5,7 +5,7 @@
 //! (it deletes a filler file as soon as it sees the message); no client fails for it,
 //! everyone is mailed once. A report that cannot be written says where it went.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

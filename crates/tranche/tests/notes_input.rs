@@ -1,7 +1,7 @@
 //! A broker's bad night at the input files: `notes run` and `notes check` read the
 //! same rows the same way, lose none of them, and account for every one.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! mailed client's changed trades are reported and never silently resent, and a
 //! corrected note goes out only when decided — with a number of its own.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! qpdf) on what was mailed; then a retry that re-runs only the failed clients, and a
 //! night killed with SIGKILL half way that resumes without mailing anyone twice.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! removes nothing; the real one removes finished runs before the date and never an
 //! unfinished one; a bad or future date is a clear error.
 
-mod support;
+use crate::support;
 
 use support::{streams as text, tranche_on as tranche};
 

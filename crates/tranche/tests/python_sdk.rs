@@ -6,7 +6,7 @@
 //! queues, schedules, pruning) against the server.
 //! Needs `python3` (standard library only).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

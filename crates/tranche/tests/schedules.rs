@@ -1,7 +1,7 @@
 //! `tranche schedule apply`, `tranche schedules` and the scheduler that `tranche
 //! server` runs, as an operator uses them against a real data directory.
 
-mod support;
+use crate::support;
 
 use support::tranche_on as tranche;
 

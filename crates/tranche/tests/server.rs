@@ -2,7 +2,7 @@
 //! its figures covering jobs another process worked on the same database, stopped
 //! with SIGTERM.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! `tranche server` and `tranche bench server` with their state in Redis (`--broker`),
 //! against a real redis-server on a free loopback port; tokens from TRANCHE_TOKENS.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};

@@ -8,7 +8,7 @@
 #[allow(dead_code)] // the binary's module: this test uses its exporting half
 #[path = "../src/otlp.rs"]
 mod otlp;
-mod support;
+use crate::support;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
