@@ -7,6 +7,7 @@ two runners' logs; a file a failed run never wrote counts as empty.
 """
 
 import argparse
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -29,6 +30,7 @@ def main() -> None:
     ap.add_argument("--phases", required=True)
     ap.add_argument("--total", type=int, required=True)
     ap.add_argument("--junit", required=True)
+    ap.add_argument("--timings", required=True)
     ap.add_argument("--tests-log", required=True)
     ap.add_argument("--doc-log", required=True)
     a = ap.parse_args()
@@ -43,6 +45,15 @@ def main() -> None:
     for name, secs in phases:
         print(f"{name:<16} {secs:>8} {minutes(secs):>7}")
     print(f"{'total':<16} {a.total:>8} {minutes(a.total):>7}")
+
+    # cargo --timings: the build's slowest units (a crate, or one of its targets).
+    m = re.search(r"const UNIT_DATA = (\[.*?\]);\s*$", read(a.timings), re.M | re.S)
+    if m:
+        units = json.loads(m.group(1))
+        print(f"\nslowest compile units (of {len(units)}, {sum(u['duration'] for u in units):.0f} s in all)")
+        for u in sorted(units, key=lambda u: -u["duration"])[:15]:
+            what = f"{u['name']} {u.get('target', '')}".strip()
+            print(f"{u['duration']:>8.1f} s  {what} ({u.get('mode', '')})")
 
     cases = []
     if Path(a.junit).is_file():

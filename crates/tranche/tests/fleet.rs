@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-const CLIENTS: usize = 2000;
+/// Enough for every worker to hold notes at every step when one is killed (a fifth of
+/// the way in) and for the others to take over its leases; the fleet's throughput is
+/// `tranche bench notes`'s to measure, not this test's. (2,000 took 100 s here, half of
+/// it the SMTP server's 40 messages a second.)
+const CLIENTS: usize = 400;
 
 fn fleet_env(cmd: &mut Command, redis: u16, s3: u16) {
     cmd.env("TRANCHE_BROKER", format!("redis://127.0.0.1:{redis}"))
