@@ -49,8 +49,11 @@ def main() -> None:
     # cargo --timings: the build's slowest units (a crate, or one of its targets).
     m = re.search(r"const UNIT_DATA = (\[.*?\]);\s*$", read(a.timings), re.M | re.S)
     if m:
-        units = json.loads(m.group(1))
-        print(f"\nslowest compile units (of {len(units)}, {sum(u['duration'] for u in units):.0f} s in all)")
+        units = [u for u in json.loads(m.group(1)) if u["duration"] > 0]
+        if not units:
+            print("\nnothing was compiled")
+        else:
+            print(f"\nslowest compile units (of {len(units)}, {sum(u['duration'] for u in units):.0f} s in all)")
         for u in sorted(units, key=lambda u: -u["duration"])[:15]:
             what = f"{u['name']} {u.get('version', '')}{u.get('target', '')}"
             if u.get("mode") == "run-custom-build":
