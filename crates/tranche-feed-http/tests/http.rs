@@ -7,6 +7,10 @@ use tokio_util::sync::CancellationToken;
 use tranche_feed::{FeedOptions, Filter, Store};
 use tranche_feed_http::wire::OrdersPage;
 use tranche_feed_service::FeedTokens;
+use tranche_test_support::poll_until;
+
+/// How long a test waits for what it polls.
+const WAIT: Duration = Duration::from_secs(10);
 
 struct Server {
     base: String,
@@ -248,12 +252,15 @@ async fn spawn_poll(
 async fn a_long_poll_answers_once_min_batch_orders_arrive() {
     let server = start().await;
     let poll = spawn_poll(&server, "firm=1&min_batch=2&wait_ms=20000").await;
-    wait_until(|| server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1).await;
+    poll_until("the long poll waits on firm 1", WAIT, || {
+        server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1
+    })
+    .await;
 
     server.post(vec![insert(1, 1, 100, 1, 7)]).await;
     // Another firm's order does not count.
     server.post(vec![insert(2, 2, 200, 2, 7)]).await;
-    wait_until(|| {
+    poll_until("the long poll was woken", WAIT, || {
         server
             .store
             .signals_sent(Filter::Firm(tranche_feed::FirmId(1)))
@@ -284,7 +291,10 @@ async fn with_a_linger_a_long_poll_waits_for_the_first_order_then_answers_short_
     let server = start().await;
     let poll = spawn_poll(&server, "firm=1&min_batch=5&wait_ms=20000&linger_us=50000").await;
     // Nothing ready: a long poll, not an answer after the linger.
-    wait_until(|| server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1).await;
+    poll_until("the long poll waits on firm 1", WAIT, || {
+        server.store.waiting(Filter::Firm(tranche_feed::FirmId(1))) == 1
+    })
+    .await;
     let posted = Instant::now();
     server.post(vec![insert(1, 1, 100, 1, 7)]).await;
     let (answered, page) = poll.await.unwrap();
@@ -388,15 +398,6 @@ async fn a_cursor_older_than_retention_is_gone_with_the_oldest_cursor() {
         .orders(&format!("wait_ms=0&cursor={}", Cursor::new(2, 1)))
         .await;
     assert_eq!(resumed.count, 0);
-}
-
-/// Polls a condition the server's store exposes (never a bare sleep for an outcome).
-async fn wait_until(mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "condition not reached in 10 s");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! `GET /metrics` over real HTTP on loopback: the figures move by exactly what was
 //! written and read, and the token rules.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -9,6 +9,10 @@ use tranche_feed::{FeedOptions, Filter, Store};
 use tranche_feed_http::wire::OrdersPage;
 use tranche_feed_service::metrics::*;
 use tranche_feed_service::FeedTokens;
+use tranche_test_support::poll_until;
+
+/// How long a test waits for what it polls.
+const WAIT: Duration = Duration::from_secs(10);
 
 struct Server {
     base: String,
@@ -95,15 +99,6 @@ impl Server {
     }
 }
 
-/// Polls a condition the server's store exposes (never a bare sleep for an outcome).
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "not reached in 10 s: {what}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
 fn bucket(scrape: &Scrape, name: &str, labels: &[(&str, &str)], le: &str) -> f64 {
     let mut labels = labels.to_vec();
     labels.push(("le", le));
@@ -173,7 +168,7 @@ async fn the_figures_move_by_exactly_what_was_written_and_read() {
             page
         })
     };
-    wait_until("the long poll waits", || {
+    poll_until("the long poll waits", WAIT, || {
         server.store.waiting(Filter::All) == 1
     })
     .await;

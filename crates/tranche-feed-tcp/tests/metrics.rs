@@ -1,7 +1,7 @@
 //! The TCP path records into the same figures as HTTP (`GET /metrics` renders them),
 //! by exactly what it wrote and answered.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -9,6 +9,10 @@ use tranche_feed::*;
 use tranche_feed_service::metrics::*;
 use tranche_feed_service::FeedTokens;
 use tranche_feed_tcp::{CoreConnection, FeedClient, ReadRequest};
+use tranche_test_support::poll_until;
+
+/// How long a test waits for what it polls.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn insert(seq: u64, id: u64, created_at: u64) -> Event {
     Event::Insert(NewOrder {
@@ -30,15 +34,6 @@ fn now_nanos() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
-}
-
-/// Polls a condition the server's store exposes (never a bare sleep for an outcome).
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "not reached in 10 s: {what}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +74,7 @@ async fn reads_and_batches_over_tcp_are_counted_under_their_protocol() {
     let mut woken = ReadRequest::new(header.next, Filter::Firm(FirmId(1)));
     woken.wait_ms = 20_000;
     client.send_read(&woken).await.unwrap();
-    wait_until("the read waits", || {
+    poll_until("the read waits", WAIT, || {
         store.waiting(Filter::Firm(FirmId(1))) == 1
     })
     .await;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
@@ -16,6 +16,10 @@ use tranche_feed_service::{FeedService, FeedTokens, Ingest};
 use tranche_feed_tcp::{
     ClientError, CoreConnection, ErrorCode, FeedClient, Replica, ReplicaConfig, VectorRead,
 };
+use tranche_test_support::poll_until;
+
+/// How long a test waits for what it polls.
+const WAIT: Duration = Duration::from_secs(20);
 
 /// A primary of several shards serving TCP, stoppable and restartable on its
 /// directory.
@@ -192,18 +196,9 @@ fn config(primary: SocketAddr, dir: &Path) -> ReplicaConfig {
     config
 }
 
-/// Polls (every millisecond, never longer than 20 s) until `done`.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "not reached in 20 s: {what}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
 async fn caught_up(replica: &Replica, primary: &Primary) {
     let want = primary.state();
-    until("the replica holds the primary's state", || {
+    poll_until("the replica holds the primary's state", WAIT, || {
         state_of(replica.shards()) == want && replica.lag().seqs_behind() == 0
     })
     .await;
@@ -374,7 +369,7 @@ async fn a_replica_survives_the_primarys_restart_and_its_own_and_reports_its_lag
 
     // The primary stops: the replica says it is disconnected, and its lag grows.
     primary.stop().await;
-    until("the replica notices", || !replica.lag().connected()).await;
+    poll_until("the replica notices", WAIT, || !replica.lag().connected()).await;
     let before = replica.lag().seconds_behind();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(replica.lag().seconds_behind() > before);

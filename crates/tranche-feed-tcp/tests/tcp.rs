@@ -15,6 +15,10 @@ use tranche_feed_tcp::{
     Access, Ack, ClientError, CoreConnection, ErrorCode, FeedClient, ReadRequest, ServerError,
     MAX_FRAME_LEN,
 };
+use tranche_test_support::poll_until;
+
+/// How long a test waits for what it polls.
+const WAIT: Duration = Duration::from_secs(10);
 
 struct Feed {
     addr: SocketAddr,
@@ -92,15 +96,6 @@ fn cancel(seq: u64, id: u64) -> Event {
         status: Status::Cancelled,
         updated_at: 1_700_000_000_000_000_000 + seq,
     })
-}
-
-/// Polls a condition the server's store exposes (never a bare sleep for an outcome).
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "not reached in 10 s: {what}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
 }
 
 fn ids(orders: &[Order]) -> Vec<u64> {
@@ -409,7 +404,7 @@ async fn a_waiting_read_is_woken_by_a_write_to_its_firm() {
     let mut read = ReadRequest::new(Cursor::new(1, 1), Filter::Firm(FirmId(1)));
     read.wait_ms = 25_000;
     client.send_read(&read).await.unwrap();
-    wait_until("the read waits on firm 1", || {
+    poll_until("the read waits on firm 1", WAIT, || {
         feed.store.waiting(Filter::Firm(FirmId(1))) == 1
     })
     .await;
@@ -440,11 +435,14 @@ async fn a_read_waits_for_min_batch_orders_of_its_filter() {
         (header, orders)
     });
     let firm1 = Filter::Firm(FirmId(1));
-    wait_until("the read waits", || feed.store.waiting(firm1) == 1).await;
+    poll_until("the read waits", WAIT, || feed.store.waiting(firm1) == 1).await;
     feed.ingest.apply(vec![insert(1, 100, 1)]).await.unwrap();
     // Another firm's order does not count.
     feed.ingest.apply(vec![insert(2, 200, 2)]).await.unwrap();
-    wait_until("the read was woken", || feed.store.signals_sent(firm1) >= 1).await;
+    poll_until("the read was woken", WAIT, || {
+        feed.store.signals_sent(firm1) >= 1
+    })
+    .await;
     assert!(!poll.is_finished(), "one order of two must not answer");
     assert_eq!(feed.store.waiting(firm1), 1, "back to waiting");
     feed.ingest.apply(vec![insert(3, 101, 1)]).await.unwrap();
@@ -469,7 +467,7 @@ async fn with_a_linger_a_read_waits_for_the_first_order_then_answers_short_of_mi
     });
     // Nothing ready: a long poll, not an answer after the linger.
     let firm1 = Filter::Firm(FirmId(1));
-    wait_until("the read waits", || feed.store.waiting(firm1) == 1).await;
+    poll_until("the read waits", WAIT, || feed.store.waiting(firm1) == 1).await;
     let applied = Instant::now();
     feed.ingest.apply(vec![insert(1, 100, 1)]).await.unwrap();
     let (answered, header, orders) = poll.await.unwrap();
@@ -760,7 +758,10 @@ async fn shutting_down_answers_waiting_reads_then_closes_every_connection() {
     let mut read = ReadRequest::new(Cursor::START, Filter::All);
     read.wait_ms = 25_000;
     client.send_read(&read).await.unwrap();
-    wait_until("the read waits", || feed.store.waiting(Filter::All) == 1).await;
+    poll_until("the read waits", WAIT, || {
+        feed.store.waiting(Filter::All) == 1
+    })
+    .await;
     let mut core = CoreConnection::connect(feed.addr, None).await.unwrap();
     core.apply(&[insert(1, 1, 1)]).await.unwrap();
     // The read was answered by that write; wait on an empty filter instead.
@@ -770,7 +771,7 @@ async fn shutting_down_answers_waiting_reads_then_closes_every_connection() {
     read.cursor = header.next.to_bytes();
     read.filter = Filter::Instrument(InstrumentId(9));
     client.send_read(&read).await.unwrap();
-    wait_until("the read waits on instrument 9", || {
+    poll_until("the read waits on instrument 9", WAIT, || {
         feed.store.waiting(Filter::Instrument(InstrumentId(9))) == 1
     })
     .await;

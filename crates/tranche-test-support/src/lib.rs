@@ -17,6 +17,7 @@ pub use sshd::Sshd;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// Whether a missing tool fails the test instead of skipping it: under `.ci/run`
 /// (which exports `TRANCHE_REQUIRE_TOOLS=1`) or any CI that sets `CI`.
@@ -29,6 +30,20 @@ pub fn tools_required() -> bool {
 pub fn missing_tool(what: &str) {
     assert!(!tools_required(), "missing: {what}");
     eprintln!("SKIPPED: missing {what}");
+}
+
+/// Waits until `done` holds, trying every millisecond, and fails naming `what` if it
+/// does not within `within`: how async tests wait for an outcome they can only observe
+/// (never a bare sleep).
+pub async fn poll_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "not reached in {within:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// The name libtest runs a test by, given the `module_path!()` of the module that
