@@ -54,11 +54,11 @@ def main() -> None:
             print("\nnothing was compiled")
         else:
             print(f"\nslowest compile units (of {len(units)}, {sum(u['duration'] for u in units):.0f} s in all)")
-        for u in sorted(units, key=lambda u: -u["duration"])[:15]:
-            what = f"{u['name']} {u.get('version', '')}{u.get('target', '')}"
-            if u.get("mode") == "run-custom-build":
-                what += " (running its build script)"
-            print(f"{u['duration']:>8.1f} s  {what}")
+            for u in sorted(units, key=lambda u: -u["duration"])[:15]:
+                what = f"{u['name']} {u.get('version', '')}{u.get('target', '')}"
+                if u.get("mode") == "run-custom-build":
+                    what += " (running its build script)"
+                print(f"{u['duration']:>8.1f} s  {what}")
 
     cases = []
     if Path(a.junit).is_file():

@@ -60,12 +60,9 @@ fn last_ack(path: &Path) -> Option<u64> {
 #[test]
 fn a_killed_writer_loses_no_acknowledged_batch() {
     let dir = tempfile::tempdir().unwrap();
+    let child_test = tranche_test_support::libtest_name(module_path!(), "crash_child");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &tranche_test_support::libtest_name(module_path!(), "crash_child"),
-        ])
-        .args(["--ignored", "--test-threads=1"])
+        .args(["--exact", &child_test, "--ignored", "--test-threads=1"])
         .env(CHILD_ENV, dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

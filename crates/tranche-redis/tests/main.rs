@@ -8,8 +8,4 @@ mod redis_specific;
 mod restart;
 mod server;
 
-#[test]
-fn every_test_file_is_a_module() {
-    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    tranche_test_support::assert_every_test_file_is_a_module(&tests, include_str!("main.rs"));
-}
+tranche_test_support::every_test_file_is_a_module!(include_str!("main.rs"));

@@ -5,8 +5,4 @@ mod full_disk;
 mod local;
 mod s3;
 
-#[test]
-fn every_test_file_is_a_module() {
-    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    tranche_test_support::assert_every_test_file_is_a_module(&tests, include_str!("main.rs"));
-}
+tranche_test_support::every_test_file_is_a_module!(include_str!("main.rs"));

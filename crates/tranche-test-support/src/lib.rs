@@ -93,6 +93,20 @@ pub fn assert_every_test_file_is_a_module(tests: &Path, main: &str) {
     );
 }
 
+/// The test each crate's `tests/main.rs` runs: [`assert_every_test_file_is_a_module`]
+/// on its own folder, given its own text (`include_str!("main.rs")`, which must be
+/// written there to name that file).
+#[macro_export]
+macro_rules! every_test_file_is_a_module {
+    ($main:expr) => {
+        #[test]
+        fn every_test_file_is_a_module() {
+            let tests = ::std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+            $crate::assert_every_test_file_is_a_module(&tests, $main);
+        }
+    };
+}
+
 /// A tmpfs of a fixed size, a real filesystem that fills up; unmounted when dropped.
 /// Mounting needs root: without it, `None` (the test is skipped, saying why) — or a
 /// failure when [`tools_required`].

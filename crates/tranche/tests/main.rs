@@ -24,8 +24,4 @@ mod server_redis;
 mod support;
 mod traces;
 
-#[test]
-fn every_test_file_is_a_module() {
-    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    tranche_test_support::assert_every_test_file_is_a_module(&tests, include_str!("main.rs"));
-}
+tranche_test_support::every_test_file_is_a_module!(include_str!("main.rs"));
