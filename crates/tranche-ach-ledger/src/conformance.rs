@@ -123,6 +123,7 @@ pub async fn exercise(a: Arc<dyn Ledger>, b: Arc<dyn Ledger>) {
     cancels_are_idempotent_and_may_come_first(&*a).await;
     submissions_are_recorded_once(&*a).await;
     packaging_refuses_what_does_not_fit(&*a).await;
+    a_name_is_held_until_released_unsent(&*a).await;
     eligible_pages_in_import_order(&*a).await;
     entries_are_read_by_seq(&*a).await;
     batch_keys_are_read_by_seq(&*a).await;
@@ -633,6 +634,119 @@ pub async fn packaging_refuses_what_does_not_fit(ledger: &dyn Ledger) {
             why: ConflictReason::State(State::Packaged)
         }]),
         "an entry is in one file at most"
+    );
+}
+
+/// A name at the bank is one file's at a time: a second file of the bank under it is
+/// refused (`NameTaken`, by id and by seq) while the first is packaged, taken once the
+/// first is released before its submission began, and refused for good once a
+/// submission of its holder began, even after a reset and a release (its bytes may be
+/// at the bank).
+pub async fn a_name_is_held_until_released_unsent(ledger: &dyn Ledger) {
+    let d = day(4);
+    let ids = ids("name", 4);
+    import_all(ledger, "name", d, &ids).await;
+    let seq = seqs_of(ledger, &ids).await;
+    let named = |file_id: &str| NewFile {
+        name: "name-A.ach".into(),
+        ..sample_file(file_id, "name", d)
+    };
+    let packaged = |out: PackageOutcome, what: &str| match out {
+        PackageOutcome::Packaged(r) => r,
+        other => panic!("{what}: got {other:?}"),
+    };
+    let first = packaged(
+        ledger
+            .package(named("name-A"), vec![ids[0].clone(), ids[1].clone()])
+            .await
+            .unwrap(),
+        "the first file under the name",
+    );
+    assert!(first.holds_name() && !first.submission_began);
+    assert_eq!(
+        ledger
+            .package(named("name-A-2"), vec![ids[2].clone()])
+            .await
+            .unwrap(),
+        PackageOutcome::NameTaken {
+            file_id: "name-A".into()
+        },
+        "a packaged file holds its name"
+    );
+    assert_eq!(
+        ledger
+            .package_seqs(named("name-A-2"), vec![seq[&ids[2]]])
+            .await
+            .unwrap(),
+        PackageOutcome::NameTaken {
+            file_id: "name-A".into()
+        },
+        "by seq as by id"
+    );
+    assert_eq!(state_of(ledger, &ids[2]).await, State::Accepted);
+    assert!(matches!(
+        ledger.release_file("name-A").await.unwrap(),
+        ReleaseOutcome::Released { .. }
+    ));
+    let released = ledger.file("name-A").await.unwrap().unwrap().record;
+    assert!(!released.holds_name(), "released unsent: {released:?}");
+
+    // Taken again by a file rebuilt from the released one's entries; its submission
+    // begins, in doubt, is reset, and a cancel releases it.
+    let second = named("name-A-2");
+    packaged(
+        ledger
+            .package_seqs(second.clone(), vec![seq[&ids[0]], seq[&ids[2]]])
+            .await
+            .unwrap(),
+        "a file taking the name given back",
+    );
+    assert!(matches!(
+        ledger
+            .begin_submission("name-A-2", "sftp://bank/inbound")
+            .await
+            .unwrap(),
+        BeginOutcome::Started { .. }
+    ));
+    assert_eq!(
+        ledger.reset_submission("name-A-2").await.unwrap(),
+        ResetOutcome::Reset
+    );
+    assert!(matches!(
+        ledger.cancel(&ids[0], "test").await.unwrap(),
+        CancelOutcome::Cancelled { .. }
+    ));
+    assert!(matches!(
+        ledger.release_file("name-A-2").await.unwrap(),
+        ReleaseOutcome::Released { .. }
+    ));
+    let began = ledger.file("name-A-2").await.unwrap().unwrap().record;
+    assert!(
+        began.submission_began && began.holds_name(),
+        "a file whose submission began keeps its name: {began:?}"
+    );
+    assert_eq!(
+        ledger
+            .package(named("name-A-3"), vec![ids[2].clone(), ids[3].clone()])
+            .await
+            .unwrap(),
+        PackageOutcome::NameTaken {
+            file_id: "name-A-2".into()
+        },
+    );
+    // Another name of the bank is free.
+    packaged(
+        ledger
+            .package(
+                NewFile {
+                    name: "name-B.ach".into(),
+                    ..sample_file("name-B", "name", d)
+                },
+                vec![ids[2].clone(), ids[3].clone()],
+            )
+            .await
+            .unwrap(),
+        "another name",
     );
 }
 

@@ -136,6 +136,13 @@ DROP TABLE members;
     // 4: each entry's batch key as one hash, computed at import, for the groupers'
     // reads (see `batch_keys`). Adding it rewrites the table once.
     batch_keys::BATCH_KEY_COLUMN,
+    // 5: whether a file's submission ever began, kept through a reset, so that a file
+    // released before it began gives its name (its file ID modifier) back (see the
+    // SQLite ledger's NAMES). Files recorded before are taken to have begun.
+    r#"
+ALTER TABLE files ADD COLUMN submission_began boolean NOT NULL DEFAULT true;
+CREATE INDEX files_name ON files (bank, name);
+"#,
 ];
 
 /// Which file holds entry `e` (`m`; no row when none does) and that file (`f`).
@@ -169,7 +176,7 @@ const CANCELLED_ENTRIES: &str = "cancellations c CROSS JOIN LATERAL \
 
 const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
-    began_at, submitted_at";
+    began_at, submitted_at, submission_began";
 const ENTRY_COLUMN_COUNT: usize = 17;
 /// Rows per multi-row insert of an import.
 const IMPORT_CHUNK: usize = 5_000;
@@ -761,6 +768,7 @@ fn file_at(row: &Row) -> R<FileRecord> {
             began_at: began_at.map(ts),
             submitted_at: submitted_at.map(ts),
         }),
+        submission_began: row.try_get(15)?,
     })
 }
 
@@ -1081,7 +1089,9 @@ async fn package_tx(
     if !conflicts.is_empty() {
         return Ok(PackageOutcome::Refused(conflicts));
     }
-    insert_file(tx, file, entry_ids.len(), &totals, now).await?;
+    if let Some(holder) = insert_file(tx, file, entry_ids.len(), &totals, now).await? {
+        return Ok(PackageOutcome::NameTaken { file_id: holder });
+    }
     let joined = join_file(tx, file, &seqs).await?;
     recorded(tx, file, joined, entry_ids.len()).await
 }
@@ -1113,7 +1123,9 @@ async fn package_seqs_tx(
         Ok(totals) => totals,
         Err(conflicts) => return Ok(PackageOutcome::Refused(conflicts)),
     };
-    insert_file(tx, file, seqs.len(), &totals, now).await?;
+    if let Some(holder) = insert_file(tx, file, seqs.len(), &totals, now).await? {
+        return Ok(PackageOutcome::NameTaken { file_id: holder });
+    }
     let joined = join_file(tx, file, seqs).await?;
     recorded(tx, file, joined, seqs.len()).await
 }
@@ -1186,7 +1198,9 @@ async fn package_checked_tx(
     if rejections_made(tx).await? != made || file_record(tx, &file.file_id).await?.is_some() {
         return Ok(None);
     }
-    insert_file(tx, file, seqs.len(), totals, now).await?;
+    if let Some(holder) = insert_file(tx, file, seqs.len(), totals, now).await? {
+        return Ok(Some(PackageOutcome::NameTaken { file_id: holder }));
+    }
     match join_file(tx, file, seqs).await {
         Ok(joined) if joined == seqs.len() as u64 => {
             recorded(tx, file, joined, seqs.len()).await.map(Some)
@@ -1272,17 +1286,29 @@ impl Totals {
     }
 }
 
+/// Record `file`, unless another file of its bank holds its name
+/// ([`FileRecord::holds_name`]): then nothing is written and that file is answered.
 async fn insert_file(
     tx: &deadpool_postgres::Transaction<'_>,
     file: &NewFile,
     entries: usize,
     totals: &Totals,
     now: Timestamp,
-) -> R<()> {
+) -> R<Option<String>> {
+    if let Some(holder) = tx
+        .query_opt(
+            "SELECT file_id FROM files WHERE bank = $1 AND name = $2 \
+             AND (state <> 3 OR submission_began) LIMIT 1",
+            &[&file.bank, &file.name],
+        )
+        .await?
+    {
+        return Ok(Some(holder.try_get(0)?));
+    }
     tx.execute(
         "INSERT INTO files (file_id, bank, submission_date, same_day, submission_window, name, \
-         hash, state, entries, credit_cents, debit_cents, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11)",
+         hash, state, entries, credit_cents, debit_cents, created_at, submission_began) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, false)",
         &[
             &file.file_id,
             &file.bank,
@@ -1298,7 +1324,7 @@ async fn insert_file(
         ],
     )
     .await?;
-    Ok(())
+    Ok(None)
 }
 
 /// The file just recorded, once every entry was marked (else the transaction is retried:
@@ -1409,7 +1435,8 @@ async fn begin_tx(
         return Ok(BeginOutcome::Refused { cancelled });
     }
     tx.execute(
-        "UPDATE files SET state = 1, destination = $2, began_at = $3 WHERE file_id = $1",
+        "UPDATE files SET state = 1, destination = $2, began_at = $3, submission_began = true \
+         WHERE file_id = $1",
         &[&id, &destination, &now.0],
     )
     .await?;
@@ -1445,7 +1472,8 @@ async fn submitted_tx(
         return Ok(SubmitOutcome::Refused { cancelled });
     }
     tx.execute(
-        "UPDATE files SET state = 2, destination = $2, submitted_at = $3 WHERE file_id = $1",
+        "UPDATE files SET state = 2, destination = $2, submitted_at = $3, \
+         submission_began = true WHERE file_id = $1",
         &[&id, &submission.destination, &submission.at.0],
     )
     .await?;

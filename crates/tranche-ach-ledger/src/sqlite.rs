@@ -105,9 +105,20 @@ DROP INDEX entries_date;
 CREATE INDEX entries_day ON entries (submission_date, bank, same_day, state, seq);
 "#;
 
+/// Whether a file's submission ever began, kept through a reset: a released file whose
+/// submission never began never reached the bank, and its name (its file ID modifier)
+/// may be taken by a file rebuilt from its entries ([`FileRecord::holds_name`]). Files
+/// recorded before this column are taken to have begun (the default 1): nothing says
+/// they did not, and keeping a name spent is the safe side.
+const NAMES: &str = r#"
+ALTER TABLE files ADD COLUMN submission_began INTEGER NOT NULL DEFAULT 1;
+CREATE INDEX files_name ON files (bank, name);
+"#;
+
 const HISTORY: &[M<'static>] = &[
     M::up(SCHEMA).comment("1: entries, cancellations, files"),
     M::up(MEMBERS).comment("2: file membership out of the entries' rows"),
+    M::up(NAMES).comment("3: files keep whether their submission ever began"),
 ];
 const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
 
@@ -129,7 +140,7 @@ const RECORDED_STATE: &str =
 
 const FILE_COLUMNS: &str = "file_id, bank, submission_date, same_day, submission_window, \
     name, hash, state, entries, credit_cents, debit_cents, created_at, destination, \
-    began_at, submitted_at";
+    began_at, submitted_at, submission_began";
 
 /// The embedded ledger: `ledger.sqlite` in a data directory.
 ///
@@ -518,6 +529,7 @@ fn file_at(row: &Row<'_>) -> R<FileRecord> {
             began_at: began_at.map(ts),
             submitted_at: submitted_at.map(ts),
         }),
+        submission_began: row.get(15)?,
     })
 }
 
@@ -869,10 +881,13 @@ fn record_file(
     totals: &Totals,
     now: Timestamp,
 ) -> R<PackageOutcome> {
+    if let Some(holder) = name_holder(tx, file)? {
+        return Ok(PackageOutcome::NameTaken { file_id: holder });
+    }
     tx.prepare_cached(
         "INSERT INTO files (file_id, bank, submission_date, same_day, submission_window, name, \
-         hash, state, entries, credit_cents, debit_cents, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         hash, state, entries, credit_cents, debit_cents, created_at, submission_began) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)",
     )?
     .execute(params![
         file.file_id,
@@ -899,6 +914,17 @@ fn record_file(
     let record = file_record(tx, &file.file_id)?
         .ok_or_else(|| corrupt("files", "the file just inserted", "none"))?;
     Ok(PackageOutcome::Packaged(record))
+}
+
+/// The file of `file`'s bank holding its name ([`FileRecord::holds_name`]), if any.
+fn name_holder(tx: &rusqlite::Transaction<'_>, file: &NewFile) -> R<Option<String>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT file_id FROM files WHERE bank = ?1 AND name = ?2 \
+             AND (state <> 3 OR submission_began = 1) LIMIT 1",
+        )?
+        .query_row(params![file.bank, file.name], |r| r.get(0))
+        .optional()?)
 }
 
 /// Whether a stored transaction code is a credit (22, 23, 32, 33).
@@ -1252,7 +1278,8 @@ impl Ledger for SqliteLedger {
                 return Ok(BeginOutcome::Refused { cancelled });
             }
             tx.execute(
-                "UPDATE files SET state = 1, destination = ?2, began_at = ?3 WHERE file_id = ?1",
+                "UPDATE files SET state = 1, destination = ?2, began_at = ?3, submission_began = 1 \
+                 WHERE file_id = ?1",
                 params![id, destination, now.0],
             )?;
             Ok(BeginOutcome::Started { began_at: now })
@@ -1291,8 +1318,8 @@ impl Ledger for SqliteLedger {
                 return Ok(SubmitOutcome::Refused { cancelled });
             }
             tx.execute(
-                "UPDATE files SET state = 2, destination = ?2, submitted_at = ?3 \
-                 WHERE file_id = ?1",
+                "UPDATE files SET state = 2, destination = ?2, submitted_at = ?3, \
+                 submission_began = 1 WHERE file_id = ?1",
                 params![id, submission.destination, submission.at.0],
             )?;
             Ok(SubmitOutcome::Submitted)
@@ -1482,6 +1509,16 @@ mod migration_tests {
             State::Rejected
         );
         assert_eq!(ledger.file("G").await.unwrap().unwrap().entry_ids, ["e-2"]);
+        // Files of a ledger from before version 3 keep their names spent.
+        assert!(
+            ledger
+                .file("G")
+                .await
+                .unwrap()
+                .unwrap()
+                .record
+                .submission_began
+        );
         // The accepted entry is still eligible; the packaged ones are not.
         let eligible = ledger
             .eligible_seqs(&EligibleQuery {

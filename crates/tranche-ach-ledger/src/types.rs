@@ -433,6 +433,13 @@ pub enum PackageOutcome {
     Refused(Vec<PackageConflict>),
     /// Nothing changed: the file id is taken by a file of other entries.
     FileIdTaken,
+    /// Nothing changed: another file of the bank holds this name at the bank
+    /// ([`FileRecord::holds_name`]): two different files under one name would be two
+    /// files with one file ID modifier at the bank.
+    NameTaken {
+        /// The file that holds the name.
+        file_id: String,
+    },
     /// Nothing changed: no entries given.
     Empty,
 }
@@ -454,6 +461,21 @@ pub struct FileRecord {
     pub created_at: Timestamp,
     /// Its submission, once one began.
     pub submission: Option<SubmissionRecord>,
+    /// Whether a submission of it ever began, kept through
+    /// [`reset_submission`](crate::Ledger::reset_submission): its bytes may be at the
+    /// bank, so its name stays its own even once it is released.
+    pub submission_began: bool,
+}
+
+impl FileRecord {
+    /// Whether the file holds its name at the bank (and so its file ID modifier): every
+    /// file does but one released before any submission of it began. Such a file never
+    /// reached the bank, so its name can be used again by a file rebuilt from its
+    /// entries; otherwise every cancel of a packaged entry would spend one of the
+    /// 36 modifiers a bank allows per day.
+    pub fn holds_name(&self) -> bool {
+        self.state != FileState::Released || self.submission_began
+    }
 }
 
 /// A file's submission as recorded.

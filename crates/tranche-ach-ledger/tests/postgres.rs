@@ -190,11 +190,16 @@ async fn a_version_2_ledger_migrates_to_member_runs_and_batch_keys() {
          INSERT INTO members SELECT generate_series(lower(seqs), upper(seqs) - 1), file_id \
          FROM member_runs; \
          DROP TABLE member_runs; ALTER TABLE entries DROP COLUMN batch_key; \
+         ALTER TABLE files DROP COLUMN submission_began; DROP INDEX files_name; \
          DELETE FROM ledger_version WHERE version > 2;",
     );
     assert!(out.status.success(), "{out:?}");
 
     let ledger = ledger(&pg, "v2").await;
+    // Files recorded before version 5 are taken to have begun their submission: their
+    // names stay spent.
+    let f1 = ledger.file("m-F1").await.unwrap().unwrap().record;
+    assert!(f1.submission_began && f1.holds_name(), "{f1:?}");
     let mut files = Vec::new();
     let mut seqs = Vec::new();
     for id in &ids {
