@@ -64,6 +64,8 @@ mod tick;
 pub use dry_run::{DryRun, DryRunScope};
 pub use manifest::{Manifest, ManifestFile};
 pub use payments::{Payments, PipelineError};
-pub use status::{day_status, BankFigures, DayStatus, FileCount, StateTally, WindowFigures};
+pub use status::{
+    day_status, BankFigures, DayStatus, FileCount, ModifierFigures, StateTally, WindowFigures,
+};
 pub use step_error::StepError;
 pub use tick::{Tick, TickScope};

@@ -2,6 +2,7 @@
 //! the trace numbers each file may use.
 
 use chrono::NaiveDate;
+use tranche_ach_ledger::{FileRecord, FileState};
 use tranche_storage::{InvalidKey, StoreKey};
 use tranche_types::{InvalidName, RunName};
 
@@ -31,24 +32,85 @@ pub fn first_trace_sequence(modifier: char) -> u32 {
     modifier_index(modifier).map_or(1, |k| k as u32 * TRACE_BLOCK + 1)
 }
 
-/// The ledger's id of a bank's file of a day: `<bank>-<yyyymmdd>-<modifier>`. Unique
-/// per bank, day and modifier, so two packagers that pick the same modifier cannot
-/// both record a file (the ledger refuses the second id).
-pub fn file_id(bank: &str, date: NaiveDate, modifier: char) -> String {
-    format!("{bank}-{}-{modifier}", date.format("%Y%m%d"))
+/// The file's name at the bank: `<bank>-<yyyymmdd>-<modifier>.ach`. The bank tells a
+/// day's files apart by their modifier, so one name is one modifier; the ledger lets
+/// one file at a time hold it ([`FileRecord::holds_name`]).
+pub fn file_name(bank: &str, date: NaiveDate, modifier: char) -> String {
+    format!("{bank}-{}-{modifier}.ach", date.format("%Y%m%d"))
 }
 
-/// The modifier a [`file_id`] ends with.
-pub fn modifier_of(file_id: &str) -> Option<char> {
-    file_id
+/// The ledger's id of the `nth` file (from 1) of a bank's day to take `modifier`:
+/// `<bank>-<yyyymmdd>-<modifier>`, then `…-<modifier>-<nth>` for a file that takes the
+/// modifier back from a file released before it was sent. Ids are never used twice,
+/// so an upload job, a manifest or a stored file named by an id always means one file.
+pub fn file_id(bank: &str, date: NaiveDate, modifier: char, nth: u32) -> String {
+    let first = format!("{bank}-{}-{modifier}", date.format("%Y%m%d"));
+    if nth <= 1 {
+        first
+    } else {
+        format!("{first}-{nth}")
+    }
+}
+
+/// The modifier of a file named by [`file_name`].
+pub fn modifier_of_name(name: &str) -> Option<char> {
+    name.strip_suffix(".ach")?
         .chars()
         .last()
         .filter(|c| modifier_index(*c).is_some())
 }
 
-/// The file's name at the bank.
-pub fn file_name(file_id: &str) -> String {
-    format!("{file_id}.ach")
+/// A bank's day as its file ID modifiers stand: which ones files hold, and how many
+/// files ever took each (for the next one's id).
+#[derive(Debug, Clone, Default)]
+pub struct DayModifiers {
+    /// Held by a file that was sent, is being sent, or may be at the bank.
+    pub sent: Vec<char>,
+    /// Held by a packaged file not sent yet (it gives its modifier back if released).
+    pub waiting: Vec<char>,
+    taken: Vec<(char, u32)>,
+}
+
+impl DayModifiers {
+    /// The modifiers of `files`, the day's files of one bank (in every state).
+    pub fn of(files: &[FileRecord]) -> DayModifiers {
+        let mut day = DayModifiers::default();
+        for f in files {
+            let Some(m) = modifier_of_name(&f.file.name) else {
+                continue;
+            };
+            match day.taken.iter_mut().find(|(t, _)| *t == m) {
+                Some((_, n)) => *n += 1,
+                None => day.taken.push((m, 1)),
+            }
+            if f.state == FileState::Packaged && !f.submission_began {
+                day.waiting.push(m);
+            } else if f.holds_name() {
+                day.sent.push(m);
+            }
+        }
+        day
+    }
+
+    /// The first modifiers of [`MODIFIERS`] no file holds, at most `n`.
+    pub fn free(&self, n: usize) -> Vec<char> {
+        MODIFIERS
+            .iter()
+            .map(|&m| m as char)
+            .filter(|m| !self.sent.contains(m) && !self.waiting.contains(m))
+            .take(n)
+            .collect()
+    }
+
+    /// The id of the next file of `bank`'s day `date` to take `modifier`.
+    pub fn next_id(&self, bank: &str, date: NaiveDate, modifier: char) -> String {
+        let before = self
+            .taken
+            .iter()
+            .find(|(t, _)| *t == modifier)
+            .map_or(0, |(_, n)| *n);
+        file_id(bank, date, modifier, before + 1)
+    }
 }
 
 /// Where a file's bytes are kept: by name and hash, so two writers that chose the same
@@ -122,16 +184,6 @@ pub fn upload_kind(bank: &str) -> String {
     format!("{}{bank}", crate::tasks::UPLOAD_PREFIX)
 }
 
-/// The first modifiers of `MODIFIERS` not in `used`, at most `n`.
-pub fn free_modifiers(used: &[char], n: usize) -> Vec<char> {
-    MODIFIERS
-        .iter()
-        .map(|&m| m as char)
-        .filter(|m| !used.contains(m))
-        .take(n)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,12 +220,13 @@ mod tests {
     #[test]
     fn ids_names_and_modifiers() {
         let d = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
-        let id = file_id("first", d, 'C');
+        let id = file_id("first", d, 'C', 1);
         assert_eq!(id, "first-20260302-C");
-        assert_eq!(modifier_of(&id), Some('C'));
-        assert_eq!(file_name(&id), "first-20260302-C.ach");
-        assert_eq!(free_modifiers(&['A', 'C'], 3), vec!['B', 'D', 'E']);
-        assert_eq!(free_modifiers(&[], 40).len(), 36);
+        assert_eq!(file_id("first", d, 'C', 2), "first-20260302-C-2");
+        let name = file_name("first", d, 'C');
+        assert_eq!(name, "first-20260302-C.ach");
+        assert_eq!(modifier_of_name(&name), Some('C'));
+        assert_eq!(modifier_of_name("first-20260302-c.ach"), None);
         let key = file_key(d, &id, "00ff00ff00ff00ff00ff").unwrap();
         assert!(
             key.as_str()
@@ -184,5 +237,45 @@ mod tests {
             run_name("first", "sd1", d).unwrap().as_str(),
             "ach/first/sd1/2026-03-02"
         );
+    }
+
+    fn file(m: char, nth: u32, state: FileState, began: bool) -> FileRecord {
+        let d = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+        FileRecord {
+            file: tranche_ach_ledger::NewFile {
+                file_id: file_id("first", d, m, nth),
+                bank: "first".into(),
+                submission_date: d,
+                same_day: false,
+                window: "nd".into(),
+                name: file_name("first", d, m),
+                hash: String::new(),
+            },
+            state,
+            entries: 1,
+            credit_cents: 0,
+            debit_cents: 0,
+            created_at: tranche_types::Timestamp(0),
+            submission: None,
+            submission_began: began,
+        }
+    }
+
+    #[test]
+    fn a_modifier_released_unsent_is_free_again_under_a_new_id() {
+        let d = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+        let day = DayModifiers::of(&[
+            file('A', 1, FileState::Submitted, true),
+            file('B', 1, FileState::Released, false),
+            file('C', 1, FileState::Released, true),
+            file('D', 1, FileState::Packaged, false),
+            file('B', 2, FileState::Released, false),
+        ]);
+        assert_eq!(day.sent, ['A', 'C']);
+        assert_eq!(day.waiting, ['D']);
+        assert_eq!(day.free(3), ['B', 'E', 'F']);
+        assert_eq!(day.next_id("first", d, 'B'), "first-20260302-B-3");
+        assert_eq!(day.next_id("first", d, 'E'), "first-20260302-E");
+        assert_eq!(DayModifiers::default().free(40).len(), 36);
     }
 }

@@ -5,6 +5,7 @@ use serde::Serialize;
 use tranche_ach_ledger::{FileFilter, FileState, Ledger, LedgerError, State};
 use tranche_ach_rules::Rules;
 
+use crate::naming::{DayModifiers, MODIFIERS};
 use crate::{Payments, PipelineError};
 
 /// A submission date's figures.
@@ -26,6 +27,21 @@ pub struct BankFigures {
     pub entries: Vec<StateTally>,
     /// Each window of the bank.
     pub windows: Vec<WindowFigures>,
+    /// The day's file ID modifiers (36 a day per bank).
+    pub modifiers: ModifierFigures,
+    /// What stops entries from going out, each said with what the operator can do.
+    pub problems: Vec<String>,
+}
+
+/// How a bank's day stands with its 36 file ID modifiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModifierFigures {
+    /// Held by files sent, being sent, or that may be at the bank.
+    pub sent: u64,
+    /// Held by packaged files not sent yet (given back if the file is released).
+    pub waiting: u64,
+    /// Free for the next files.
+    pub free: u64,
 }
 
 /// One window's files.
@@ -145,7 +161,24 @@ pub async fn day_status(
                     }
                 })
                 .collect();
+            let mine: Vec<_> = files
+                .iter()
+                .filter(|f| f.file.bank == name)
+                .cloned()
+                .collect();
+            let day = DayModifiers::of(&mine);
+            let modifiers = ModifierFigures {
+                sent: day.sent.len() as u64,
+                waiting: day.waiting.len() as u64,
+                free: day.free(MODIFIERS.len()).len() as u64,
+            };
+            let accepted = t.tally(State::Accepted);
+            let problems = out_of_modifiers(&name, date, modifiers, accepted.entries)
+                .into_iter()
+                .collect();
             banks.push(BankFigures {
+                modifiers,
+                problems,
                 entries: State::ALL
                     .iter()
                     .map(|s| StateTally {
@@ -159,5 +192,76 @@ pub async fn day_status(
             });
         }
         Ok(DayStatus { date, banks })
+    }
+}
+
+/// The problem of a bank's day whose modifiers are all held while `waiting` entries are
+/// accepted, said with what the operator can do; `None` otherwise.
+fn out_of_modifiers(
+    bank: &str,
+    date: NaiveDate,
+    m: ModifierFigures,
+    waiting: u64,
+) -> Option<String> {
+    if m.free > 0 || waiting == 0 {
+        return None;
+    }
+    let what = if m.waiting > 0 {
+        "they go out once a packaged file of the day is released (a cancel of one of its \
+         entries, or its window ending) and gives its modifier back; for the days to come, \
+         a larger max_entries_per_file makes fewer, larger files"
+            .to_string()
+    } else {
+        format!(
+            "the bank takes no more files from this origin on {date}: cancel them \
+             (tranche ach cancel) and import them again for a later submission date, or \
+             agree another immediate origin with the bank"
+        )
+    };
+    Some(format!(
+        "bank {bank}, submission date {date}: no file ID modifier is left ({} of {} on \
+         files sent or being sent, {} on packaged files waiting to be sent); {waiting} \
+         accepted entries wait: {what}",
+        m.sent,
+        MODIFIERS.len(),
+        m.waiting
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_modifiers_says_what_to_do() {
+        let d = NaiveDate::from_ymd_opt(2026, 3, 3).unwrap();
+        let all_sent = ModifierFigures {
+            sent: 36,
+            waiting: 0,
+            free: 0,
+        };
+        let said = out_of_modifiers("first", d, all_sent, 40).unwrap();
+        for part in [
+            "first",
+            "2026-03-03",
+            "36 of 36",
+            "40 accepted entries",
+            "cancel them",
+        ] {
+            assert!(said.contains(part), "{part:?} in {said}");
+        }
+        let some_waiting = ModifierFigures {
+            sent: 30,
+            waiting: 6,
+            free: 0,
+        };
+        let said = out_of_modifiers("first", d, some_waiting, 40).unwrap();
+        assert!(said.contains("max_entries_per_file"), "{said}");
+        assert_eq!(out_of_modifiers("first", d, all_sent, 0), None);
+        let one_free = ModifierFigures {
+            free: 1,
+            ..all_sent
+        };
+        assert_eq!(out_of_modifiers("first", d, one_free, 40), None);
     }
 }

@@ -3,6 +3,7 @@
 
 mod cancellations;
 mod day;
+mod modifiers;
 mod support;
 mod uploads;
 

@@ -9,7 +9,7 @@ use tranche_core::JobContext;
 use tranche_types::{EnqueueItem, EnqueueRequest, JobState, Outcome};
 
 use super::{job, At, FinishArgs, Grouped, Member, Scope, WriteArgs, FINISH, WRITE};
-use crate::naming::{free_modifiers, modifier_of};
+use crate::naming::DayModifiers;
 use crate::seqs::SeqSet;
 use crate::split::split;
 use crate::step_error::{outcome, StepError, StepResult};
@@ -41,6 +41,11 @@ pub struct Reduced {
     pub files: u64,
     /// Groupers that failed for good: their entries wait for a later pass.
     pub failed_groupers: u64,
+    /// Entries of files planned for which no file ID modifier was free: they stay
+    /// accepted, for a later pass once a file gives its modifier back
+    /// (`tranche ach status` says so).
+    #[serde(default)]
+    pub no_modifier: u64,
 }
 
 pub(super) async fn run(p: Payments, ctx: JobContext, a: ReduceArgs) -> Outcome<Reduced> {
@@ -83,11 +88,12 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
     let cap = u64::from(p.bank(&a.scope.bank)?.max_entries_per_file);
     let files = split(&batches, cap);
     let entries: u64 = files.iter().map(|f| f.entries).sum();
-    let reduced = Reduced {
+    let mut reduced = Reduced {
         batches: batches.len() as u64,
         entries,
         files: files.len() as u64,
         failed_groupers,
+        no_modifier: 0,
     };
     if files.is_empty() {
         super::plan::release(
@@ -102,19 +108,41 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
     }
     // Modifiers are only a first choice: a writer finding its modifier taken (another
     // pass of the bank's day chose it too) takes the next free one.
-    let used: Vec<char> = p
-        .ledger()
-        .files(&FileFilter {
-            bank: Some(a.scope.bank.clone()),
-            submission_date: Some(a.scope.date),
-            state: None,
-        })
-        .await
-        .map_err(|e| StepError::ledger("listing the day's files", e))?
-        .iter()
-        .filter_map(|f| modifier_of(&f.file.file_id))
-        .collect();
-    let free = free_modifiers(&used, files.len());
+    let day = DayModifiers::of(
+        &p.ledger()
+            .files(&FileFilter {
+                bank: Some(a.scope.bank.clone()),
+                submission_date: Some(a.scope.date),
+                state: None,
+            })
+            .await
+            .map_err(|e| StepError::ledger("listing the day's files", e))?,
+    );
+    let free = day.free(files.len());
+    let mut files = files;
+    if free.len() < files.len() {
+        let left: u64 = files[free.len()..].iter().map(|f| f.entries).sum();
+        reduced.no_modifier = left;
+        tracing::warn!(
+            bank = %a.scope.bank,
+            date = %a.scope.date,
+            entries = left,
+            files = files.len() - free.len(),
+            "no file ID modifier is free for these files: their entries wait (tranche ach status)"
+        );
+        files.truncate(free.len());
+        if files.is_empty() {
+            super::plan::release(
+                p,
+                &a.owner,
+                &a.scope,
+                a.same_day,
+                std::slice::from_ref(&claimed),
+            )
+            .await;
+            return Ok(reduced);
+        }
+    }
     let writers = files
         .into_iter()
         .enumerate()
@@ -129,6 +157,9 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
                     index: i as u32,
                     seqs: f.seqs,
                     modifier: free.get(i).copied(),
+                    file_id: free
+                        .get(i)
+                        .map(|&m| day.next_id(&a.scope.bank, a.scope.date, m)),
                 },
                 10,
             )

@@ -9,9 +9,7 @@ use tranche_types::Outcome;
 
 use super::group::packageable;
 use super::{At, Scope};
-use crate::naming::{
-    self, file_id, file_key, file_name, first_trace_sequence, free_modifiers, modifier_of,
-};
+use crate::naming::{file_id, file_key, file_name, first_trace_sequence, DayModifiers};
 use crate::seqs::SeqSet;
 use crate::step_error::{outcome, StepError, StepResult};
 use crate::Payments;
@@ -37,6 +35,10 @@ pub struct WriteArgs {
     pub seqs: SeqSet,
     /// The file ID modifier the reduce chose (`None`: the next free one).
     pub modifier: Option<char>,
+    /// The file id the reduce chose with it (`None` from a reduce of before ids could
+    /// take a modifier back: the modifier's first id).
+    #[serde(default)]
+    pub file_id: Option<String>,
 }
 
 /// A file as written and recorded.
@@ -114,7 +116,13 @@ async fn ctx_effect(p: &Payments, key: &str) -> StepResult<Option<Option<Written
 async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
     let bank = p.bank(&a.scope.bank)?;
     let created = a.at.with_timezone(&bank.time_zone).naive_local();
-    let mut modifier = a.modifier;
+    let mut chosen = a.modifier.map(|m| {
+        let id = a
+            .file_id
+            .clone()
+            .unwrap_or_else(|| file_id(&a.scope.bank, a.scope.date, m, 1));
+        (m, id)
+    });
     for _ in 0..ROUNDS {
         let started = std::time::Instant::now();
         let (read, mark) = p
@@ -136,11 +144,21 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
         }
 
         let read_took = started.elapsed();
-        let m = match modifier {
-            Some(m) => m,
-            None => next_modifier(p, &a.scope).await?,
+        let (m, id) = match chosen.clone() {
+            Some(c) => c,
+            None => match next_modifier(p, &a.scope).await? {
+                Some(c) => c,
+                None => {
+                    tracing::warn!(
+                        bank = %a.scope.bank,
+                        date = %a.scope.date,
+                        entries = entries.len(),
+                        "no file ID modifier is free: the file's entries wait (tranche ach status)"
+                    );
+                    return Ok(None);
+                }
+            },
         };
-        let id = file_id(&a.scope.bank, a.scope.date, m);
         let mut options = FileOptions::new(created, m);
         options.first_trace_sequence = first_trace_sequence(m);
         let written = write_file(
@@ -184,7 +202,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
             submission_date: a.scope.date,
             same_day: a.same_day,
             window: a.scope.window.clone(),
-            name: file_name(&id),
+            name: file_name(&a.scope.bank, a.scope.date, m),
             hash: hash.clone(),
         };
         let stored_took = started.elapsed();
@@ -207,7 +225,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
                 let s = written.summary;
                 let first = first_trace_sequence(m);
                 return Ok(Some(WrittenFile {
-                    name: file_name(&id),
+                    name: file_name(&a.scope.bank, a.scope.date, m),
                     file_id: id,
                     key: key.to_string(),
                     hash,
@@ -228,7 +246,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
                 tracing::info!(file = %id, conflicts = conflicts.len(), "entries changed while the file was written; writing it again");
             }
             // Another pass of the bank's day recorded a file with this modifier first.
-            PackageOutcome::FileIdTaken => modifier = None,
+            PackageOutcome::FileIdTaken | PackageOutcome::NameTaken { .. } => chosen = None,
             PackageOutcome::Empty => return Ok(None),
         }
     }
@@ -238,29 +256,21 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
     ))
 }
 
-/// The day's first modifier no file of the bank has.
-async fn next_modifier(p: &Payments, scope: &Scope) -> StepResult<char> {
-    let used: Vec<char> = p
-        .ledger()
-        .files(&FileFilter {
-            bank: Some(scope.bank.clone()),
-            submission_date: Some(scope.date),
-            state: None,
-        })
-        .await
-        .map_err(|e| StepError::ledger("listing the day's files", e))?
-        .iter()
-        .filter_map(|f| modifier_of(&f.file.file_id))
-        .collect();
-    free_modifiers(&used, 1).first().copied().ok_or_else(|| {
-        StepError::permanent(
-            "choosing a file ID modifier",
-            format!(
-                "bank {} has {} files on {} (released ones count): no file ID modifier is left; fewer, larger files (max_entries_per_file) leave more for rebuilds",
-                scope.bank,
-                naming::MODIFIERS.len(),
-                scope.date
-            ),
-        )
-    })
+/// The day's first modifier no file of the bank holds, with the id its next file takes;
+/// `None` when every one is held.
+async fn next_modifier(p: &Payments, scope: &Scope) -> StepResult<Option<(char, String)>> {
+    let day = DayModifiers::of(
+        &p.ledger()
+            .files(&FileFilter {
+                bank: Some(scope.bank.clone()),
+                submission_date: Some(scope.date),
+                state: None,
+            })
+            .await
+            .map_err(|e| StepError::ledger("listing the day's files", e))?,
+    );
+    Ok(day
+        .free(1)
+        .first()
+        .map(|&m| (m, day.next_id(&scope.bank, scope.date, m))))
 }

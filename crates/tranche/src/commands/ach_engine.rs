@@ -98,8 +98,8 @@ pub async fn engine(at: &DataArgs, args: AchEngineArgs) -> Result<ExitCode> {
         let tick = payments.tick(when).await?;
         print_tick(&tick);
         let failed = wait_for(&payments, &tick, &stop).await?;
-        print_dates(&payments, &tick).await?;
-        if failed > 0 {
+        let problems = print_dates(&payments, &tick).await?;
+        if failed > 0 || problems > 0 {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
@@ -107,7 +107,10 @@ pub async fn engine(at: &DataArgs, args: AchEngineArgs) -> Result<ExitCode> {
     } else {
         loop {
             match payments.tick(Utc::now()).await {
-                Ok(tick) => print_tick(&tick),
+                Ok(tick) => {
+                    print_tick(&tick);
+                    say_problems(&payments, &tick).await;
+                }
                 Err(e) => eprintln!(
                     "tick failed (the next one tries again): {}",
                     tranche_types::one_line(&e)
@@ -220,14 +223,40 @@ fn print_dry_run(plan: &DryRun) {
     }
 }
 
-async fn print_dates(payments: &Payments, tick: &Tick) -> Result<()> {
+fn tick_dates(tick: &Tick) -> Vec<NaiveDate> {
     let mut dates: Vec<NaiveDate> = tick.scopes.iter().map(|s| s.scope.date).collect();
     dates.sort_unstable();
     dates.dedup();
-    for d in dates {
-        print_status(&payments.status(d).await?);
+    dates
+}
+
+/// The status of each date the tick touched; how many problems they have.
+async fn print_dates(payments: &Payments, tick: &Tick) -> Result<usize> {
+    let mut problems = 0;
+    for d in tick_dates(tick) {
+        let s = payments.status(d).await?;
+        print_status(&s);
+        problems += s.banks.iter().map(|b| b.problems.len()).sum::<usize>();
     }
-    Ok(())
+    Ok(problems)
+}
+
+/// A running engine says, every tick, what stops entries of the dates it ticked from
+/// going out: a stuck day must not wait for someone to run `tranche ach status`.
+async fn say_problems(payments: &Payments, tick: &Tick) {
+    for d in tick_dates(tick) {
+        match payments.status(d).await {
+            Ok(s) => {
+                for p in s.banks.iter().flat_map(|b| &b.problems) {
+                    eprintln!("{}: {p}", tick.at.format("%Y-%m-%d %H:%M:%S UTC"));
+                }
+            }
+            Err(e) => eprintln!(
+                "reading the status of {d} failed: {}",
+                tranche_types::one_line(&e)
+            ),
+        }
+    }
 }
 
 fn money(c: u64) -> String {
@@ -243,6 +272,9 @@ pub fn print_status(s: &DayStatus) {
             .map(|t| format!("{} {} ({})", t.state, t.entries, money(t.cents)))
             .collect();
         println!("  bank {}: entries {}", b.bank, e.join(", "));
+        for p in &b.problems {
+            println!("    problem: {p}");
+        }
         for w in &b.windows {
             let files: Vec<String> = w
                 .files
