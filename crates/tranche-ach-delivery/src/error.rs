@@ -109,8 +109,23 @@ pub enum DeliveryError {
         source: BoxError,
     },
 
-    /// Any other failure at the destination: a full disk, a missing directory, an SSH
-    /// protocol failure. [`is_transient`](Self::is_transient) says whether to retry.
+    /// No space left at the destination (ENOSPC, EDQUOT): nothing was delivered, and
+    /// the same delivery succeeds once space is freed there. Told apart from other
+    /// failures because waiting, not retrying, is the cure: an upload waits for space
+    /// without spending its attempts.
+    #[error("{location}: {doing}: no space left there")]
+    Full {
+        /// Where space must be freed.
+        location: String,
+        /// What was being done, naming the file.
+        doing: String,
+        /// ENOSPC or EDQUOT, as the OS reported it.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Any other failure at the destination: a missing directory, an SSH protocol
+    /// failure. [`is_transient`](Self::is_transient) says whether to retry.
     #[error("{location}: {doing}")]
     Failed {
         /// Where.
@@ -208,7 +223,7 @@ impl DeliveryError {
     /// name, a different existing file, or a permission denied: those need a person.
     pub fn is_transient(&self) -> bool {
         match self {
-            DeliveryError::Connection { .. } => true,
+            DeliveryError::Connection { .. } | DeliveryError::Full { .. } => true,
             DeliveryError::Failed { transient, .. } => *transient,
             DeliveryError::BadName { .. }
             | DeliveryError::Exists { .. }
@@ -224,6 +239,13 @@ impl DeliveryError {
     pub(crate) fn io(location: &str, doing: String, e: io::Error) -> DeliveryError {
         use io::ErrorKind as K;
         let location = location.to_string();
+        if tranche_storage::is_full(&e) {
+            return DeliveryError::Full {
+                location,
+                doing,
+                source: e,
+            };
+        }
         match e.kind() {
             K::PermissionDenied => DeliveryError::PermissionDenied {
                 location,
@@ -238,12 +260,9 @@ impl DeliveryError {
             kind => DeliveryError::Failed {
                 location,
                 doing,
-                // Space may be freed, a busy resource released; a missing directory,
-                // a read-only filesystem or a corrupt disk wait for a person.
-                transient: matches!(
-                    kind,
-                    K::StorageFull | K::QuotaExceeded | K::ResourceBusy | K::Interrupted
-                ),
+                // A busy resource may be released; a missing directory, a read-only
+                // filesystem or a corrupt disk wait for a person.
+                transient: matches!(kind, K::ResourceBusy | K::Interrupted),
                 source: e.into(),
             },
         }
@@ -299,8 +318,18 @@ mod tests {
                 "Permission denied (os error 13)"
             ]
         );
-        assert!(io(28).is_transient(), "a full disk may be emptied");
-        assert!(io(122).is_transient(), "a quota may be raised");
+        for full in [28, 122] {
+            let e = io(full);
+            assert!(matches!(e, DeliveryError::Full { .. }), "{e:?}");
+            assert!(
+                e.is_transient(),
+                "a full disk may be emptied, a quota raised"
+            );
+            assert_eq!(
+                chain(&e)[0],
+                "outbox:/o: writing a.ach: no space left there"
+            );
+        }
         assert!(!io(30).is_transient(), "a read-only filesystem");
         assert!(!io(2).is_transient(), "a missing directory");
         assert!(!io(5).is_transient(), "EIO");

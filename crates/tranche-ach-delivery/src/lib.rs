@@ -87,6 +87,12 @@ pub trait Delivery: Send + Sync + 'static {
     /// Where files go, for messages and records, with no secret in it:
     /// `outbox:/abs/dir` or `sftp://user@host:port/remote/dir`.
     fn location(&self) -> String;
+
+    /// Bytes a delivery may still use there, when the destination can tell (an
+    /// outbox's filesystem); for messages about a full destination.
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The SHA-256 of `bytes` in lower-case hex, as [`Delivery::find`] reports it.

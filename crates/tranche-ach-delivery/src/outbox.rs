@@ -94,6 +94,10 @@ impl Delivery for Outbox {
     fn location(&self) -> String {
         self.inner.location.clone()
     }
+
+    fn free_space(&self) -> Option<u64> {
+        tranche_storage::free_space(&self.inner.dir)
+    }
 }
 
 #[async_trait]

@@ -55,6 +55,7 @@ mod manifest;
 pub mod naming;
 mod payments;
 pub mod seqs;
+mod space;
 pub mod split;
 mod status;
 mod step_error;
@@ -64,6 +65,7 @@ mod tick;
 pub use dry_run::{DryRun, DryRunScope};
 pub use manifest::{Manifest, ManifestFile};
 pub use payments::{Payments, PipelineError};
+pub use space::FullDestination;
 pub use status::{
     day_status, BankFigures, DayStatus, FileCount, ModifierFigures, StateTally, WindowFigures,
 };

@@ -12,6 +12,7 @@ use tranche_storage::{Storage, StorageError};
 use tranche_types::{BackendError, Limit, LimitScope, StartRate};
 
 use crate::naming;
+use crate::space::{Destinations, FullDestination};
 use crate::step_error::StepError;
 use crate::tasks::{self, Scope};
 
@@ -50,6 +51,8 @@ struct Inner {
     /// Deliveries opened from the rules, on first use (an SFTP server that is down
     /// must not stop the packaging of other banks).
     opened: tokio::sync::Mutex<HashMap<String, Arc<dyn Delivery>>>,
+    /// Destinations where the last delivery did not fit.
+    destinations: Destinations,
 }
 
 impl std::fmt::Debug for Payments {
@@ -97,6 +100,7 @@ impl Payments {
                 rules,
                 given,
                 opened: tokio::sync::Mutex::new(HashMap::new()),
+                destinations: Destinations::default(),
             }),
         }
     }
@@ -104,6 +108,15 @@ impl Payments {
     /// The engine's client.
     pub fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    /// The destinations whose disk is full now: their banks' uploads wait for space.
+    pub fn full_destinations(&self) -> Vec<FullDestination> {
+        self.inner.destinations.now_full()
+    }
+
+    pub(crate) fn destinations(&self) -> &Destinations {
+        &self.inner.destinations
     }
 
     /// The entry ledger.

@@ -21,6 +21,8 @@ enum Then {
     Discard,
     Retry,
     Snooze(Duration),
+    /// As `Snooze`, when the operator was told already (once, not at every snooze).
+    SnoozeQuietly(Duration),
 }
 
 /// A step's failure: what to do with the job, what the step was doing, and why.
@@ -61,6 +63,10 @@ impl StepError {
                 tracing::warn!(error = %message, "waiting for space");
                 Outcome::Snooze(d)
             }
+            Then::SnoozeQuietly(d) => {
+                tracing::debug!(error = %message, "waiting for space");
+                Outcome::Snooze(d)
+            }
         }
     }
 
@@ -95,9 +101,16 @@ impl StepError {
         }
     }
 
-    /// From a delivery error, as the delivery says.
+    /// From a delivery error, as the delivery says; a full destination waits for
+    /// space without spending an attempt (the upload told the operator).
     pub fn delivery(doing: &'static str, e: DeliveryError) -> Self {
-        if e.is_transient() {
+        if matches!(e, DeliveryError::Full { .. }) {
+            StepError {
+                then: Then::SnoozeQuietly(crate::space::SNOOZE_WHEN_FULL),
+                doing,
+                cause: e.into(),
+            }
+        } else if e.is_transient() {
             Self::transient(doing, e)
         } else {
             Self::permanent(doing, e)

@@ -8,6 +8,7 @@ use crate::support;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tranche_ach_delivery::{Delivery, DeliveryError, Outbox};
@@ -271,5 +272,69 @@ async fn an_upload_that_would_begin_after_the_cut_off_does_not_begin() {
         outbox_files(&h.outbox("first")).is_empty(),
         "nothing was sent"
     );
+    h.stop().await;
+}
+
+/// An outbox on a disk that is full: the uploads wait without spending attempts (each
+/// given back, not failed), the operator can see where and what, and once space is
+/// freed every file goes out by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_outbox_waits_without_spending_attempts_and_resumes() {
+    let Some(disk) = tranche_test_support::SmallDisk::mount("1m") else {
+        return;
+    };
+    let outbox: Arc<dyn Delivery> = Arc::new(Outbox::new(disk.path().join("first")).unwrap());
+    let filler = disk.fill_but("filler", 2_000);
+    let h = Harness::embedded(100, HashMap::from([("first".to_string(), outbox)])).await;
+    let all: Vec<_> = (0..300)
+        .map(|i| entry(&format!("FULL-{i:04}"), "first", false, i))
+        .collect();
+    h.ledger.import(all).await.unwrap();
+    h.tick(at(15, 30)).await;
+    assert_eq!(h.files(Some(FileState::Packaged)).await.len(), 3);
+
+    let tick = h.payments.tick(at(17, 30)).await.unwrap();
+    // Each of the three files tried twice: once, and again after being given back.
+    tranche_test_support::poll_until(
+        "six uploads that did not fit",
+        Duration::from_secs(60),
+        || {
+            h.payments
+                .full_destinations()
+                .first()
+                .is_some_and(|d| d.tries >= 6)
+        },
+    )
+    .await;
+    let full = &h.payments.full_destinations()[0];
+    assert_eq!(full.bank, "first");
+    assert!(full.location.ends_with("/first"), "{full:?}");
+    let uploads = h
+        .client
+        .list_jobs(
+            &tranche_types::JobFilter {
+                kind: Some(tranche_ach_pipeline::naming::upload_kind("first")),
+                ..Default::default()
+            },
+            None,
+            100,
+        )
+        .await
+        .unwrap()
+        .jobs;
+    assert!(!uploads.is_empty());
+    for j in &uploads {
+        assert!(
+            j.attempt <= 1 && j.error.is_none(),
+            "waiting for space spent an attempt: {j:?}"
+        );
+    }
+    assert!(outbox_files(&disk.path().join("first")).is_empty());
+
+    std::fs::remove_file(filler).unwrap();
+    h.settle(&tick).await;
+    assert_eq!(h.files(Some(FileState::Submitted)).await.len(), 3);
+    assert_eq!(outbox_files(&disk.path().join("first")).len(), 3);
+    assert!(h.payments.full_destinations().is_empty());
     h.stop().await;
 }

@@ -1,7 +1,7 @@
 //! `ach.upload/<bank>`: deliver one file, at most once.
 
 use serde::{Deserialize, Serialize};
-use tranche_ach_delivery::sha256_hex;
+use tranche_ach_delivery::{sha256_hex, DeliveryError};
 use tranche_ach_ledger::{BeginOutcome, ReleaseOutcome, ResetOutcome, Submission, SubmitOutcome};
 use tranche_core::JobContext;
 use tranche_types::Outcome;
@@ -84,9 +84,19 @@ async fn upload(p: &Payments, a: UploadArgs) -> StepResult<Uploaded> {
             BeginOutcome::Started { .. } => {
                 let (name, hash, bytes) = stored(p, &a).await?;
                 if let Err(e) = delivery.deliver(&name, &bytes).await {
+                    if matches!(e, DeliveryError::Full { .. }) {
+                        p.destinations().full(
+                            &a.scope.bank,
+                            &destination,
+                            &name,
+                            bytes.len() as u64,
+                            delivery.free_space(),
+                        );
+                    }
                     // Left submitting: the next attempt asks the destination first.
                     return Err(StepError::delivery("delivering the file", e));
                 }
+                p.destinations().room(&destination);
                 mark(p, &a.file_id, &destination, &hash).await?;
                 tracing::info!(file = %a.file_id, %destination, "ACH file delivered");
                 return Ok(Uploaded::Delivered { destination });
@@ -116,6 +126,13 @@ async fn upload(p: &Payments, a: UploadArgs) -> StepResult<Uploaded> {
                             .map_err(|e| StepError::ledger("resetting an upload that did not arrive", e))?;
                         if !matches!(reset, ResetOutcome::Reset | ResetOutcome::NotSubmitting(_)) {
                             return Ok(Uploaded::Gone);
+                        }
+                        // Packaged again: past the cut-off it is not begun again (an
+                        // upload that waited out a full disk or a dead server), and the
+                        // tick releases it to a later window.
+                        if now >= window.ends(a.scope.date, bank.time_zone) {
+                            tracing::warn!(file = %a.file_id, "the window closed before the upload could be begun again: not sent");
+                            return Ok(Uploaded::WindowClosed);
                         }
                     }
                 }
