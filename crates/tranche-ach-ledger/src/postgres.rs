@@ -289,6 +289,48 @@ pub struct PostgresLedger {
     pool: Pool,
     location: Arc<str>,
     clock: Arc<dyn Clock>,
+    /// Since when the server has been unreachable, if it is: an outage is said once
+    /// when it begins and once when it ends (see [`Outage`]).
+    outage: Arc<Outage>,
+}
+
+/// The ledger's server unreachable: one line when it is lost and one when it is back.
+/// Every call of every step fails meanwhile (and the pool's own warnings, one per
+/// broken connection, are kept out of the default log by `tranche`): a line each
+/// would bury what happened under dozens a second.
+#[derive(Default)]
+struct Outage {
+    since: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Outage {
+    fn lost(&self, location: &str, cause: &(dyn std::error::Error + 'static)) {
+        let mut since = self
+            .since
+            .lock()
+            .expect("the outage lock is never poisoned");
+        if since.is_none() {
+            *since = Some(std::time::Instant::now());
+            tracing::warn!(
+                "the ACH ledger at {location} is unreachable ({}): its calls fail and are \
+                 retried until it is back",
+                tranche_types::one_line(cause)
+            );
+        }
+    }
+
+    fn reached(&self, location: &str) {
+        let mut since = self
+            .since
+            .lock()
+            .expect("the outage lock is never poisoned");
+        if let Some(began) = since.take() {
+            tracing::warn!(
+                "the ACH ledger at {location} is back after {:.1} s",
+                began.elapsed().as_secs_f64()
+            );
+        }
+    }
 }
 
 impl std::fmt::Debug for PostgresLedger {
@@ -466,6 +508,7 @@ impl PostgresLedger {
             pool,
             location,
             clock: options.clock,
+            outage: Arc::default(),
         };
         ledger.migrate().await?;
         Ok(ledger)
@@ -513,6 +556,18 @@ impl PostgresLedger {
     }
 
     fn finish<T>(&self, doing: &'static str, result: R<T>) -> Result<T, LedgerError> {
+        let out = self.outcome(doing, result);
+        match &out {
+            Err(LedgerError::Unavailable { source, .. }) => {
+                self.outage.lost(&self.location, &**source);
+            }
+            // Any answer, an error too, means the server is there.
+            _ => self.outage.reached(&self.location),
+        }
+        out
+    }
+
+    fn outcome<T>(&self, doing: &'static str, result: R<T>) -> Result<T, LedgerError> {
         let location = self.location.to_string();
         match result {
             Ok(v) => Ok(v),

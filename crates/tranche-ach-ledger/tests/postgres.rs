@@ -52,6 +52,7 @@ async fn races_hold_for_more_seeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ledger_says_the_server_is_down_and_reconnects_when_it_is_back() {
     let Some(pg) = Postgres::start() else { return };
+    let log = Log::capture();
     pg.create_database("restart");
     let ledger = ledger(&pg, "restart").await;
     let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
@@ -104,6 +105,43 @@ async fn the_ledger_says_the_server_is_down_and_reconnects_when_it_is_back() {
         ledger.entry("k-2").await.unwrap().unwrap().state,
         State::Cancelled
     );
+    // Every call failed while the server was down; the log says it once, and once
+    // that it is back.
+    let said = log.text();
+    assert_eq!(said.matches("is unreachable").count(), 1, "{said}");
+    assert_eq!(said.matches("is back after").count(), 1, "{said}");
+}
+
+/// The process's log, kept for a test to read (each test runs in its own process
+/// under nextest; under `cargo test`, only this test installs a subscriber).
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Log {
+    fn capture() -> Log {
+        let log = Log::default();
+        let writer = log.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_env_filter("tranche_ach_ledger=warn")
+            .init();
+        log
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[tokio::test]

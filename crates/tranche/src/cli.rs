@@ -612,7 +612,8 @@ pub struct AchEngineArgs {
     #[arg(long, value_name = "DIR|s3://…")]
     pub store: Option<String>,
     /// Run one tick, wait until what it enqueued has finished, print the day's status
-    /// and exit (1 if a job failed): for cron, and to replay a moment with --at.
+    /// and exit (1 if a job failed, or the status names a problem such as entries no file ID
+    /// modifier is left for): for cron, and to replay a moment with --at.
     #[arg(long)]
     pub once: bool,
     /// The moment a --once tick or --dry-run acts at (RFC 3339, e.g.

@@ -43,13 +43,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The connection pool of the PostgreSQL ledger warns once per broken connection,
+    // a dozen lines at once when the server goes away; the ledger says it once itself
+    // (when it is lost and when it is back).
+    const DEFAULT_LOG: &str = "warn,deadpool.postgres=error";
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, never into a log file.
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(
             tracing_subscriber::EnvFilter::try_from_env("TRANCHE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         );
     // Spans are exported whatever TRANCHE_LOG keeps: the engine's and the server's.
     let spans = traces.as_ref().map(|provider| {
