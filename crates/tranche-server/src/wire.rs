@@ -344,6 +344,23 @@ pub struct BankFiguresOut {
     /// The bank's windows: those of the rules in their order, then any other window a
     /// file of the day names.
     pub windows: Vec<WindowFiguresOut>,
+    /// The day's 36 file ID modifiers.
+    pub modifiers: ModifiersOut,
+    /// What stops entries of the day from going out, each with what to do about it
+    /// (e.g. no file ID modifier left).
+    pub problems: Vec<String>,
+}
+
+/// How a bank's day stands with its 36 file ID modifiers.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AchModifiers)]
+pub struct ModifiersOut {
+    /// Held by files sent, being sent, or that may be at the bank.
+    pub sent: u64,
+    /// Held by packaged files not sent yet (given back if the file is released).
+    pub waiting: u64,
+    /// Free for the next files.
+    pub free: u64,
 }
 
 /// Entries in one effective state.
@@ -454,6 +471,12 @@ impl From<tranche_ach_pipeline::DayStatus> for DayStatusOut {
                             credit_cents: w.credit_cents,
                         })
                         .collect(),
+                    modifiers: ModifiersOut {
+                        sent: b.modifiers.sent,
+                        waiting: b.modifiers.waiting,
+                        free: b.modifiers.free,
+                    },
+                    problems: b.problems,
                 })
                 .collect(),
         }

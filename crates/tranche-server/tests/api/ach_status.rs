@@ -171,6 +171,12 @@ fn files(counts: [u64; 4]) -> Value {
 
 /// A window's figures: times (None without rules), files by state, then entries,
 /// debits and credits of its files that are not released.
+/// The day's file ID modifiers: held by files sent (or being sent) and by packaged
+/// files; the rest free (a file released before it was sent holds none).
+fn modifiers(sent: u64, waiting: u64) -> Value {
+    json!({"sent": sent, "waiting": waiting, "free": 36 - sent - waiting})
+}
+
 fn window(name: &str, times: Option<(&str, &str)>, counts: [u64; 4], totals: [u64; 3]) -> Value {
     json!({
         "window": name,
@@ -188,7 +194,7 @@ fn first_entries() -> Value {
 }
 
 fn second() -> Value {
-    json!({"bank": "second", "entries": tallies([(1, 900), (0, 0), (0, 0), (0, 0), (0, 0)]), "windows": []})
+    json!({"bank": "second", "entries": tallies([(1, 900), (0, 0), (0, 0), (0, 0), (0, 0)]), "windows": [], "modifiers": modifiers(0, 0), "problems": []})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,7 +203,7 @@ async fn without_rules_the_windows_are_the_files_and_have_no_times() {
     set_up_the_day(&s).await;
     let got = s.get_ok(&format!("/v1/ach/status?date={DAY}")).await;
     let want = json!({"date": DAY, "banks": [
-        {"bank": "first", "entries": first_entries(), "windows": [
+        {"bank": "first", "entries": first_entries(), "modifiers": modifiers(1, 1), "problems": [], "windows": [
             // F3 is released: counted among the files, not in the totals.
             window("nd-night", None, [0, 0, 1, 1], [3, 400, 3500]),
             window("late", None, [1, 0, 0, 0], [1, 0, 300]),
@@ -209,7 +215,7 @@ async fn without_rules_the_windows_are_the_files_and_have_no_times() {
     // The next day holds D1 only; a day without entries, no bank.
     let next = s.get_ok("/v1/ach/status?date=2026-03-03").await;
     let want = json!({"date": "2026-03-03", "banks": [
-        {"bank": "first", "entries": tallies([(1, 5000), (0, 0), (0, 0), (0, 0), (0, 0)]), "windows": []},
+        {"bank": "first", "entries": tallies([(1, 5000), (0, 0), (0, 0), (0, 0), (0, 0)]), "windows": [], "modifiers": modifiers(0, 0), "problems": []},
     ]});
     assert_eq!(next, want, "{next:#}");
     let empty = s.get_ok("/v1/ach/status?date=2026-03-05").await;
@@ -228,7 +234,7 @@ async fn with_rules_the_banks_and_windows_are_the_rules_with_their_times() {
     // New York is UTC-5 on the day; nd-night closes the next morning. `late` is in no
     // rules: listed after them, without times.
     let want = json!({"date": DAY, "banks": [
-        {"bank": "first", "entries": first_entries(), "windows": [
+        {"bank": "first", "entries": first_entries(), "modifiers": modifiers(1, 1), "problems": [], "windows": [
             window("sd1", Some(("2026-03-02T13:30:00Z", "2026-03-02T15:30:00Z")), [0; 4], [0; 3]),
             window(
                 "nd-night",
@@ -246,7 +252,7 @@ async fn with_rules_the_banks_and_windows_are_the_rules_with_their_times() {
     // that day (after the clocks change: UTC-4).
     let later = s.get_ok("/v1/ach/status?date=2026-03-09").await;
     let want = json!({"date": "2026-03-09", "banks": [
-        {"bank": "first", "entries": tallies([(0, 0); 5]), "windows": [
+        {"bank": "first", "entries": tallies([(0, 0); 5]), "modifiers": modifiers(0, 0), "problems": [], "windows": [
             window("sd1", Some(("2026-03-09T12:30:00Z", "2026-03-09T14:30:00Z")), [0; 4], [0; 3]),
             window("nd-night", Some(("2026-03-10T01:00:00Z", "2026-03-10T06:15:00Z")), [0; 4], [0; 3]),
         ]},
