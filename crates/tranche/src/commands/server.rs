@@ -39,9 +39,12 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         listen: args.listen,
         tokens,
         queue_limits,
-        header_timeout: Duration::from_secs(args.header_timeout),
-        body_timeout: Duration::from_secs(args.body_timeout),
-        max_connections: usize::try_from(args.max_connections)?,
+        door: tranche_server::Limits {
+            header_timeout: Duration::from_secs(args.header_timeout),
+            idle_timeout: Duration::from_secs(args.header_timeout),
+            body_timeout: Duration::from_secs(args.body_timeout),
+            max_connections: usize::try_from(args.max_connections)?,
+        },
         show_personal_data: args.show_personal_data,
         ledger: super::ach::open_ledger(at, true)
             .await?
