@@ -17,10 +17,15 @@ struct Server {
 
 async fn serve(feed: FeedService, tokens: FeedTokens, dir: tempfile::TempDir) -> Server {
     let shards = feed.shards.clone();
-    let app = tranche_feed_http::feed_router(feed, CancellationToken::new(), tokens);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    tokio::spawn(tranche_feed_http::serve(
+        listener,
+        feed,
+        tokens,
+        tranche_feed_http::Limits::default(),
+        CancellationToken::new(),
+    ));
     Server {
         base,
         shards,
