@@ -25,7 +25,9 @@
 //!
 //! - `GET /v1/feed/status` — the shards' marks (a core resumes after its shard's),
 //!   the cursor after everything held, and on a replica its primary and lag
-//!   ([`wire::StatusBody`]); any valid token.
+//!   ([`wire::StatusBody`]) for a core's or a reader's token; a member firm's token
+//!   gets its own view only (its orders held and the cursor after its newest order,
+//!   [`wire::FirmStatus`]), none of the feed-wide counters.
 //! - `GET /v1/feed/openapi.json` — this API's OpenAPI document (no token needed).
 //! - `GET /metrics` — the server's figures in the Prometheus text format
 //!   ([`metrics`](tranche_feed_service::metrics):
