@@ -25,7 +25,9 @@
 //!
 //! - `GET /v1/feed/status` — the shards' marks (a core resumes after its shard's),
 //!   the cursor after everything held, and on a replica its primary and lag
-//!   ([`wire::StatusBody`]); any valid token.
+//!   ([`wire::StatusBody`]) for a core's or a reader's token; a member firm's token
+//!   gets its own view only (its orders held and the cursor after its newest order,
+//!   [`wire::FirmStatus`]), none of the feed-wide counters.
 //! - `GET /v1/feed/openapi.json` — this API's OpenAPI document (no token needed).
 //! - `GET /metrics` — the server's figures in the Prometheus text format
 //!   ([`metrics`](tranche_feed_service::metrics):
@@ -53,6 +55,13 @@
 //! every request is let through: serve such a router on loopback only (`tranche feed
 //! serve` refuses any other address without `--tokens`). Errors are
 //! `{"error": {"code", "message", ...}}` ([`wire::ErrorBody`]).
+//!
+//! **The listener.** [`serve`] is the door member firms use: the router behind
+//! `tranche-http-door`, the accept loop `tranche server` uses too, with the same
+//! [`Limits`] (header, idle and body timeouts, a connection cap) and the same flags and
+//! defaults. A body later than its timeout is answered 408 `body_timeout`. A long poll in
+//! flight is not idle: the idle and header clocks stop while a request is answered, so
+//! a `wait_ms` of up to [`MAX_WAIT_MS`] (30 s) outlasts the 10 s timeouts.
 
 #![deny(missing_docs)]
 
@@ -64,6 +73,7 @@ mod status;
 pub mod wire;
 
 pub use status::feed_router;
+pub use tranche_http_door::{Limits, LimitsError};
 
 use std::time::{Duration, Instant};
 
@@ -75,6 +85,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 pub use tranche_feed::MAX_READ_LIMIT;
 use tranche_feed::{
@@ -107,6 +118,21 @@ pub fn router(
     tokens: FeedTokens,
 ) -> Router {
     feed_router(FeedService::single(store, ingest), shutdown, tokens)
+}
+
+/// Serve `feed` on `listener` to the holders of `tokens` within `limits`, until
+/// `shutdown` is cancelled: waiting long polls then answer at once, and the requests in
+/// flight finish before it returns. The only error is `limits` refused, before anything
+/// is served.
+pub async fn serve(
+    listener: TcpListener,
+    feed: FeedService,
+    tokens: FeedTokens,
+    limits: Limits,
+    shutdown: CancellationToken,
+) -> Result<(), LimitsError> {
+    let router = feed_router(feed, shutdown.clone(), tokens);
+    tranche_http_door::serve(listener, router, limits, shutdown).await
 }
 
 fn routes(feed: FeedService, shutdown: CancellationToken, tokens: FeedTokens) -> Router {
@@ -239,6 +265,7 @@ impl From<ShardReadError> for ApiError {
         (status = 400, description = "A bad batch (`index`, `field`): nothing applied; or a shard the server does not have", body = ErrorBody),
         (status = 401, description = "No or unknown token (with tokens configured)", body = ErrorBody),
         (status = 403, description = "Not a core's token, or a read replica (`replica_read_only`: post to its primary)", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout (`body_timeout`): nothing applied", body = ErrorBody),
         (status = 413, description = "Body over 32 MiB", body = ErrorBody),
         (status = 500, description = "The store could not write: nothing acknowledged", body = ErrorBody),
         (status = 503, description = "Shutting down", body = ErrorBody),
@@ -259,6 +286,13 @@ async fn post_events(
         query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
     let ingest = app.feed.ingest_for(q.shard.unwrap_or(0))?;
     let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|e| {
+        if let Some(late) = tranche_http_door::body_timed_out(&e) {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                late.to_string(),
+            );
+        }
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "bad_request",

@@ -10,8 +10,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::wire::{
-    Applied, ErrorBody, ErrorDetail, EventBatch, EventType, OrdersPage, ReplicaShardStatus,
-    ReplicaStatus, ShardStatus, StatusBody, WireEvent, WireOrder, WireSide, WireStatus,
+    Applied, ErrorBody, ErrorDetail, EventBatch, EventType, FirmStatus, OrdersPage,
+    ReplicaShardStatus, ReplicaStatus, ShardStatus, StatusBody, WireEvent, WireOrder, WireSide,
+    WireStatus,
 };
 
 #[derive(OpenApi)]
@@ -22,7 +23,7 @@ use crate::wire::{
         description = "Trading cores post order events; clients long-poll the orders changed after their cursor, \
 each once at its latest version. Times are nanoseconds since the Unix epoch (JSON integers beyond 2^53: parse them as big integers). \
 Errors are {\"error\": {\"code\", \"message\", \"index\"?, \"field\"?, \"oldest\"?}}. \
-Tokens: `core` may only post, `firm=N` reads only firm N, `reader` reads all; without configured tokens the server listens on loopback only and needs none. \
+Tokens: `core` may only post, `firm=N` reads only firm N (and sees only its own view in /v1/feed/status), `reader` reads all; without configured tokens the server listens on loopback only and needs none. \
 A server of several shards (trading cores) takes each core's events with `?shard=k` and merges the shards in every read; its cursors are opaque and hold a position per shard. \
 A read replica serves unfiltered reads only and takes no events."
     ),
@@ -31,7 +32,7 @@ A read replica serves unfiltered reads only and takes no events."
     components(schemas(
         Applied, ErrorBody, ErrorDetail, EventBatch, EventType, OrdersPage, WireEvent,
         WireOrder, WireSide, WireStatus, StatusBody, ShardStatus, ReplicaStatus,
-        ReplicaShardStatus
+        ReplicaShardStatus, FirmStatus
     )),
     modifiers(&Bearer)
 )]

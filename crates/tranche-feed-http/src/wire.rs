@@ -272,19 +272,35 @@ pub struct OrdersPage {
     pub orders: Vec<WireOrder>,
 }
 
-/// `GET /v1/feed/status`: the server's shards, and on a replica its lag.
+/// `GET /v1/feed/status`: the server's shards, and on a replica its lag. A member
+/// firm's token gets its own view only: `firm`, its cursor as `newest_cursor`, and no
+/// `shards` or `replica` (the feed's counters are not one member's business).
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct StatusBody {
     /// `primary` (takes events) or `replica` (follows a primary; unfiltered reads).
     pub role: String,
     /// The cursor after everything held now (every shard's newest position): a
-    /// client that wants only what changes from now on starts here.
+    /// client that wants only what changes from now on starts here. For a firm's
+    /// token, the cursor after that firm's newest order in each shard instead: read
+    /// with the firm's filter it gives the same, and names no other firm's position.
     pub newest_cursor: String,
-    /// Each shard's marks, shard 0 first.
+    /// Each shard's marks, shard 0 first; empty for a firm's token.
     pub shards: Vec<ShardStatus>,
     /// On a replica: how far behind its primary it is.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub replica: Option<ReplicaStatus>,
+    /// For a firm's token: the firm's own counters.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub firm: Option<FirmStatus>,
+}
+
+/// A member firm's own view of the feed.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct FirmStatus {
+    /// The firm the token reads.
+    pub firm: u32,
+    /// The firm's orders held, over every shard.
+    pub orders: usize,
 }
 
 /// One shard's marks.

@@ -2,6 +2,7 @@
 //! (a binary per file linked the crate's whole dependency graph once per file).
 
 mod dashboard;
+mod door;
 mod group_commit;
 mod http;
 mod metrics;

@@ -17,10 +17,15 @@ struct Server {
 
 async fn serve(feed: FeedService, tokens: FeedTokens, dir: tempfile::TempDir) -> Server {
     let shards = feed.shards.clone();
-    let app = tranche_feed_http::feed_router(feed, CancellationToken::new(), tokens);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    tokio::spawn(tranche_feed_http::serve(
+        listener,
+        feed,
+        tokens,
+        tranche_feed_http::Limits::default(),
+        CancellationToken::new(),
+    ));
     Server {
         base,
         shards,
@@ -273,16 +278,95 @@ async fn a_firms_token_reads_only_its_firm_across_shards() {
     let all = server.orders("wait_ms=0", Some("read-1")).await;
     assert_eq!(all.count, 4);
 
-    let (status, body) = server.get_raw("/v1/feed/status", Some("firm-1")).await;
-    assert_eq!(status, 200, "{body}");
-    let status: StatusBody = serde_json::from_str(&body).unwrap();
-    assert_eq!(status.role, "primary");
-    assert_eq!(status.shards.len(), 2);
-    assert_eq!((status.shards[1].seq, status.shards[1].orders), (2, 2));
-    assert_eq!(status.newest_cursor, all.next_cursor);
-    assert!(status.replica.is_none());
     let (status, _) = server.get_raw("/v1/feed/status", None).await;
     assert_eq!(status, 401);
+}
+
+/// `/v1/feed/status` shows a member firm its own view only — its orders held and its
+/// own cursor, no shard marks, order counts or feed-wide cursor — while a reader's
+/// (the operator's) and a core's tokens see every shard's counters.
+#[tokio::test]
+async fn status_shows_a_firm_only_its_own_view_and_a_reader_everything() {
+    let tokens = FeedTokens::parse(
+        "core-1 core\nfirm-1 firm=1\nfirm-3 firm=3\nread-1 reader\n",
+        "test",
+    )
+    .unwrap();
+    let server = start(2, tokens).await;
+    let posted = [
+        (
+            0u64,
+            vec![insert(0, 1, 1), insert(0, 2, 2), insert(0, 3, 2)],
+        ),
+        (1, vec![insert(1, 1, 2), insert(1, 2, 1), insert(1, 3, 2)]),
+    ];
+    for (shard, events) in posted {
+        let (status, body) = server
+            .post(Some(&shard.to_string()), events, Some("core-1"))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let status_for = |token: &'static str| {
+        let server = &server;
+        async move {
+            let (status, body) = server.get_raw("/v1/feed/status", Some(token)).await;
+            assert_eq!(status, 200, "{token}: {body}");
+            (serde_json::from_str::<StatusBody>(&body).unwrap(), body)
+        }
+    };
+
+    // The operator's token: every shard's marks and the feed's newest cursor.
+    let (everything, _) = status_for("read-1").await;
+    assert_eq!(everything.role, "primary");
+    let marks: Vec<_> = everything
+        .shards
+        .iter()
+        .map(|s| (s.shard, s.seq, s.orders))
+        .collect();
+    assert_eq!(marks, [(0, 3, 3), (1, 3, 3)]);
+    let all = server.orders("wait_ms=0", Some("read-1")).await;
+    assert_eq!(everything.newest_cursor, all.next_cursor);
+    assert!(everything.firm.is_none());
+    let (core, _) = status_for("core-1").await;
+    assert_eq!(
+        core.shards.len(),
+        2,
+        "a core resumes after its shard's marks"
+    );
+
+    // Firm 1: its own two orders and its own cursor; none of the feed's counters.
+    let (mine, text) = status_for("firm-1").await;
+    assert_eq!(mine.role, "primary");
+    assert!(mine.shards.is_empty(), "{text}");
+    assert!(mine.replica.is_none());
+    let firm = mine.firm.as_ref().expect("the firm's own view");
+    assert_eq!((firm.firm, firm.orders), (1, 2));
+    assert!(!text.contains("\"seq\""), "{text}");
+    assert_ne!(mine.newest_cursor, everything.newest_cursor);
+    // Its cursor is the one its own reads end at, and reads on from there.
+    let page = server.orders("wait_ms=0", Some("firm-1")).await;
+    assert_eq!(page.count, 2);
+    assert_eq!(mine.newest_cursor, page.next_cursor);
+    let (status, body) = server
+        .post(
+            Some("0"),
+            vec![insert(0, 4, 1), insert(0, 5, 2)],
+            Some("core-1"),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let next = server
+        .orders(
+            &format!("wait_ms=0&cursor={}", mine.newest_cursor),
+            Some("firm-1"),
+        )
+        .await;
+    assert_eq!(ids(&next), [4]);
+
+    // A firm with no order yet: nothing, from the start.
+    let (none, _) = status_for("firm-3").await;
+    assert_eq!(none.firm.as_ref().map(|f| (f.firm, f.orders)), Some((3, 0)));
+    assert!(none.shards.is_empty());
 }
 
 #[tokio::test]

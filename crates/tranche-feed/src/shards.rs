@@ -311,6 +311,20 @@ impl Shards {
         cursor
     }
 
+    /// The cursor after the newest order passing `filter` in every shard (at least
+    /// the shard's floor): reading `filter` from it gives what changes from now on, as
+    /// from [`Shards::newest`], but it names no position of an order outside `filter`
+    /// (a member firm's own cursor, not the feed's). A replica keeps no per-key index:
+    /// a filter there is [`ShardReadError::Unfiltered`].
+    pub fn newest_of(&self, filter: Filter) -> Result<VectorCursor, ShardReadError> {
+        self.check_filter(filter)?;
+        let mut cursor = VectorCursor::START;
+        for (shard, store) in self.inner.stores.read().iter().enumerate() {
+            cursor.set(shard, store.shared.state.read().newest_of(filter));
+        }
+        Ok(cursor)
+    }
+
     /// The oldest cursor served besides [`VectorCursor::START`]: each shard's floor.
     pub fn oldest(&self) -> VectorCursor {
         let mut cursor = VectorCursor::START;

@@ -95,6 +95,15 @@ impl State {
         self.by_pos.newest(&self.orders).unwrap_or(Cursor::START)
     }
 
+    /// The position of the newest order version passing `filter`, raised to the floor
+    /// (a cursor below it is too old), or `START` when there is neither.
+    pub fn newest_of(&self, filter: Filter) -> Cursor {
+        self.positions(filter)
+            .and_then(|positions| positions.newest(&self.orders))
+            .unwrap_or(Cursor::START)
+            .max(self.floor)
+    }
+
     /// Puts `order` at the end of the order and of its indexes, removing its previous
     /// version. A version not newer than the one held is ignored (replay of a log
     /// record a snapshot already covers).

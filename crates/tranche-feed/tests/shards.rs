@@ -134,6 +134,60 @@ fn cursors_that_do_not_fit_the_feed_are_refused_saying_why() {
     assert!(out.is_empty() || out.iter().all(|o| o.position() > Cursor::new(5, u64::MAX)));
 }
 
+/// A firm's own newest cursor: the positions of its newest orders (START in a shard
+/// where it has none), never another firm's, read on from as from the feed's newest,
+/// and raised to a floor that passed its orders (an open order outlives eviction).
+#[test]
+fn a_filters_newest_cursor_names_only_its_orders_and_is_never_too_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shards, mut writers) = Shards::open(dir.path(), 2, options()).unwrap();
+    let (mut book0, mut book1) = (shard_book(5, 0), shard_book(6, 1));
+    let firm1 = Filter::Firm(FirmId(1));
+    writers[0]
+        .apply(&[
+            book0.insert_for(1),
+            book0.insert_for(2),
+            book0.insert_for(2),
+        ])
+        .unwrap();
+    writers[1].apply(&[book1.insert_for(2)]).unwrap();
+
+    let mine = shards.newest_of(firm1).unwrap();
+    assert_eq!(mine.shards(), 2);
+    assert_eq!(mine.position(0), Cursor::new(1, 1), "firm 1's one order");
+    assert_eq!(
+        mine.position(1),
+        Cursor::START,
+        "firm 1 has none in shard 1"
+    );
+    assert_ne!(mine, shards.newest());
+    let mut out = Vec::new();
+    shards.read_into(&mine, firm1, 10, &mut out).unwrap();
+    assert!(out.is_empty(), "nothing of firm 1's is newer: {out:?}");
+
+    // What changes from now on reads as from the feed's newest.
+    let newest = shards.newest();
+    writers[1].apply(&[book1.insert_for(1)]).unwrap();
+    writers[0].apply(&[book0.insert_for(2)]).unwrap();
+    let mut from_newest = Vec::new();
+    shards
+        .read_into(&newest, firm1, 10, &mut from_newest)
+        .unwrap();
+    shards.read_into(&mine, firm1, 10, &mut out).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out, from_newest);
+
+    // Eviction past firm 1's open order in shard 0: its cursor stays served.
+    let floor = Cursor::new(3, u64::MAX);
+    writers[0].evict_terminal_through(floor).unwrap();
+    let mine = shards.newest_of(firm1).unwrap();
+    assert_eq!(mine.position(0), floor);
+    shards.check(&mine).unwrap();
+
+    let all = shards.newest_of(Filter::All).unwrap();
+    assert_eq!(all, shards.newest());
+}
+
 /// The reference for one client: each shard's orders of its filter after its
 /// position, straight from that shard's store.
 fn reference(shards: &Shards, cursor: &VectorCursor, filter: Filter) -> Vec<Vec<Order>> {

@@ -3,9 +3,8 @@
 //! `serde_path_to_error`, an oversized one 413, and one not received within the body
 //! timeout 408.
 //!
-//! The timeout is a deadline for the whole body, not tower-http's
-//! `RequestBodyTimeoutLayer`: that one times the gap between chunks, so a client
-//! dripping a byte every few seconds would still hold the request open for ever.
+//! The timeout is `tranche-http-door`'s (every request body the listener hands over
+//! fails once it is late, a deadline for the whole body); here it is only answered.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, OptionalFromRequest, Request};
@@ -39,20 +38,14 @@ impl<T: DeserializeOwned> OptionalFromRequest<AppState> for Json<T> {
 }
 
 async fn read(req: Request, app: &AppState) -> Result<Bytes, ApiError> {
-    let timeout = app.config().body_timeout;
-    let body = tokio::time::timeout(timeout, Bytes::from_request(req, app))
-        .await
-        .map_err(|_| {
-            ApiError::new(
+    Bytes::from_request(req, app).await.map_err(|e| {
+        if let Some(late) = tranche_http_door::body_timed_out(&e) {
+            return ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 ErrorCode::BodyTimeout,
-                format!(
-                    "the request body did not arrive within {} ms",
-                    timeout.as_millis()
-                ),
-            )
-        })?;
-    body.map_err(|e| {
+                late.to_string(),
+            );
+        }
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(

@@ -3,6 +3,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tranche_http_door::{Limits, LimitsError};
+
 use crate::auth::Tokens;
 
 /// How the server runs. Build one, then [`ServerConfig::validate`] before serving.
@@ -24,17 +26,12 @@ pub struct ServerConfig {
     pub max_poll: usize,
     /// Lease given to polled jobs when the worker does not ask for one.
     pub default_lease: Duration,
-    /// Longest a client may take to send a request's headers, and so also how long an
-    /// idle keep-alive connection is kept: a client trickling its headers (slowloris)
-    /// is disconnected after it.
-    pub header_timeout: Duration,
-    /// Longest a client may take to send a request's body once its headers are in:
-    /// answered 408 after it. Only reading the request is timed, never the answer, so
-    /// long-polls still wait their whole `wait`.
-    pub body_timeout: Duration,
-    /// Most connections open at once. Further ones wait in the listen backlog until
-    /// one closes, so they are served late rather than refused.
-    pub max_connections: usize,
+    /// What the listener tolerates of its clients (`tranche-http-door`, shared with the
+    /// order-state feed's listener): header, idle and body timeouts and a connection
+    /// cap. A body later than its timeout is answered 408 `body_timeout`. Only reading
+    /// a request is timed, never the answer, so long-polls still wait their whole
+    /// `wait`.
+    pub door: Limits,
     /// Show personal data (PANs, e-mail addresses) in job text to every caller of a
     /// server without tokens; masked otherwise. With tokens, `TOKEN pii` entries decide.
     pub show_personal_data: bool,
@@ -58,9 +55,7 @@ impl Default for ServerConfig {
             max_wait: Duration::from_secs(60),
             max_poll: 1000,
             default_lease: Duration::from_secs(30),
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 1024,
+            door: Limits::default(),
             show_personal_data: false,
             ledger: None,
             ach_rules: None,
@@ -84,6 +79,16 @@ pub enum ConfigError {
         /// The value given.
         got: String,
     },
+}
+
+impl From<LimitsError> for ConfigError {
+    fn from(e: LimitsError) -> ConfigError {
+        ConfigError::Invalid {
+            field: e.field,
+            expected: e.expected,
+            got: e.got,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -138,24 +143,7 @@ impl ServerConfig {
             "at least 1 s",
             format!("{:?}", self.default_lease),
         )?;
-        check(
-            !self.header_timeout.is_zero(),
-            "header_timeout",
-            "more than 0",
-            format!("{:?}", self.header_timeout),
-        )?;
-        check(
-            !self.body_timeout.is_zero(),
-            "body_timeout",
-            "more than 0",
-            format!("{:?}", self.body_timeout),
-        )?;
-        check(
-            self.max_connections > 0,
-            "max_connections",
-            "at least 1",
-            self.max_connections.to_string(),
-        )
+        Ok(self.door.validate()?)
     }
 
     /// Requests need a token unless there are none and the server is only reachable
@@ -235,19 +223,27 @@ mod tests {
     #[test]
     fn timeouts_and_the_connection_cap_must_be_positive() {
         for c in [
-            ServerConfig {
+            Limits {
                 header_timeout: Duration::ZERO,
-                ..ServerConfig::default()
+                ..Limits::default()
             },
-            ServerConfig {
+            Limits {
+                idle_timeout: Duration::ZERO,
+                ..Limits::default()
+            },
+            Limits {
                 body_timeout: Duration::ZERO,
-                ..ServerConfig::default()
+                ..Limits::default()
             },
-            ServerConfig {
+            Limits {
                 max_connections: 0,
-                ..ServerConfig::default()
+                ..Limits::default()
             },
-        ] {
+        ]
+        .map(|door| ServerConfig {
+            door,
+            ..ServerConfig::default()
+        }) {
             assert!(c.validate().is_err(), "{c:?}");
         }
         assert!(ServerConfig::default().validate().is_ok());

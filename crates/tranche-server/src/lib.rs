@@ -20,7 +20,8 @@
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
 //! - Personal data (PANs, e-mail addresses) in the job text the API shows is masked
 //!   unless the token may see it; workers polling get the real arguments.
-//! - Slow clients are cut off (header and body timeouts) and connections are capped.
+//! - Slow and idle clients are cut off (header, idle and body timeouts) and connections
+//!   are capped, by `tranche-http-door`, which the order-state feed's listener shares.
 //! - A dashboard at `/`: one static page (no build step) over this same API, updated
 //!   live from the change feed.
 //! - Errors have one shape with a stable code; a 5xx never carries the server's
@@ -38,7 +39,6 @@ mod ach;
 mod auth;
 mod body;
 mod config;
-mod connections;
 mod dashboard;
 mod error;
 mod events;
@@ -70,6 +70,7 @@ use tranche_core::Client;
 pub use ach::{CancellationView, EntryState, EntryView, LedgerHandle};
 pub use auth::{Scope, Tokens};
 pub use config::{ConfigError, QueueLimits, ServerConfig};
+pub use tranche_http_door::Limits;
 pub use tranche_tokens::TokenError;
 
 use state::AppState;
@@ -146,8 +147,8 @@ fn with_routes(app: AppState) -> Router {
 }
 
 /// Serve on `listener` until `shutdown` is cancelled, then finish the requests in
-/// flight. Validates `config` first. Connections are capped and slow requests timed
-/// out as `config` says (see [`ServerConfig::header_timeout`]).
+/// flight. Validates `config` first. Connections are capped and slow or idle clients
+/// cut off as `config` says (see [`ServerConfig::door`]).
 pub async fn serve(
     listener: TcpListener,
     backend: Client,
@@ -155,15 +156,12 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     config.validate()?;
-    let limits = connections::Limits {
-        header_timeout: config.header_timeout,
-        max_connections: config.max_connections,
-    };
+    let limits = config.door;
     let app = app(backend, config);
     telemetry::spawn_upkeep(shutdown.clone());
-    connections::serve(listener, with_routes(app), limits, shutdown)
+    tranche_http_door::serve(listener, with_routes(app), limits, shutdown)
         .await
-        .map_err(ServeError::Io)
+        .map_err(|e| ServeError::Config(e.into()))
 }
 
 /// Why [`serve`] returned an error rather than stopping at `shutdown`.
@@ -172,8 +170,4 @@ pub enum ServeError {
     /// The configuration was refused before anything was served.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// An I/O error from the listener. Failed accepts are logged and retried rather
-    /// than returned, so this is not expected in practice.
-    #[error("server failed")]
-    Io(#[source] std::io::Error),
 }

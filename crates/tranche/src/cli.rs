@@ -402,19 +402,6 @@ pub struct ServerArgs {
     /// every queue, or `QUEUE=N`. Repeatable.
     #[arg(long, value_name = "[QUEUE=]N")]
     pub queue_limit: Vec<String>,
-    /// Seconds a client may take to send a request's headers; also how long an idle
-    /// keep-alive connection is kept. Slower clients are disconnected.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub header_timeout: u64,
-    /// Seconds a client may take to send a request's body once its headers are in;
-    /// slower requests are answered 408. Only reading the request is timed: long-polls
-    /// (/v1/workers/poll, /v1/events?wait=) still wait their whole wait.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
-    pub body_timeout: u64,
-    /// Most connections open at once; further ones wait in the listen backlog until one
-    /// closes (served late, not refused).
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_connections: u64,
     /// Without tokens (loopback only): show personal data (PANs, e-mail addresses) in
     /// job text instead of masking it. With tokens, give `TOKEN pii` instead.
     #[arg(long)]
@@ -425,6 +412,51 @@ pub struct ServerArgs {
     /// printed and the server exits 2.
     #[arg(long, value_name = "ach.toml")]
     pub ach_rules: Option<PathBuf>,
+    #[command(flatten)]
+    pub door: DoorArgs,
+}
+
+/// What an HTTP listener tolerates of its clients: the same flags, defaults and code
+/// (`tranche-http-door`) for `tranche server` and `tranche feed serve`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Slow and idle clients")]
+pub struct DoorArgs {
+    /// Seconds a client may take to send a request's headers, from their first byte.
+    /// Slower clients, such as one sending a byte now and then (slowloris), are
+    /// disconnected.
+    #[arg(long, value_name = "SECS", default_value_t = tranche_http_door::DEFAULT_HEADER_TIMEOUT_SECS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// Seconds a connection is kept open with no request in flight (just accepted, or
+    /// kept alive after an answer); then it is closed. A long poll waiting for its
+    /// answer is in flight, not idle, however long it waits.
+    #[arg(long, value_name = "SECS", default_value_t = tranche_http_door::DEFAULT_IDLE_TIMEOUT_SECS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Seconds a client may take to send a request's body once its headers are in;
+    /// slower requests are answered 408 (body_timeout). Only reading requests is timed:
+    /// long polls still wait their whole wait.
+    #[arg(long, value_name = "SECS", default_value_t = tranche_http_door::DEFAULT_BODY_TIMEOUT_SECS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: u64,
+    /// Most connections open at once; further ones wait in the listen backlog until one
+    /// closes (served late, not refused).
+    #[arg(long, value_name = "N", default_value_t = tranche_http_door::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+}
+
+impl DoorArgs {
+    /// The limits these flags set.
+    pub fn limits(&self) -> tranche_http_door::Limits {
+        use std::time::Duration;
+        tranche_http_door::Limits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            body_timeout: Duration::from_secs(self.body_timeout),
+            max_connections: self.max_connections,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -511,6 +543,8 @@ pub struct FeedServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "24h",
           value_parser = crate::commands::feed_retention::parse_retention)]
     pub retain: crate::commands::feed_retention::Retention,
+    #[command(flatten)]
+    pub door: DoorArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -218,6 +218,35 @@ fn help_explains_every_command() {
     }
 }
 
+/// `tranche server` and `tranche feed serve` take the same flags for slow and idle
+/// clients, with the same defaults and the same words (one clap struct, flattened).
+#[test]
+fn server_and_feed_serve_take_the_same_client_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let section = |cmd: &[&str]| {
+        let out = tranche(dir.path(), cmd);
+        assert!(out.status.success(), "{cmd:?}");
+        let help = text(&out).0;
+        let start = help
+            .find("Slow and idle clients:")
+            .unwrap_or_else(|| panic!("{cmd:?}: {help}"));
+        let end = help.find("Global options:").expect("global options");
+        help[start..end].to_string()
+    };
+    let server = section(&["server", "--help"]);
+    assert_eq!(server, section(&["feed", "serve", "--help"]));
+    for flag in [
+        "--header-timeout <SECS>",
+        "--idle-timeout <SECS>",
+        "--body-timeout <SECS>",
+        "--max-connections <N>",
+    ] {
+        assert!(server.contains(flag), "{flag}: {server}");
+    }
+    assert_eq!(server.matches("[default: 10]").count(), 2, "{server}");
+    assert!(server.contains("[default: 1024]"), "{server}");
+}
+
 #[test]
 fn sigterm_finishes_in_flight_jobs_and_keeps_the_rest_queued() {
     use std::io::{BufRead, BufReader};

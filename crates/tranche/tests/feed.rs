@@ -126,6 +126,80 @@ async fn feed_serve_serves_stops_on_sigterm_and_keeps_the_store() {
     assert_eq!(page["count"], 2, "{page}");
 }
 
+/// The command line reaches the feed's listener: with `--header-timeout 1` a client
+/// trickling its headers is cut off, with `--idle-timeout 1` a connection that sends
+/// nothing is closed, and a long poll longer than both still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_serve_flags_cut_off_slow_and_idle_clients() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (_feed, base, _) = serve(
+        &dir.path().join("feed"),
+        &[
+            "--durability",
+            "never",
+            "--header-timeout",
+            "1",
+            "--idle-timeout",
+            "1",
+            "--body-timeout",
+            "1",
+            "--max-connections",
+            "8",
+        ],
+    );
+    let addr = base.trim_start_matches("http://").to_string();
+    // How long until the server closes a connection that sent `first` and then, a
+    // byte at a time every 200 ms, more of the same header line.
+    let closed_after = |first: &'static [u8], trickle: bool| {
+        let addr = addr.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.write_all(first).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let started = Instant::now();
+            let mut buf = [0u8; 256];
+            loop {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "the connection was never closed"
+                );
+                match stream.read(&mut buf) {
+                    Ok(0) => return started.elapsed(),
+                    Ok(n) => panic!("answered: {:?}", String::from_utf8_lossy(&buf[..n])),
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                        return started.elapsed()
+                    }
+                    Err(_) if trickle => {
+                        if stream.write_all(b"x").is_err() {
+                            return started.elapsed();
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+        })
+    };
+    let slow = closed_after(b"GET /v1/feed/status HTTP/1.1\r\nX-Slow: ", true)
+        .await
+        .unwrap();
+    assert!(slow >= Duration::from_millis(900), "{slow:?}");
+    let idle = closed_after(b"", false).await.unwrap();
+    assert!(idle >= Duration::from_millis(900), "{idle:?}");
+
+    let started = Instant::now();
+    let page: Value = reqwest::get(format!("{base}/v1/feed/orders?wait_ms=2500"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["count"], 0);
+    assert!(started.elapsed() >= Duration::from_millis(2500));
+}
+
 #[test]
 fn feed_serve_refuses_non_loopback_and_bad_durability() {
     let dir = tempfile::tempdir().unwrap();

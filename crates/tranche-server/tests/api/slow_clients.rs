@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tranche_server::ServerConfig;
+use tranche_server::{Limits, ServerConfig};
 
 use crate::live::{start_with, Live};
 
@@ -88,7 +88,10 @@ const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: tranche\r\n\r\n";
 async fn headers_that_never_finish_are_cut_off() {
     let timeout = Duration::from_millis(400);
     let s = start_with(ServerConfig {
-        header_timeout: timeout,
+        door: Limits {
+            header_timeout: timeout,
+            ..Limits::default()
+        },
         ..ServerConfig::default()
     })
     .await;
@@ -128,7 +131,10 @@ async fn headers_that_never_finish_are_cut_off() {
 async fn a_body_that_never_finishes_is_answered_408() {
     let timeout = Duration::from_millis(400);
     let s = start_with(ServerConfig {
-        body_timeout: timeout,
+        door: Limits {
+            body_timeout: timeout,
+            ..Limits::default()
+        },
         ..ServerConfig::default()
     })
     .await;
@@ -179,13 +185,17 @@ async fn a_body_that_never_finishes_is_answered_408() {
 }
 
 /// The timeouts are for reading requests: answers that take longer, as long-polls do,
-/// still come.
+/// still come, and a connection waiting on one is not idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_polls_outlast_the_request_timeouts() {
     let timeout = Duration::from_millis(200);
     let s = start_with(ServerConfig {
-        header_timeout: timeout,
-        body_timeout: timeout,
+        door: Limits {
+            header_timeout: timeout,
+            idle_timeout: timeout,
+            body_timeout: timeout,
+            ..Limits::default()
+        },
         ..ServerConfig::default()
     })
     .await;
@@ -212,7 +222,10 @@ async fn long_polls_outlast_the_request_timeouts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_cap_wait_for_a_free_slot() {
     let s = start_with(ServerConfig {
-        max_connections: 2,
+        door: Limits {
+            max_connections: 2,
+            ..Limits::default()
+        },
         ..ServerConfig::default()
     })
     .await;
@@ -240,4 +253,31 @@ async fn connections_over_the_cap_wait_for_a_free_slot() {
         .await
         .expect("the waiting connection was served once a slot freed");
     assert_eq!(answer.0, "HTTP/1.1 200 OK");
+}
+
+/// A kept-alive connection with no request in flight is closed after the idle timeout,
+/// and so is one that never sends a byte; the header timeout does not start before a
+/// request's first byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_after_the_idle_timeout() {
+    let idle = Duration::from_millis(400);
+    let s = start_with(ServerConfig {
+        door: Limits {
+            idle_timeout: idle,
+            header_timeout: PATIENCE * 3,
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut kept = connect(&s).await;
+    kept.write_all(HEALTHZ).await.unwrap();
+    assert_eq!(read_response(&mut kept).await.0, "HTTP/1.1 200 OK");
+    let (rest, after) = read_until_closed(&mut kept).await;
+    assert_eq!(rest, "", "nothing more after the answer");
+    assert!(after >= idle - Duration::from_millis(50), "{after:?}");
+
+    let mut silent = connect(&s).await;
+    let (_, after) = read_until_closed(&mut silent).await;
+    assert!(after >= idle - Duration::from_millis(50), "{after:?}");
 }

@@ -165,7 +165,7 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         Some(primary) => format!("replica of {primary}, "),
         None => String::new(),
     };
-    let app = tranche_feed_http::feed_router(feed, stop.clone(), tokens);
+    let limits = args.door.limits();
     println!(
         "tranche feed listening on http://{}{tcp_address} ({role}store in {}, {} shard(s), {} orders, {} token(s))",
         listener.local_addr()?,
@@ -175,8 +175,9 @@ pub async fn serve(args: FeedServeArgs) -> Result<ExitCode> {
         token_count
     );
     std::io::stdout().flush()?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop.clone().cancelled_owned())
+    // The door member firms use: the same limits on slow and idle clients as `tranche
+    // server`. Returns once every request in flight is answered.
+    tranche_feed_http::serve(listener, feed, tokens, limits, stop.clone())
         .await
         .context("the feed server failed")?;
     if let Some(tcp_server) = tcp_server {

@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tranche_server::{QueueLimits, ServerConfig, Tokens};
@@ -39,9 +38,7 @@ pub async fn server(at: &DataArgs, args: ServerArgs) -> Result<ExitCode> {
         listen: args.listen,
         tokens,
         queue_limits,
-        header_timeout: Duration::from_secs(args.header_timeout),
-        body_timeout: Duration::from_secs(args.body_timeout),
-        max_connections: usize::try_from(args.max_connections)?,
+        door: args.door.limits(),
         show_personal_data: args.show_personal_data,
         ledger: super::ach::open_ledger(at, true)
             .await?
