@@ -211,27 +211,8 @@ impl PostgresOptions {
     /// `url` with the password from `TRANCHE_LEDGER_PASSWORD`, or the first line of the
     /// file `TRANCHE_LEDGER_PASSWORD_FILE` names (none when neither is set).
     pub fn from_env(url: &str) -> Result<PostgresOptions, LedgerError> {
-        let password = match (
-            std::env::var(PASSWORD_ENV).ok(),
-            std::env::var_os(PASSWORD_FILE_ENV),
-        ) {
-            (Some(_), Some(_)) => {
-                return Err(LedgerError::Config(format!(
-                    "expected one of {PASSWORD_ENV} and {PASSWORD_FILE_ENV}, got both"
-                )))
-            }
-            (Some(p), None) => Some(p),
-            (None, Some(path)) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    LedgerError::Config(format!(
-                        "cannot read {PASSWORD_FILE_ENV} ({}): {e}",
-                        std::path::Path::new(&path).display()
-                    ))
-                })?;
-                Some(text.lines().next().unwrap_or("").to_string())
-            }
-            (None, None) => None,
-        };
+        let password = tranche_types::secret::from_env(PASSWORD_ENV)
+            .map_err(|e| LedgerError::Config(tranche_types::one_line(&e)))?;
         Ok(PostgresOptions {
             url: url.to_string(),
             password,

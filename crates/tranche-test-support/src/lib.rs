@@ -154,6 +154,21 @@ impl SmallDisk {
     }
 }
 
+/// Write a secret file (tokens, a password) readable by its owner only, as Tranche
+/// requires of them.
+pub fn write_secret(path: &Path, text: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    f.write_all(text.as_bytes())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
 /// Fill the disk holding `path` with that file, but for `leave` bytes.
 pub fn fill_but(path: &Path, leave: u64) {
     let mut f = std::fs::File::create(path).expect("a filler file");

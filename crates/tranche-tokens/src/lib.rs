@@ -50,14 +50,14 @@ impl<G> fmt::Debug for TokenTable<G> {
 /// Why tokens could not be loaded. Never contains a token.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    /// The tokens file could not be read.
+    /// The tokens file could not be read, or is open to others than its owner.
     #[error("could not read tokens from {path}")]
     Read {
         /// The file, as given.
         path: String,
-        /// The I/O error.
+        /// Why: an I/O error, or a file others may read (refused, naming the fix).
         #[source]
-        source: std::io::Error,
+        source: tranche_types::secret::SecretError,
     },
     /// An entry is not one the API accepts.
     #[error("{source_name} line {line}: expected {expected}, got {got}")]
@@ -114,12 +114,14 @@ impl<G: Grant> TokenTable<G> {
         Ok(TokenTable { tokens })
     }
 
-    /// [`TokenTable::parse`] on the contents of `path`; errors name the file.
+    /// [`TokenTable::parse`] on the contents of `path`, which must be private to its
+    /// owner (tokens are secrets); errors name the file.
     pub fn from_file(path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text =
+            tranche_types::secret::read_private(path).map_err(|source| TokenError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -228,6 +230,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
         std::fs::write(&path, "file-token reader\n").unwrap();
+        let open = TokenTable::<Role>::from_file(&path).unwrap_err();
+        assert!(
+            matches!(
+                open,
+                TokenError::Read {
+                    source: tranche_types::secret::SecretError::NotPrivate { mode: 0o644, .. },
+                    ..
+                }
+            ),
+            "a tokens file others can read is refused: {open:?}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mut table = TokenTable::<Role>::from_file(&path).unwrap();
         table.extend(TokenTable::parse("env-token", "TOKENS").unwrap());
         assert_eq!(table.check(b"file-token"), Some(Role::Reader));

@@ -41,6 +41,7 @@ mod pause;
 mod prune;
 mod run;
 mod schedule;
+pub mod secret;
 mod state;
 mod stats;
 pub mod unique;

@@ -2,27 +2,12 @@
 //! the command line, where any user of the machine can read them: `NAME` holds the
 //! value, or `NAME_FILE` names a file holding it.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
-/// The secret in `$name` or in the file named by `${name}_FILE`; None if neither is set.
+/// The secret in `$name` or in the file named by `${name}_FILE` (which must be private
+/// to its owner); None if neither is set.
 pub fn from_env(name: &str) -> Result<Option<String>> {
-    let file_var = format!("{name}_FILE");
-    let direct = std::env::var(name).ok().filter(|v| !v.is_empty());
-    let file = std::env::var(&file_var).ok().filter(|v| !v.is_empty());
-    match (direct, file) {
-        (Some(_), Some(_)) => bail!("set one of {name} and {file_var}, not both"),
-        (Some(v), None) => Ok(Some(v)),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("{file_var} = {path}: cannot read the file"))?;
-            let value = text.trim_end_matches(['\r', '\n']);
-            if value.is_empty() {
-                bail!("{file_var} = {path}: the file is empty");
-            }
-            Ok(Some(value.to_string()))
-        }
-        (None, None) => Ok(None),
-    }
+    Ok(tranche_types::secret::from_env(name)?)
 }
 
 /// Write `value` to `path` readable by its owner only, atomically.

@@ -272,7 +272,7 @@ fn feed_commands_refuse_engine_options_given_on_the_command_line() {
 async fn feed_serve_with_tokens_checks_them() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "core-1 core\nfirm-2 firm=2\n").unwrap();
+    tranche_test_support::write_secret(&tokens, "core-1 core\nfirm-2 firm=2\n");
     let (_feed, base, line) = serve(
         &dir.path().join("feed"),
         &["--tokens", tokens.to_str().unwrap()],
@@ -309,7 +309,7 @@ async fn feed_serve_with_tcp_takes_batches_and_serves_reads_on_both_listeners() 
 
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "core-1 core\nfirm-2 firm=2\n").unwrap();
+    tranche_test_support::write_secret(&tokens, "core-1 core\nfirm-2 firm=2\n");
     let (mut feed, base, line) = serve(
         &dir.path().join("feed"),
         &["--tcp", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()],
@@ -421,7 +421,7 @@ async fn until_json(url: &str, token: &str, what: &str, check: impl Fn(&Value) -
 async fn feed_serve_with_shards_and_a_replica_of_it() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "core-1 core\nread-1 reader\nfirm-2 firm=2\n").unwrap();
+    tranche_test_support::write_secret(&tokens, "core-1 core\nread-1 reader\nfirm-2 firm=2\n");
     let tokens_file = tokens.to_str().unwrap();
     let (primary, base, line) = serve(
         &dir.path().join("primary"),

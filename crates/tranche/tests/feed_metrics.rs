@@ -33,7 +33,7 @@ fn insert(seq: u64, id: u64) -> Event {
 async fn feed_serve_counts_both_listeners_in_its_metrics_for_a_reader() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "core-1 core\nread-1 reader\nfirm-1 firm=1\n").unwrap();
+    tranche_test_support::write_secret(&tokens, "core-1 core\nread-1 reader\nfirm-1 firm=1\n");
     let mut feed = Feed(
         support::tranche()
             .args(["feed", "serve", "--listen", "127.0.0.1:0"])

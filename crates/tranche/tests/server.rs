@@ -15,7 +15,7 @@ use tranche_sqlite::{SqliteBackend, SqliteOptions};
 async fn the_server_binary_serves_submit_poll_and_complete() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "# test tokens\nops-1\nwork-2 worker\n").unwrap();
+    tranche_test_support::write_secret(&tokens, "# test tokens\nops-1\nwork-2 worker\n");
     let (server, base, line) = spawn_server(
         dir.path(),
         &["--tokens", tokens.to_str().unwrap(), "--queue-limit", "10"],

@@ -82,42 +82,8 @@ impl SmtpConfig {
         var: impl Fn(&str) -> Option<String>,
     ) -> Result<SmtpConfig, MailError> {
         let mut config = SmtpConfig::new(url);
-        let direct = var(Self::PASSWORD_VAR).filter(|p| !p.is_empty());
-        let file = var(Self::PASSWORD_FILE_VAR).filter(|p| !p.is_empty());
-        config.password = match (direct, file) {
-            (Some(_), Some(_)) => {
-                return Err(MailError::Invalid(
-                    format!(
-                        "set one of {} and {}, not both",
-                        Self::PASSWORD_VAR,
-                        Self::PASSWORD_FILE_VAR
-                    )
-                    .into(),
-                ))
-            }
-            (Some(p), None) => Some(p),
-            (None, Some(path)) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    let what = format!(
-                        "{} = {path}: cannot read the password file",
-                        Self::PASSWORD_FILE_VAR
-                    );
-                    MailError::Invalid(Reason::because(what, e))
-                })?;
-                let password = text.trim_end_matches(['\r', '\n']);
-                if password.is_empty() {
-                    return Err(MailError::Invalid(
-                        format!(
-                            "{} = {path}: the password file is empty",
-                            Self::PASSWORD_FILE_VAR
-                        )
-                        .into(),
-                    ));
-                }
-                Some(password.to_string())
-            }
-            (None, None) => None,
-        };
+        config.password = tranche_types::secret::from_vars(Self::PASSWORD_VAR, var)
+            .map_err(|e| MailError::Invalid(tranche_types::one_line(&e).into()))?;
         Ok(config)
     }
 }
@@ -356,6 +322,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("pw");
         std::fs::write(&file, "s3cret\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let file = file.display().to_string();
         let vars = |pairs: Vec<(&'static str, String)>| {
             move |name: &str| {

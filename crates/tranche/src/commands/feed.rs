@@ -54,12 +54,7 @@ pub fn parse_durability(text: &str) -> Result<Durability, String> {
 /// TRANCHE_FEED_REPLICA_TOKEN, or none (a primary without tokens).
 fn replica_token(args: &FeedServeArgs) -> Result<Option<String>> {
     let token = match &args.replica_token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("could not read {}", path.display()))?
-                .trim()
-                .to_string(),
-        ),
+        Some(path) => Some(tranche_types::secret::read_file(path)?.trim().to_string()),
         None => std::env::var("TRANCHE_FEED_REPLICA_TOKEN").ok(),
     };
     Ok(token.filter(|t| !t.is_empty()))
