@@ -41,8 +41,10 @@ impl fmt::Display for Problem {
 /// Why rules could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
-    /// The file could not be read.
-    #[error("{}: cannot read the ACH rules", path.display())]
+    /// The file could not be read. Said whole (the file tried, as an absolute path,
+    /// and the OS's reason), since callers print this error alone: a new user's first
+    /// run has no ach.toml, and must learn where it looked and how to make one.
+    #[error("{}", read_failure(path, source))]
     Read {
         /// The file.
         path: PathBuf,
@@ -65,6 +67,24 @@ impl RulesError {
             RulesError::Read { .. } => &[],
             RulesError::Invalid { problems } => problems,
         }
+    }
+}
+
+fn read_failure(path: &std::path::Path, source: &std::io::Error) -> String {
+    let tried = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    if source.kind() == std::io::ErrorKind::NotFound {
+        format!(
+            "{}: no ACH rules there (looked for {}); `tranche ach generate --out DIR` \
+             writes a commented DIR/ach.toml to start from, or give --rules FILE",
+            path.display(),
+            tried.display()
+        )
+    } else {
+        format!(
+            "{}: cannot read the ACH rules ({}): {source}",
+            path.display(),
+            tried.display()
+        )
     }
 }
 
@@ -106,5 +126,22 @@ mod tests {
                 .all(|l| l.ends_with(" (did you mean \"submission_begin\"?)")),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_missing_file_says_where_it_looked_and_how_to_make_one() {
+        let e = RulesError::Read {
+            path: "nope/ach.toml".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        let said = e.to_string();
+        let absolute = std::env::current_dir().unwrap().join("nope/ach.toml");
+        assert!(said.contains(&absolute.display().to_string()), "{said}");
+        assert!(said.contains("tranche ach generate --out DIR"), "{said}");
+        let denied = RulesError::Read {
+            path: "ach.toml".into(),
+            source: std::io::Error::from_raw_os_error(13),
+        };
+        assert!(denied.to_string().contains("Permission denied"), "{denied}");
     }
 }

@@ -206,6 +206,50 @@ fn rules_with_mistakes_are_refused_whole_before_anything_runs() {
     assert!(!dir.path().join("data").exists(), "nothing was opened");
 }
 
+/// A first run's two stumbles: no ach.toml where it looked, and a --once at a moment
+/// when nothing is due. Each says where or when it looked and what to do instead.
+#[test]
+fn missing_rules_and_a_tick_with_nothing_due_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let missing = dir.path().join("nowhere/ach.toml");
+    let out = ach(
+        &data,
+        &["engine", "--rules", missing.to_str().unwrap(), "--once"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("looked for {}", missing.display()))
+            && said.contains("tranche ach generate --out DIR"),
+        "{said}"
+    );
+
+    let day = imported_day(dir.path(), 100);
+    let rules = day.join("ach.toml");
+    // 03:00 in New York: before every window's packaging.
+    let out = ach(
+        &data,
+        &[
+            "engine",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--once",
+            "--at",
+            &format!("{DAY}T03:00:00-05:00"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        format!("bank first: nothing due at {DAY} 03:00 America/New_York"),
+        "sd1 packages from 06:30, submits 08:30–10:30".to_string(),
+        "to act at another moment, give --at, e.g. --at".to_string(),
+    ] {
+        assert!(said.contains(&part), "{part:?} in {said}");
+    }
+}
+
 #[test]
 fn at_is_only_for_a_single_tick_or_a_dry_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -97,6 +97,9 @@ pub async fn engine(at: &DataArgs, args: AchEngineArgs) -> Result<ExitCode> {
         let when = args.at.unwrap_or_else(Utc::now);
         let tick = payments.tick(when).await?;
         print_tick(&tick);
+        if tick.scopes.is_empty() {
+            say_nothing_due(payments.rules(), when);
+        }
         let failed = wait_for(&payments, &tick, &stop).await?;
         let problems = print_dates(&payments, &tick).await?;
         if failed > 0 || problems > 0 {
@@ -185,6 +188,58 @@ fn print_tick(tick: &Tick) {
     for f in &tick.released_late {
         eprintln!("{f}: its window ended before it was submitted: released, its entries wait for a later window of their kind");
     }
+}
+
+/// What `--once` looked at when nothing was due: the day and time at each bank, and
+/// when its windows package and submit that day, so a run at the wrong moment (a cron
+/// at the wrong hour, a forgotten --at) says what moment would have done something.
+fn say_nothing_due(rules: &tranche_ach_rules::Rules, at: DateTime<Utc>) {
+    for bank in &rules.banks {
+        let local = at.with_timezone(&bank.time_zone);
+        let day = local.date_naive();
+        let windows: Vec<String> = bank
+            .windows
+            .iter()
+            .map(|w| {
+                let time = |t: DateTime<Utc>| {
+                    t.with_timezone(&bank.time_zone)
+                        .format("%H:%M")
+                        .to_string()
+                };
+                format!(
+                    "{} packages from {}, submits {}–{}",
+                    w.name,
+                    time(w.packaging_from(day, bank.time_zone)),
+                    time(w.begins(day, bank.time_zone)),
+                    time(w.ends(day, bank.time_zone))
+                )
+            })
+            .collect();
+        eprintln!(
+            "bank {}: nothing due at {} {} ({}): {}",
+            bank.profile.bank,
+            local.format("%Y-%m-%d %H:%M"),
+            bank.time_zone,
+            local.format("%A"),
+            windows.join("; ")
+        );
+    }
+    eprintln!(
+        "to act at another moment, give --at, e.g. --at {}",
+        rules
+            .banks
+            .first()
+            .and_then(|b| {
+                let w = b.windows.first()?;
+                let day = at.with_timezone(&b.time_zone).date_naive();
+                Some(
+                    w.begins(day, b.time_zone)
+                        .with_timezone(&b.time_zone)
+                        .to_rfc3339(),
+                )
+            })
+            .unwrap_or_else(|| "2026-03-03T17:30:00-05:00".to_string())
+    );
 }
 
 fn print_dry_run(plan: &DryRun) {
