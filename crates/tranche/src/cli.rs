@@ -572,13 +572,18 @@ pub enum Ach {
         file: PathBuf,
     },
     /// Cancel an entry: it will never be submitted (refused once its file's
-    /// submission has begun).
+    /// submission has begun). An id never imported is refused (exit 1: a mistyped id
+    /// must not pass for a cancel) unless --before-import.
     Cancel {
         /// The entry id.
         entry_id: String,
         /// Why (recorded with the cancellation).
         #[arg(long, default_value = "cancelled from the command line")]
         reason: String,
+        /// Cancel an id not imported yet: its import, when it comes, stores it
+        /// cancelled (a cancel that overtakes its entry).
+        #[arg(long)]
+        before_import: bool,
     },
     /// Show an entry: state, file, rejection, cancellation (account masked).
     Entry {

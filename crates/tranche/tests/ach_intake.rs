@@ -125,6 +125,21 @@ fn import_reports_bad_rows_by_line_and_is_idempotent_then_cancel_and_show() {
     let (code, _, err) = tranche(&data, &["ach", "entry", "nope"]);
     assert_eq!(code, 1);
     assert_eq!(err.trim_end(), "nope: no such ACH entry");
+
+    // A cancel of an id never imported is refused, naming it, and records nothing; with
+    // --before-import it is recorded and the entry will be stored cancelled.
+    let (code, _, err) = tranche(&data, &["ach", "cancel", "E9"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("E9: no ACH entry has this id; nothing was cancelled"),
+        "{err}"
+    );
+    let (code, out, err) = tranche(&data, &["ach", "cancel", "E9", "--before-import"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("E9: not imported yet: it will be stored cancelled"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -380,8 +380,22 @@ fn when(t: Timestamp) -> String {
 }
 
 /// `tranche ach cancel ENTRY_ID`: 0 when cancelled (now or before), 1 when too late.
-pub async fn cancel(at: &DataArgs, entry_id: &str, reason: &str) -> Result<ExitCode> {
+pub async fn cancel(
+    at: &DataArgs,
+    entry_id: &str,
+    reason: &str,
+    before_import: bool,
+) -> Result<ExitCode> {
     let ledger = required_ledger(at).await?;
+    // Checked before cancelling: the ledger records a cancel of an unknown id (it may
+    // overtake its import), which from a command line is far more often a typo.
+    if !before_import && ledger.entry(entry_id).await?.is_none() {
+        eprintln!(
+            "{entry_id}: no ACH entry has this id; nothing was cancelled (to cancel an \
+             entry before it is imported, add --before-import)"
+        );
+        return Ok(ExitCode::from(1));
+    }
     match ledger.cancel(entry_id, reason).await? {
         CancelOutcome::Cancelled { known, file_id } => {
             println!("{entry_id}: cancelled");

@@ -201,11 +201,8 @@ fn say_nothing_due(rules: &tranche_ach_rules::Rules, at: DateTime<Utc>) {
             .windows
             .iter()
             .map(|w| {
-                let time = |t: DateTime<Utc>| {
-                    t.with_timezone(&bank.time_zone)
-                        .format("%H:%M")
-                        .to_string()
-                };
+                let time =
+                    |t: DateTime<Utc>| t.with_timezone(&bank.time_zone).format("%H:%M").to_string();
                 format!(
                     "{} packages from {}, submits {}–{}",
                     w.name,

@@ -97,7 +97,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
         Command::Ach(Ach::Validate { files, json }) => ach::validate(&files, json),
         Command::Ach(Ach::Import { file }) => ach::import(at, &file).await,
-        Command::Ach(Ach::Cancel { entry_id, reason }) => ach::cancel(at, &entry_id, &reason).await,
+        Command::Ach(Ach::Cancel {
+            entry_id,
+            reason,
+            before_import,
+        }) => ach::cancel(at, &entry_id, &reason, before_import).await,
         Command::Ach(Ach::Entry { entry_id, json }) => ach::entry(at, &entry_id, json).await,
         Command::Ach(Ach::Engine(args)) => ach_engine::engine(at, args).await,
         Command::Ach(Ach::Status { date, rules, json }) => {
