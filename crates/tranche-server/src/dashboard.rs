@@ -1,10 +1,12 @@
 //! The web dashboard: one static page, no build toolchain. It calls the same `/v1` API
 //! as any client (with a bearer token when the server needs one) and follows the
 //! change feed (`after=latest`) to refresh runs' O(1) progress as soon as jobs move.
-//! Runs, queues (pause, resume), a job list (filters and keyset pages of `/v1/jobs`),
+//! First a submission date's ACH payment files (per bank: what stops entries going
+//! out, entries by state, each window's times, files by state and totals, the file ID
+//! modifiers left): on a payment day that is where an operator looks first, and a
+//! server without a ledger moves the panel last. Then runs, queues (pause, resume), a job list (filters and keyset pages of `/v1/jobs`),
 //! a job page (attempts, result, retry, cancel, delete as its state allows), the
-//! schedules with their next due time, and a submission date's ACH payment files
-//! (per bank: entries by state, each window's times, files by state and totals).
+//! schedules with their next due time and the limits.
 //! Values from the API go in as text, never as markup, and personal data is shown as
 //! the API masks it for the token.
 

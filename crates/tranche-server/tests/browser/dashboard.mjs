@@ -260,6 +260,11 @@ try {
   await waitFor("second's accepted amount", achEntries("second", "amount", "accepted"), "$9.00");
   const banks = await page.locator("#ach .ach-bank").evaluateAll((els) => els.map((e) => e.dataset.bank));
   if (JSON.stringify(banks) !== JSON.stringify(["first", "second"])) throw new Error("ACH banks: " + JSON.stringify(banks));
+  await waitFor("first's modifiers", achBank("first").locator(".ach-modifiers"), "file ID modifiers: 1 sent, 1 waiting, 34 free");
+  if (await achBank("first").locator(".ach-problem").count() !== 0) throw new Error("a problem shown on a day without one");
+  // Where an operator looks first on a payment day: above the runs and the job list.
+  const firstPanel = await page.evaluate(() => document.querySelector("main > section").id);
+  if (firstPanel !== "ach") throw new Error("the first panel is " + firstPanel + ", not the ACH files");
   // The figures stay on the picked day through the page's refreshes.
   const reads = achReads.length;
   await until("two refreshes of the picked day", async () =>
@@ -275,6 +280,8 @@ try {
   await bare.goto(noLedgerBase + "/");
   await waitFor("no ledger", bare.locator("#ach-msg"), "no ACH ledger on this server");
   if (await bare.locator("#ach-form").isVisible()) throw new Error("the date picker shows without a ledger");
+  const last = await bare.evaluate(() => [...document.querySelectorAll("main > section")].pop().id);
+  if (last !== "ach") throw new Error("without a ledger the ACH panel should be last, not before " + last);
   await bare.close();
   console.log("dashboard ok");
 } finally {
