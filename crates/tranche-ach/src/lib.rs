@@ -26,6 +26,13 @@
 //! block of padding); a wrong block count; an addenda indicator of 1 with no addenda;
 //! a same-day entry over $1,000,000.
 //!
+//! What achcli rejects and [`validate`] passed until issue 32 (now reported, each also
+//! in `tests/mutations.rs`): an immediate destination or origin of zeros; an
+//! originator status code of 0 outside an ADV batch; a batch without entries; and the
+//! rules of a batch's SEC code (credits in a TEL batch, addenda on TEL entries, ARC
+//! entries over $25,000, an ENR batch not described `AUTOENROLL`, money in DNE or COR
+//! entries, COR entries without their addenda 98, …: see [`validate`]).
+//!
 //! Same Day ACH: an entry is same-day when its effective date is its submission date
 //! (the batch header's effective entry date; the settlement date stays blank for the
 //! ACH operator) and at most [`SAME_DAY_LIMIT_CENTS`]; the company descriptive date
