@@ -53,8 +53,13 @@ pub use codes::{
     is_zero_amount_code, known_transaction_code, AccountKind, Direction, SecCode, ServiceClass,
     TransactionCode, KNOWN_SEC_CODES,
 };
-pub use entry::{AccountNumber, BatchKey, Entry, MAX_AMOUNT_CENTS, SAME_DAY_LIMIT_CENTS};
-pub use field::{is_nacha_byte, is_nacha_text, mask_account, FieldError};
+pub use entry::{
+    is_bank_name, AccountNumber, BatchKey, Cut, Entry, MAX_AMOUNT_CENTS, MAX_BANK_NAME,
+    MAX_ENTRY_ID, SAME_DAY_LIMIT_CENTS,
+};
+pub use field::{
+    excerpt, is_nacha_byte, is_nacha_text, mask_account, shown, FieldError, EXCERPT_BYTES,
+};
 pub use routing::{check_digit, RoutingNumber};
 pub use validate::{validate, Finding, Report};
 pub use writer::{
