@@ -79,7 +79,10 @@ impl fmt::Debug for AccountNumber {
 ///
 /// Text fields hold what goes into the file, unpadded; [`Entry::validate`] checks
 /// their lengths and characters. Nothing is truncated or upper-cased when written.
+/// A key (or column) that is no field is refused, not ignored: a misspelt optional
+/// field (`sameday`) would otherwise be dropped and the entry go out as another.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Entry {
     /// The caller's id of the entry (not written into the file).
     pub entry_id: String,
