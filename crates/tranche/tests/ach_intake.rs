@@ -127,6 +127,24 @@ fn import_reports_bad_rows_by_line_and_is_idempotent_then_cancel_and_show() {
     let (code, _, err) = tranche(&data, &["ach", "entry", "nope"]);
     assert_eq!(code, 1);
     assert_eq!(err.trim_end(), "nope: no such ACH entry");
+
+    // A cancel is recorded before its entry comes: never of an id no entry can have,
+    // nor with a reason of megabytes.
+    let (code, _, err) = tranche(&data, &["ach", "cancel", &"L".repeat(65)]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("entry id: expected at most 64 characters, got 65 characters"),
+        "{err}"
+    );
+    let reason = "R".repeat(501);
+    let (code, _, err) = tranche(&data, &["ach", "cancel", "E3", "--reason", &reason]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--reason: expected at most 500 characters, got 501 characters"),
+        "{err}"
+    );
+    let (_, out, _) = tranche(&data, &["ach", "entry", "E3"]);
+    assert!(out.contains("state:       accepted"), "{out}");
 }
 
 #[test]

@@ -9,14 +9,14 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tranche_ach::{
     is_bank_name, is_nacha_text, shown, Entry, Report, RoutingNumber, SecCode, TransactionCode,
-    EXCERPT_BYTES,
+    EXCERPT_BYTES, MAX_ENTRY_ID,
 };
 use tranche_ach_ledger::{
     mask_url, CancelOutcome, ImportOutcome, Imported, Ledger, PostgresLedger, RejectOutcome,
     SqliteLedger, State,
 };
 use tranche_ach_rules::Rules;
-use tranche_server::EntryView;
+use tranche_server::{EntryView, MAX_CANCEL_REASON};
 use tranche_types::Timestamp;
 
 use crate::cli::DataArgs;
@@ -547,6 +547,20 @@ fn when(t: Timestamp) -> String {
 
 /// `tranche ach cancel ENTRY_ID`: 0 when cancelled (now or before), 1 when too late.
 pub async fn cancel(at: &DataArgs, entry_id: &str, reason: &str) -> Result<ExitCode> {
+    // A cancel is stored even before its entry comes: as the HTTP route, never one of
+    // an id no entry can have, nor a reason of megabytes.
+    if entry_id.len() > MAX_ENTRY_ID {
+        bail!(
+            "entry id: expected at most {MAX_ENTRY_ID} characters, got {} characters",
+            entry_id.chars().count()
+        );
+    }
+    if reason.len() > MAX_CANCEL_REASON {
+        bail!(
+            "--reason: expected at most {MAX_CANCEL_REASON} characters, got {} characters",
+            reason.chars().count()
+        );
+    }
     let ledger = required_ledger(at).await?;
     match ledger.cancel(entry_id, reason).await? {
         CancelOutcome::Cancelled { known, file_id } => {
