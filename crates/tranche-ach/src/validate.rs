@@ -504,14 +504,21 @@ impl Validator {
 
     fn record(&mut self, line: usize, rec: &[u8; RECORD_LEN]) {
         if self.state == State::Padding {
-            if rec.iter().any(|&b| b != b'9') {
+            if let Some(i) = rec.iter().position(|&b| b != b'9') {
+                // Where, not the record: a line after the file control may be an entry
+                // (an account number, a name).
                 self.find(
                     line,
                     "padding",
                     1,
                     RECORD_LEN,
                     "94 nines (a padding record after the file control)",
-                    text(rec),
+                    format!(
+                        "byte 0x{:02X} at position {} (record type {})",
+                        rec[i],
+                        i + 1,
+                        text(&rec[..1])
+                    ),
                 );
             }
             return;
@@ -1320,6 +1327,23 @@ mod tests {
         let r = validate(b"");
         assert_eq!(r.findings.len(), 1);
         assert_eq!(r.findings[0].field, "file");
+    }
+
+    #[test]
+    fn a_record_after_the_file_control_is_said_by_position_not_shown() {
+        let mut lines = lines_of(&file());
+        // An entry (account 123456789, JANE DOE) where padding belongs.
+        let entry = lines[2].clone();
+        *lines.last_mut().unwrap() = entry;
+        let mut bytes = lines.join(&b'\n');
+        bytes.push(b'\n');
+        let r = validate(&bytes);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let shown = r.findings[0].to_string();
+        assert_eq!(
+            shown,
+            "line 10: padding (positions 1-94): expected 94 nines (a padding record after the file control), found byte 0x36 at position 1 (record type \"6\")"
+        );
     }
 
     #[test]
