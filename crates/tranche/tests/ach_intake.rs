@@ -370,3 +370,34 @@ fn a_huge_field_is_said_and_stored_as_an_excerpt() {
         "{v}"
     );
 }
+
+/// A row that is not UTF-8 (a Latin-1 name) is refused by line and field, its bytes
+/// never shown, and the rows after it are read.
+#[test]
+fn a_row_that_is_not_utf8_is_refused_and_the_rest_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("e.csv");
+    let mut bytes = [HEADER, &row("U1", "4001234567", "1000"), ""]
+        .join("\n")
+        .into_bytes();
+    bytes.extend(
+        row("U2", "4001234567", "1000")
+            .replace("JANE DOE", "JOS#")
+            .bytes()
+            .map(|b| if b == b'#' { 0xE9 } else { b }),
+    );
+    bytes.extend(format!("\n{}\n", row("U3", "4001234567", "1000")).bytes());
+    std::fs::write(&csv, bytes).unwrap();
+    let file = csv.to_str().unwrap();
+    let (code, out, err) = tranche(&dir.path().join("data"), &["ach", "import", file]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        said(&err, file),
+        ["line 3: field individual_name: expected UTF-8 text, got byte 0xE9 at position 4 (of 4 bytes)"]
+    );
+    assert!(!err.contains("JOS"), "{err}");
+    assert!(
+        out.contains("3 rows: 2 accepted new, 0 already known, 0 conflicts, 1 rejected"),
+        "{out}"
+    );
+}

@@ -220,17 +220,42 @@ pub async fn import_into(
         .headers()
         .with_context(|| format!("{name}: cannot read its header row"))?
         .clone();
-    check_header(&name, lines.of_record(&reader, &headers), &headers)?;
+    check_header(
+        &name,
+        lines.of_record(&reader, headers.as_byte_record()),
+        &headers,
+    )?;
     let mut tally = Tally::default();
     let mut batch: Vec<Row> = Vec::with_capacity(IMPORT_BATCH);
     let mut in_flight: Option<Storing> = None;
-    let mut record = csv::StringRecord::new();
+    // Read as bytes, then as text: a row that is not UTF-8 (a Latin-1 name) is refused
+    // by line and field, where reading text failed the whole file at it.
+    let mut bytes = csv::ByteRecord::new();
     while reader
-        .read_record(&mut record)
+        .read_byte_record(&mut bytes)
         .with_context(|| format!("{name}: cannot read"))?
     {
         tally.rows += 1;
-        let line = lines.of_record(&reader, &record);
+        let line = lines.of_record(&reader, &bytes);
+        let record = match csv::StringRecord::from_byte_record(std::mem::take(&mut bytes)) {
+            Ok(r) => r,
+            Err(e) => {
+                let field = e.utf8_error().field();
+                let valid = e.utf8_error().valid_up_to();
+                bytes = e.into_byte_record();
+                let value = bytes.get(field).unwrap_or_default();
+                // Where, never what: the field may be a name.
+                eprintln!(
+                    "{name}: line {line}: field {}: expected UTF-8 text, got byte 0x{:02X} at position {} (of {} bytes)",
+                    headers.get(field).unwrap_or("?"),
+                    value.get(valid).copied().unwrap_or(0),
+                    valid + 1,
+                    value.len()
+                );
+                tally.rejected += 1;
+                continue;
+            }
+        };
         if let Some(why) = shape_error(&headers, &record) {
             // Not an entry: reported, counted rejected, not stored.
             eprintln!("{name}: line {line}: {why}");
@@ -268,6 +293,8 @@ pub async fn import_into(
                 eprintln!("{name}: {} rows read…", tally.rows);
             }
         }
+        // The next row reads into this one's buffers.
+        bytes = record.into_byte_record();
     }
     if let Some(previous) = in_flight.take() {
         account(&name, previous.await??, &mut tally);
@@ -319,12 +346,12 @@ impl Lines {
     fn of_record<R: std::io::Read>(
         &self,
         reader: &csv::Reader<R>,
-        record: &csv::StringRecord,
+        record: &csv::ByteRecord,
     ) -> u64 {
         let after = reader.position();
         let inside: u64 = record
             .iter()
-            .map(|f| f.bytes().filter(|&b| b == b'\n').count() as u64)
+            .map(|f| f.iter().filter(|&&b| b == b'\n').count() as u64)
             .sum();
         let own_break = u64::from(!self.crlf && (after.byte() < self.len || self.ends_in_break));
         after.line().saturating_sub(inside + own_break).max(1)
