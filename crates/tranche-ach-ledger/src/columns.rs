@@ -2,12 +2,20 @@
 
 use chrono::{Datelike, NaiveDate};
 use tranche_ach::{
-    AccountNumber, BatchKey, Direction, Entry, RoutingNumber, SecCode, ServiceClass,
-    TransactionCode,
+    excerpt, AccountNumber, BatchKey, Direction, Entry, RoutingNumber, SecCode, ServiceClass,
+    TransactionCode, EXCERPT_BYTES, MAX_ENTRY_ID,
 };
 
-/// Whether an entry can be stored at all (valid or not): `Err` says why not.
+/// Whether an entry can be stored at all (valid or not): `Err` says why not. Asked of
+/// the entry as it would be stored ([`intake`]'s).
 pub(crate) fn storable(e: &Entry) -> Result<(), String> {
+    if e.entry_id.len() > MAX_ENTRY_ID {
+        // The key of its row: never cut, so never stored.
+        return Err(format!(
+            "entry_id: expected at most {MAX_ENTRY_ID} characters (the ledger's key), got {} characters",
+            e.entry_id.chars().count()
+        ));
+    }
     if i64::try_from(e.amount_cents).is_err() {
         return Err(format!(
             "amount_cents: expected at most {}, got {}",
@@ -38,15 +46,43 @@ pub(crate) fn storable(e: &Entry) -> Result<(), String> {
     Ok(())
 }
 
-/// Why an entry is rejected on import (its field errors, masked), or `None` when valid.
-pub(crate) fn rejection(e: &Entry) -> Option<String> {
-    e.validate().err().map(|errors| {
+/// An entry as an import stores it, and why it is rejected (`None`: valid).
+///
+/// The reason is its field errors (account numbers masked, long values cut to an
+/// excerpt, a receiver's text never shown), so it is bounded whatever was sent. The
+/// entry is [`Entry::bounded`]: a valid one whole, a rejected one with every field
+/// over its limit cut to its first [`EXCERPT_BYTES`] bytes, which the reason then
+/// says with each such field's length. Both backends store this, and compare a
+/// repeated import with it: the same entry sent again is the same stored entry.
+pub(crate) fn intake(e: Entry) -> (Entry, Option<String>) {
+    let reason = e.validate().err().map(|errors| {
         errors
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ")
-    })
+    });
+    let (e, cuts) = e.bounded();
+    let reason = reason.map(|mut r| {
+        for c in &cuts {
+            r.push_str(&format!(
+                "; {}: stored as its first {EXCERPT_BYTES} bytes of {}",
+                c.field, c.len
+            ));
+        }
+        r
+    });
+    (e, reason)
+}
+
+/// An entry id as an import's answer gives it back: whole, or an excerpt of one over
+/// [`MAX_ENTRY_ID`] (which is not stored).
+pub(crate) fn answered_id(id: &str) -> String {
+    if id.len() > MAX_ENTRY_ID {
+        format!("{}…", excerpt(id))
+    } else {
+        id.to_string()
+    }
 }
 
 /// A date as SQLite stores it: days since 0001-01-01 (CE day 1).

@@ -118,6 +118,7 @@ async fn state_of(ledger: &dyn Ledger, id: &str) -> State {
 /// Every check below in turn; `a` and `b` are two handles on one ledger.
 pub async fn exercise(a: Arc<dyn Ledger>, b: Arc<dyn Ledger>) {
     import_is_idempotent_and_reports_conflicts(&*a).await;
+    a_rejected_entry_keeps_a_bounded_excerpt(&*a).await;
     cancel_before_package_wins(&*a).await;
     cancel_after_package_forces_a_rebuild(&*a).await;
     cancels_are_idempotent_and_may_come_first(&*a).await;
@@ -211,6 +212,119 @@ pub async fn import_is_idempotent_and_reports_conflicts(ledger: &dyn Ledger) {
     let stored = ledger.entry("imp-1").await.unwrap().unwrap();
     assert_eq!(stored.rejection.as_deref(), Some("blocked payee"));
     assert!(ledger.entry("imp-none").await.unwrap().is_none());
+}
+
+/// `n` bytes of printable ASCII that do not compress (a database that compresses what it
+/// stores would otherwise hide a field kept whole).
+pub fn noise(seed: u64, n: usize) -> String {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..n).map(|_| char::from(rng.u8(b'!'..=b'~'))).collect()
+}
+
+/// A rejected entry keeps at most an excerpt of each field over its limit (its first
+/// [`tranche_ach::EXCERPT_BYTES`] bytes), and its reason names each such field with
+/// its length: a 10 MB field costs the ledger a few hundred bytes, and the row is still
+/// accounted for. Importing the same entry again answers it known; an entry whose id is
+/// over [`tranche_ach::MAX_ENTRY_ID`] is not stored at all, and the answer gives an
+/// excerpt of its id.
+pub async fn a_rejected_entry_keeps_a_bounded_excerpt(ledger: &dyn Ledger) {
+    use tranche_ach::{EXCERPT_BYTES, MAX_ENTRY_ID};
+    const BIG: usize = 10 << 20;
+    let d = day(2);
+    let mut huge = sample_entry("big-1", "big", d, 100);
+    huge.individual_name = noise(1, BIG);
+    huge.addenda = Some(noise(2, BIG));
+    huge.company_name = noise(3, BIG);
+    huge.account_number = AccountNumber::new(noise(4, 1_000));
+    let mut long_id = sample_entry(&"L".repeat(BIG), "big", d, 100);
+    long_id.individual_name = noise(5, BIG);
+    let out = ledger
+        .import(vec![huge.clone(), long_id])
+        .await
+        .expect("import");
+    assert_eq!(out[0].outcome, ImportOutcome::New(State::Rejected));
+    assert_eq!(out[0].entry_id, "big-1");
+    let ImportOutcome::Unstorable(why) = &out[1].outcome else {
+        panic!(
+            "an id over {MAX_ENTRY_ID} bytes is not stored: {:?}",
+            out[1].outcome
+        );
+    };
+    assert!(
+        why.starts_with("entry_id: expected at most 64 characters"),
+        "{why}"
+    );
+    assert!(why.len() < 200, "{why}");
+    assert_eq!(out[1].entry_id, format!("{}…", "L".repeat(EXCERPT_BYTES)));
+
+    let stored = ledger.entry("big-1").await.unwrap().expect("stored");
+    assert_eq!(stored.state, State::Rejected);
+    let e = &stored.entry;
+    assert_eq!(e.individual_name, huge.individual_name[..EXCERPT_BYTES]);
+    assert_eq!(e.company_name, huge.company_name[..EXCERPT_BYTES]);
+    assert_eq!(
+        e.addenda.as_deref(),
+        Some(&huge.addenda.as_deref().unwrap()[..EXCERPT_BYTES])
+    );
+    assert_eq!(
+        e.account_number.expose(),
+        &huge.account_number.expose()[..EXCERPT_BYTES]
+    );
+    assert_eq!(
+        e.company_id, huge.company_id,
+        "a field within its limit is whole"
+    );
+    let reason = stored.rejection.expect("a reason");
+    assert!(
+        reason.len() < 2_000,
+        "a bounded reason: {} bytes",
+        reason.len()
+    );
+    for field in [
+        "individual_name",
+        "company_name",
+        "addenda",
+        "account_number",
+    ] {
+        assert!(
+            reason.contains(&format!("{field}: expected at most")),
+            "{reason}"
+        );
+    }
+    assert!(
+        reason.contains("individual_name: stored as its first 64 bytes of 10485760"),
+        "{reason}"
+    );
+    // The receiver's text is personal data: never in the reason, not even in part.
+    for personal in [&huge.individual_name, huge.addenda.as_ref().unwrap()] {
+        assert!(!reason.contains(&personal[..8]), "{reason}");
+    }
+
+    // The same entry again is known; another beyond the excerpt is known too (what
+    // was stored is the same), one that differs within it conflicts.
+    let mut beyond = huge.clone();
+    beyond.individual_name.push('X');
+    let mut within = huge.clone();
+    within.individual_name.replace_range(
+        ..1,
+        if &huge.individual_name[..1] == "A" {
+            "B"
+        } else {
+            "A"
+        },
+    );
+    let out = ledger
+        .import(vec![huge, beyond, within])
+        .await
+        .expect("import");
+    assert_eq!(
+        out.iter().map(|i| i.outcome.clone()).collect::<Vec<_>>(),
+        [
+            ImportOutcome::Existing(State::Rejected),
+            ImportOutcome::Existing(State::Rejected),
+            ImportOutcome::Conflict(State::Rejected),
+        ]
+    );
 }
 
 /// An entry cancelled before it is packaged cannot be packaged.

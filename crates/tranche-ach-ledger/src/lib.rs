@@ -119,6 +119,15 @@ pub trait Ledger: Send + Sync + 'static {
     /// [`ImportOutcome::Existing`] with its current state when the payload is the
     /// same, [`ImportOutcome::Conflict`] when it differs (the stored entry is kept).
     /// An id that was cancelled before it was imported is stored, and is cancelled.
+    ///
+    /// What is stored is bounded whatever was sent: a rejected entry keeps each field
+    /// over its limit as its first [`tranche_ach::EXCERPT_BYTES`] bytes
+    /// ([`Entry::bounded`]), and its reason names the field and its length (the
+    /// reason's own values are excerpts, and never a receiver's text). A repeated
+    /// import is compared as stored, so two entries that differ only past the excerpt
+    /// of such a field answer [`ImportOutcome::Existing`]. An id over
+    /// [`tranche_ach::MAX_ENTRY_ID`] is [`ImportOutcome::Unstorable`] (the row's key
+    /// is never cut), and its [`Imported::entry_id`] is an excerpt.
     async fn import(&self, entries: Vec<Entry>) -> Result<Vec<Imported>, LedgerError>;
 
     /// Reject an accepted entry (a rule refused it), with the reason. Only an

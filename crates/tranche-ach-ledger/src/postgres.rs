@@ -15,7 +15,7 @@ use tokio_postgres::{IsolationLevel, NoTls, Row};
 use tranche_ach::Entry;
 use tranche_types::{Clock, SystemClock, Timestamp};
 
-use crate::columns::{rejection, storable, EntryColumns};
+use crate::columns::{answered_id, intake, storable, EntryColumns};
 use crate::error::{mask_url, LedgerError};
 use crate::membership::repeated;
 use crate::sqlite::{is_credit, ENTRY_COLUMNS};
@@ -928,11 +928,13 @@ const INSERT_CHUNK: &str = "INSERT INTO entries (entry_id, bank, company_name, c
     $18::int2[], $19::text[]) AS u \
     ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id";
 
+/// Import entries as [`intake`] made them (bounded, with their rejection).
 async fn import_tx(
     tx: &deadpool_postgres::Transaction<'_>,
-    entries: &[Entry],
+    intakes: &[(Entry, Option<String>)],
     now: Timestamp,
 ) -> R<Vec<Imported>> {
+    let entries: Vec<&Entry> = intakes.iter().map(|(e, _)| e).collect();
     // First occurrence of each storable id goes to the insert; the rest are compared.
     let mut first = std::collections::HashSet::with_capacity(entries.len());
     let mut plan: Vec<Option<String>> = Vec::with_capacity(entries.len()); // Some(why): unstorable
@@ -953,7 +955,7 @@ async fn import_tx(
     for part in to_insert.chunks(IMPORT_CHUNK) {
         let mut c = Chunk::default();
         for &i in part {
-            c.push(&entries[i], rejection(&entries[i]));
+            c.push(entries[i], intakes[i].1.clone());
         }
         let rows = tx
             .query(
@@ -1031,7 +1033,7 @@ async fn import_tx(
         } else if inserted.contains(&e.entry_id) && answered_new.insert(e.entry_id.as_str()) {
             ImportOutcome::New(if cancelled.contains(&e.entry_id) {
                 State::Cancelled
-            } else if rejection(e).is_some() {
+            } else if intakes[i].1.is_some() {
                 State::Rejected
             } else {
                 State::Accepted
@@ -1040,14 +1042,14 @@ async fn import_tx(
             let s = stored
                 .get(&e.entry_id)
                 .ok_or_else(|| corrupt("entries", "the conflicting row", "none"))?;
-            if s.entry == *e {
+            if s.entry == **e {
                 ImportOutcome::Existing(s.state)
             } else {
                 ImportOutcome::Conflict(s.state)
             }
         };
         out.push(Imported {
-            entry_id: e.entry_id.clone(),
+            entry_id: answered_id(&e.entry_id),
             outcome,
         });
     }
@@ -1585,10 +1587,11 @@ async fn reject_tx(
 #[async_trait]
 impl Ledger for PostgresLedger {
     async fn import(&self, entries: Vec<Entry>) -> Result<Vec<Imported>, LedgerError> {
+        let intakes: Vec<(Entry, Option<String>)> = entries.into_iter().map(intake).collect();
         let result: R<Vec<Imported>> = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            let out = import_tx(&tx, &entries, self.clock.now()).await?;
+            let out = import_tx(&tx, &intakes, self.clock.now()).await?;
             tx.commit().await?;
             Ok(out)
         }

@@ -10,7 +10,9 @@ use rusqlite_migration::{Migrations, SchemaVersion, M};
 use tranche_ach::{Direction, Entry};
 use tranche_types::{Clock, SystemClock, Timestamp};
 
-use crate::columns::{day_number, from_day_number, rejection, storable, EntryColumns, KeyColumns};
+use crate::columns::{
+    answered_id, day_number, from_day_number, intake, storable, EntryColumns, KeyColumns,
+};
 use crate::error::LedgerError;
 use crate::types::{seq_runs, *};
 use crate::Ledger;
@@ -576,14 +578,14 @@ fn import_tx(
         tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM cancellations WHERE entry_id = ?1)")?;
     let mut out = Vec::with_capacity(entries.len());
     for e in entries {
+        let (e, reason) = intake(e);
         if let Err(why) = storable(&e) {
             out.push(Imported {
-                entry_id: e.entry_id,
+                entry_id: answered_id(&e.entry_id),
                 outcome: ImportOutcome::Unstorable(why),
             });
             continue;
         }
-        let reason = rejection(&e);
         let row_state = if reason.is_some() {
             State::Rejected
         } else {

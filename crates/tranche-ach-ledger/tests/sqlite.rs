@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use tranche_ach_ledger::conformance::{self, sample_entry, sample_file};
-use tranche_ach_ledger::{Ledger, LedgerError, PackageOutcome, SqliteLedger, State, FILE_NAME};
+use tranche_ach_ledger::{
+    ImportOutcome, Ledger, LedgerError, PackageOutcome, SqliteLedger, State, FILE_NAME,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_ledger_passes_the_suite() {
@@ -74,4 +76,34 @@ async fn a_file_of_a_newer_version_is_refused_by_name() {
         }
         other => panic!("expected Newer, got {other:?}"),
     }
+}
+
+/// Ten rejected entries of a 10 MB field each (100 MB sent) grow the ledger's file
+/// (and its write-ahead log) by well under a megabyte: each keeps an excerpt.
+#[tokio::test]
+async fn rejected_entries_of_huge_fields_do_not_grow_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = chrono::NaiveDate::from_ymd_opt(2026, 5, 4).unwrap();
+    let ledger = SqliteLedger::open(dir.path()).unwrap();
+    ledger
+        .import(vec![sample_entry("g-0", "g", d, 1)])
+        .await
+        .unwrap();
+    let size = || {
+        ["", "-wal"]
+            .iter()
+            .map(|s| {
+                std::fs::metadata(dir.path().join(format!("{FILE_NAME}{s}"))).map_or(0, |m| m.len())
+            })
+            .sum::<u64>()
+    };
+    let before = size();
+    for i in 1..=10 {
+        let mut e = sample_entry(&format!("g-{i}"), "g", d, 1);
+        e.individual_name = conformance::noise(i, 10 << 20);
+        let out = ledger.import(vec![e]).await.unwrap();
+        assert_eq!(out[0].outcome, ImportOutcome::New(State::Rejected));
+    }
+    let grown = size() - before;
+    assert!(grown < 1 << 20, "the ledger grew by {grown} bytes");
 }

@@ -140,6 +140,21 @@ impl Rules {
         self.banks.iter().find(|b| b.name() == name)
     }
 
+    /// Why an entry naming `bank` is refused at intake: `None` when the rules have the
+    /// bank, else the error naming the banks they have. An entry of a bank the rules
+    /// do not have would wait `accepted` for ever: no window is ever due for it.
+    pub fn unknown_bank(&self, bank: &str) -> Option<tranche_ach::FieldError> {
+        if self.bank(bank).is_some() {
+            return None;
+        }
+        let names: Vec<&str> = self.banks.iter().map(BankRules::name).collect();
+        Some(tranche_ach::FieldError {
+            field: "bank",
+            expected: format!("a bank of the rules ({})", names.join(", ")),
+            got: tranche_ach::shown(bank),
+        })
+    }
+
     /// Every (bank, window, submission date) whose packaging phase
     /// `[packaging_from, ends)` holds `at`: `package` is then true, and `submit` too
     /// when the submission phase `[begins, ends)` holds it. Packaging goes on while

@@ -253,7 +253,13 @@ fn routing_numbers_have_their_check_digit_verified() {
 fn bank_profile_errors_are_placed_at_their_keys() {
     let p = only("\"1234567890\"", "\"12345\"");
     assert_eq!((p.line, p.field.as_str()), (6, "bank[0].immediate_origin"));
-    assert_eq!(p.expected, "9 digits or 10 letters and digits");
+    assert_eq!(
+        p.expected,
+        "9 digits or 10 letters and digits, not all zeros"
+    );
+    // Zeros are no one: the validator (and achcli) refuse a file from them.
+    let p = only("\"1234567890\"", "\"0000000000\"");
+    assert_eq!(p.field, "bank[0].immediate_origin");
     let p = only("\"ACME PAYROLL\"", "\"ACME PAYROLL AND SONS OF BOSTON\"");
     assert_eq!(p.field, "bank[0].immediate_origin_name");
     assert_eq!(p.got, "\"ACME PAYROLL AND SONS OF BOSTON\" (31 characters)");

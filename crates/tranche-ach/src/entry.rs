@@ -7,13 +7,42 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
 use crate::codes::{Direction, SecCode, ServiceClass, TransactionCode};
-use crate::field::{check_text, is_nacha_text, mask_account, shown, FieldError, Masked};
+use crate::field::{
+    check_text, excerpt, is_nacha_text, mask_account, shown, FieldError, Masked, Text,
+    EXCERPT_BYTES,
+};
 use crate::routing::RoutingNumber;
 
 /// The most a Same Day ACH entry may be: $1,000,000.00, in cents.
 pub const SAME_DAY_LIMIT_CENTS: u64 = 100_000_000;
 /// The most any entry may be: the ten digits of the amount field, $99,999,999.99.
 pub const MAX_AMOUNT_CENTS: u64 = 9_999_999_999;
+/// The longest entry id, in bytes (printable ASCII): the ledger's key, so one longer is
+/// not stored at all (a ledger cannot key a row by a 10 MB id, nor look it up).
+pub const MAX_ENTRY_ID: usize = 64;
+/// The longest bank name, as the rules' `[[bank]] name` (lowercase letters, digits,
+/// `-` and `_`).
+pub const MAX_BANK_NAME: usize = 32;
+
+/// Whether `name` could be a bank's name in the rules: 1 to [`MAX_BANK_NAME`]
+/// lowercase letters, digits, `-` and `_`.
+pub fn is_bank_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_BANK_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// A field of a rejected entry that was over its limit and is kept cut
+/// ([`Entry::bounded`]): its name and its whole length in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The field, as [`Entry`] names it.
+    pub field: &'static str,
+    /// Its length as sent, in bytes (what is kept is its first [`EXCERPT_BYTES`]).
+    pub len: usize,
+}
 
 /// A receiver's account number (up to 17 characters). Its `Debug` shows only the last
 /// four characters; [`AccountNumber::expose`] gives the whole number to whoever must
@@ -50,7 +79,10 @@ impl fmt::Debug for AccountNumber {
 ///
 /// Text fields hold what goes into the file, unpadded; [`Entry::validate`] checks
 /// their lengths and characters. Nothing is truncated or upper-cased when written.
+/// A key (or column) that is no field is refused, not ignored: a misspelt optional
+/// field (`sameday`) would otherwise be dropped and the entry go out as another.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Entry {
     /// The caller's id of the entry (not written into the file).
     pub entry_id: String,
@@ -239,20 +271,59 @@ impl Entry {
                 "not empty",
                 shown(&self.entry_id),
             ));
+        } else {
+            check_text(
+                "entry_id",
+                &self.entry_id,
+                MAX_ENTRY_ID,
+                false,
+                Text::Shown,
+                &mut errors,
+            );
         }
-        if self.bank.is_empty() {
-            errors.push(FieldError::new("bank", "not empty", shown(&self.bank)));
+        if !is_bank_name(&self.bank) {
+            errors.push(FieldError::new(
+                "bank",
+                format!("a bank name: 1 to {MAX_BANK_NAME} lowercase letters, digits, - and _"),
+                if self.bank.len() > MAX_BANK_NAME {
+                    format!("{} characters", self.bank.chars().count())
+                } else {
+                    shown(&self.bank)
+                },
+            ));
         }
-        check_text("company_name", &self.company_name, 16, true, &mut errors);
-        check_text("company_id", &self.company_id, 10, true, &mut errors);
+        check_text(
+            "company_name",
+            &self.company_name,
+            16,
+            true,
+            Text::Shown,
+            &mut errors,
+        );
+        check_text(
+            "company_id",
+            &self.company_id,
+            10,
+            true,
+            Text::Shown,
+            &mut errors,
+        );
         self.check_account(&mut errors);
         let consumer = matches!(self.sec_code, SecCode::Ppd | SecCode::Web | SecCode::Tel);
-        check_text("individual_id", &self.individual_id, 15, false, &mut errors);
+        check_text(
+            "individual_id",
+            &self.individual_id,
+            15,
+            false,
+            Text::Personal,
+            &mut errors,
+        );
         check_text(
             "individual_name",
             &self.individual_name,
             22,
             consumer,
+            Text::Personal,
             &mut errors,
         );
         check_text(
@@ -260,6 +331,7 @@ impl Entry {
             &self.entry_description,
             10,
             true,
+            Text::Shown,
             &mut errors,
         );
         check_text(
@@ -267,10 +339,11 @@ impl Entry {
             &self.descriptive_date,
             6,
             false,
+            Text::Shown,
             &mut errors,
         );
         if let Some(addenda) = &self.addenda {
-            check_text("addenda", addenda, 80, false, &mut errors);
+            check_text("addenda", addenda, 80, false, Text::Personal, &mut errors);
         }
         self.check_amount(&mut errors);
         self.check_dates(&mut errors);
@@ -295,6 +368,44 @@ impl Entry {
         } else {
             Err(errors)
         }
+    }
+
+    /// This entry as a ledger may keep it: every text field longer than both its limit
+    /// and [`EXCERPT_BYTES`] cut to its first `EXCERPT_BYTES` bytes (at a character
+    /// boundary), and which were cut, with their lengths. A valid entry is within
+    /// every limit and comes back whole with no cut. The entry id is never cut (it
+    /// is the ledger's key): an id over [`MAX_ENTRY_ID`] is not stored at all.
+    ///
+    /// Why: a rejected entry is stored with its reason so that every row is accounted
+    /// for, but a 10 MB field must not become 10 MB of ledger. Its reason says the
+    /// field and its length; the excerpt keeps what it began with.
+    pub fn bounded(mut self) -> (Entry, Vec<Cut>) {
+        let mut cuts = Vec::new();
+        let mut cut = |field: &'static str, limit: usize, value: &mut String| {
+            if value.len() > limit.max(EXCERPT_BYTES) {
+                cuts.push(Cut {
+                    field,
+                    len: value.len(),
+                });
+                let keep = excerpt(value).len();
+                value.truncate(keep);
+                value.shrink_to_fit();
+            }
+        };
+        cut("bank", MAX_BANK_NAME, &mut self.bank);
+        cut("company_name", 16, &mut self.company_name);
+        cut("company_id", 10, &mut self.company_id);
+        let mut account = std::mem::take(&mut self.account_number.0);
+        cut("account_number", 17, &mut account);
+        self.account_number.0 = account;
+        cut("individual_id", 15, &mut self.individual_id);
+        cut("individual_name", 22, &mut self.individual_name);
+        cut("entry_description", 10, &mut self.entry_description);
+        cut("descriptive_date", 6, &mut self.descriptive_date);
+        if let Some(addenda) = &mut self.addenda {
+            cut("addenda", 80, addenda);
+        }
+        (self, cuts)
     }
 
     fn check_account(&self, errors: &mut Vec<FieldError>) {
@@ -493,12 +604,37 @@ pub(crate) mod tests {
             "company_name: expected at most 16 characters, got 23 characters"
         );
 
+        // A name is personal data: said by position, never shown.
         let mut e = good();
         e.individual_name = "JOSÉ".into();
         assert_eq!(
             only_error(&e).to_string(),
-            "individual_name: expected characters of the NACHA set (printable ASCII), got \"JOSÉ\""
+            "individual_name: expected characters of the NACHA set (printable ASCII), got byte 0xC3 at position 4 (of 5 bytes)"
         );
+        let mut e = good();
+        e.company_name = "CAFÉ".into();
+        assert_eq!(
+            only_error(&e).to_string(),
+            "company_name: expected characters of the NACHA set (printable ASCII), got \"CAFÉ\""
+        );
+
+        let mut e = good();
+        e.entry_id = "X".repeat(MAX_ENTRY_ID + 1);
+        assert_eq!(
+            only_error(&e).to_string(),
+            "entry_id: expected at most 64 characters, got 65 characters"
+        );
+        e.entry_id = "X".repeat(MAX_ENTRY_ID);
+        e.validate().unwrap();
+
+        let mut e = good();
+        e.bank = "b".repeat(MAX_BANK_NAME + 1);
+        assert_eq!(
+            only_error(&e).to_string(),
+            "bank: expected a bank name: 1 to 32 lowercase letters, digits, - and _, got 33 characters"
+        );
+        e.bank = "First Bank".into();
+        assert_eq!(only_error(&e).got, "\"First Bank\"");
 
         let mut e = good();
         e.individual_name = "  ".into();
@@ -549,6 +685,39 @@ pub(crate) mod tests {
         assert_eq!(err.field, "account_number");
         assert!(!err.to_string().contains("1234567"), "{err}");
         assert!(err.got.ends_with("89\""), "{err}");
+    }
+
+    #[test]
+    fn a_bounded_entry_keeps_an_excerpt_of_each_field_over_its_limit() {
+        let (same, cuts) = good().bounded();
+        assert_eq!(same, good());
+        assert!(cuts.is_empty());
+
+        let mut e = good();
+        e.individual_name = "N".repeat(10 << 20);
+        e.company_name = "C".repeat(40); // over its limit, within the excerpt: kept
+        e.addenda = Some("A".repeat(80)); // at its limit: kept
+        e.account_number = AccountNumber::new("9".repeat(100));
+        let (b, cuts) = e.clone().bounded();
+        assert_eq!(
+            cuts,
+            [
+                Cut {
+                    field: "account_number",
+                    len: 100
+                },
+                Cut {
+                    field: "individual_name",
+                    len: 10 << 20
+                },
+            ]
+        );
+        assert_eq!(b.individual_name, "N".repeat(EXCERPT_BYTES));
+        assert_eq!(b.account_number.expose(), "9".repeat(EXCERPT_BYTES));
+        assert_eq!(b.company_name, e.company_name);
+        assert_eq!(b.addenda, e.addenda);
+        // Bounding is a fixed point: the same entry bounded twice is the same.
+        assert_eq!(b.clone().bounded(), (b, Vec::new()));
     }
 
     #[test]

@@ -46,10 +46,48 @@ pub fn is_nacha_text(s: &str) -> bool {
     s.bytes().all(is_nacha_byte)
 }
 
+/// The most of a value an error shows, or a rejected entry keeps of a field over its
+/// limit: its first 64 bytes (cut at a character boundary). A row of a 10 MB field is
+/// said, and stored, in a few hundred bytes; the length is said beside the excerpt.
+pub const EXCERPT_BYTES: usize = 64;
+
+/// The first [`EXCERPT_BYTES`] bytes of `s` at most, cut at a character boundary.
+pub fn excerpt(s: &str) -> &str {
+    if s.len() <= EXCERPT_BYTES {
+        return s;
+    }
+    let mut end = EXCERPT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// `s` as it is safe to show in an error: quoted, with control and non-ASCII
-/// characters escaped.
-pub(crate) fn shown(s: &str) -> String {
-    format!("{s:?}")
+/// characters escaped, and past [`EXCERPT_BYTES`] bytes cut, with its length:
+/// `"AAAA…"… (10485760 bytes)`. Never for personal data (see [`shown_personal`]).
+pub fn shown(s: &str) -> String {
+    let cut = excerpt(s);
+    if cut.len() == s.len() {
+        format!("{s:?}")
+    } else {
+        format!("{cut:?}… ({} bytes)", s.len())
+    }
+}
+
+/// What an error says of a personal field (a receiver's name, identification or
+/// addenda) that is not printable ASCII: where the first byte outside the set is,
+/// never the text.
+pub(crate) fn shown_personal(s: &str) -> String {
+    match s.bytes().position(|b| !is_nacha_byte(b)) {
+        Some(i) => format!(
+            "byte 0x{:02X} at position {} (of {} bytes)",
+            s.as_bytes()[i],
+            i + 1,
+            s.len()
+        ),
+        None => format!("{} bytes", s.len()),
+    }
 }
 
 /// An account number with all but its last four characters replaced by `*`:
@@ -65,13 +103,26 @@ pub fn mask_account(account: &str) -> String {
     out
 }
 
+/// Whose text a field is: the originator's own (shown in errors, cut to an excerpt),
+/// or the receiver's (personal data: never shown).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Text {
+    /// The originator's or the caller's (company, description, ids, bank).
+    Shown,
+    /// The receiver's (name, identification, addenda): errors say lengths and
+    /// positions only.
+    Personal,
+}
+
 /// Check a free-text field of an entry: at most `max` characters of the NACHA set,
-/// and not blank when `required`.
+/// and not blank when `required`. Errors show a [`Text::Personal`] field's lengths and
+/// positions only.
 pub(crate) fn check_text(
     field: &'static str,
     value: &str,
     max: usize,
     required: bool,
+    whose: Text,
     errors: &mut Vec<FieldError>,
 ) {
     if value.len() > max {
@@ -85,9 +136,13 @@ pub(crate) fn check_text(
         errors.push(FieldError::new(
             field,
             "characters of the NACHA set (printable ASCII)",
-            shown(value),
+            match whose {
+                Text::Shown => shown(value),
+                Text::Personal => shown_personal(value),
+            },
         ));
     } else if required && blank_or_zeros(value.as_bytes()) {
+        // Only spaces and zeros: nothing personal, but possibly long.
         errors.push(FieldError::new(
             field,
             "not blank (nor only zeros)",
@@ -121,6 +176,44 @@ mod tests {
         assert_eq!(mask_account("12345"), "*2345");
         assert_eq!(mask_account("1234"), "****");
         assert_eq!(mask_account(""), "");
+    }
+
+    #[test]
+    fn long_values_are_shown_as_an_excerpt_with_their_length() {
+        assert_eq!(shown("ABC"), "\"ABC\"");
+        let long = "A".repeat(10 << 20);
+        let s = shown(&long);
+        assert!(s.len() < 100, "{s}");
+        assert!(s.ends_with("… (10485760 bytes)"), "{s}");
+        assert!(
+            s.starts_with(&format!("{:?}", "A".repeat(EXCERPT_BYTES))),
+            "{s}"
+        );
+        // Cut at a character boundary.
+        let accents = "É".repeat(40);
+        assert_eq!(excerpt(&accents).len(), 64);
+        let odd = format!("A{}", "É".repeat(40));
+        assert_eq!(excerpt(&odd).len(), 63);
+        assert!(odd.starts_with(excerpt(&odd)));
+    }
+
+    #[test]
+    fn personal_text_is_said_by_position_never_shown() {
+        assert_eq!(
+            shown_personal("JOSÉ"),
+            "byte 0xC3 at position 4 (of 5 bytes)"
+        );
+        let mut errors = Vec::new();
+        check_text(
+            "individual_name",
+            "JOSÉ",
+            22,
+            true,
+            Text::Personal,
+            &mut errors,
+        );
+        assert_eq!(errors.len(), 1);
+        assert!(!errors[0].to_string().contains("JOS"), "{}", errors[0]);
     }
 
     #[test]

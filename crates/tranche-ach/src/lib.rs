@@ -26,6 +26,13 @@
 //! block of padding); a wrong block count; an addenda indicator of 1 with no addenda;
 //! a same-day entry over $1,000,000.
 //!
+//! What achcli rejects and [`validate`] passed until issue 32 (now reported, each also
+//! in `tests/mutations.rs`): an immediate destination or origin of zeros; an
+//! originator status code of 0 outside an ADV batch; a batch without entries; and the
+//! rules of a batch's SEC code (credits in a TEL batch, addenda on TEL entries, ARC
+//! entries over $25,000, an ENR batch not described `AUTOENROLL`, money in DNE or COR
+//! entries, COR entries without their addenda 98, …: see [`validate`]).
+//!
 //! Same Day ACH: an entry is same-day when its effective date is its submission date
 //! (the batch header's effective entry date; the settlement date stays blank for the
 //! ACH operator) and at most [`SAME_DAY_LIMIT_CENTS`]; the company descriptive date
@@ -46,8 +53,13 @@ pub use codes::{
     is_zero_amount_code, known_transaction_code, AccountKind, Direction, SecCode, ServiceClass,
     TransactionCode, KNOWN_SEC_CODES,
 };
-pub use entry::{AccountNumber, BatchKey, Entry, MAX_AMOUNT_CENTS, SAME_DAY_LIMIT_CENTS};
-pub use field::{is_nacha_byte, is_nacha_text, mask_account, FieldError};
+pub use entry::{
+    is_bank_name, AccountNumber, BatchKey, Cut, Entry, MAX_AMOUNT_CENTS, MAX_BANK_NAME,
+    MAX_ENTRY_ID, SAME_DAY_LIMIT_CENTS,
+};
+pub use field::{
+    excerpt, is_nacha_byte, is_nacha_text, mask_account, shown, FieldError, EXCERPT_BYTES,
+};
 pub use routing::{check_digit, RoutingNumber};
 pub use validate::{validate, Finding, Report};
 pub use writer::{

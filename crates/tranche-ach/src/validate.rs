@@ -83,9 +83,19 @@ impl Report {
 /// digits, routing check digits, the character set); counts, totals and entry hashes
 /// recomputed; batch numbers ascending; trace numbers unique in the file, ascending
 /// within a batch and starting with the batch's ODFI; addenda indicators matching
-/// the addenda that follow; and the Same Day ACH limit of $1,000,000 per entry in
-/// same-day batches (effective on or before the file's creation date, or a
-/// descriptive date starting with `SD`).
+/// the addenda that follow; at least one entry per batch; and the Same Day ACH limit
+/// of $1,000,000 per entry in same-day batches (effective on or before the file's
+/// creation date, or a descriptive date starting with `SD`).
+///
+/// A batch's SEC code is held to its own rules, as the NACHA rules and moov-io/ach's
+/// batch types give them: the direction of its entries (TEL debits, or credits in a
+/// batch described `REVERSAL`; ARC, BOC, POP, RCK, TRC, TRX and XCK debits; CIE
+/// credits) and a service class that admits it; the description ENR and RCK batches
+/// must have; the most one ARC, BOC, POP ($25,000), RCK or XCK ($2,500) entry may be;
+/// no money in ACK, ATX, COR, DNE and ENR entries; which addenda types it takes (05
+/// not for ARC, BOC, COR, MTE, POP, POS, RCK, SHR, TEL, TRC, XCK; 02 only and always
+/// for MTE, POS, SHR; 98 only and always for COR). An originator status code is 1 or 2
+/// (0 is an ACH operator's, in ADV files).
 ///
 /// Entries are read in the standard layout (PPD, CCD, WEB, TEL and the other
 /// domestic SEC codes); IAT and ADV batches are reported as not supported.
@@ -230,8 +240,120 @@ struct Batch {
     odfi: [u8; 8],
     number: [u8; 7],
     same_day: bool,
+    /// What its SEC code asks of its entries.
+    rules: SecRules,
+    /// Its service class refuses its SEC code's direction (said once, at the header).
+    class_refuses_sec: bool,
     last_trace: Option<u64>,
     sums: Sums,
+}
+
+/// What a batch's SEC code asks of its entries beyond the common layout: the NACHA
+/// rules as moov-io/ach's batch types (`batchTEL.go`, `batchARC.go`, …) check them.
+/// Returns and notifications of change (transaction codes ending in 1 or 6) are left
+/// out of the direction and amount rules: they answer entries of the other direction.
+#[derive(Clone, Copy, Default)]
+struct SecRules {
+    /// The three letters.
+    sec: [u8; 3],
+    /// The one direction its entries take (`None`: either).
+    direction: Option<Direction>,
+    /// The company entry description it requires.
+    description: Option<&'static str>,
+    /// The most one entry may be, in cents, and its words.
+    max_amount: Option<(u64, &'static str)>,
+    /// Its entries carry no money.
+    zero_amount: bool,
+    /// Its entries may carry addenda of type 05.
+    addenda05: bool,
+    /// The addenda type every entry carries (02 for MTE, POS and SHR; 98 for COR).
+    required_addenda: Option<&'static [u8; 2]>,
+}
+
+impl SecRules {
+    /// The rules of SEC code `sec` in a batch whose entry description is
+    /// `description` (a TEL batch described `REVERSAL` holds credits).
+    fn of(sec: &[u8], description: &[u8]) -> SecRules {
+        let mut r = SecRules {
+            addenda05: true,
+            ..SecRules::default()
+        };
+        r.sec.copy_from_slice(&sec[..3]);
+        const CHECK: (u64, &str) = (2_500_000, "$25,000.00");
+        const SMALL_CHECK: (u64, &str) = (250_000, "$2,500.00");
+        match sec {
+            b"ARC" | b"BOC" | b"POP" => {
+                r.direction = Some(Direction::Debit);
+                r.max_amount = Some(CHECK);
+                r.addenda05 = false;
+            }
+            b"RCK" => {
+                r.direction = Some(Direction::Debit);
+                r.max_amount = Some(SMALL_CHECK);
+                r.description = Some("REDEPCHECK");
+                r.addenda05 = false;
+            }
+            b"XCK" => {
+                r.direction = Some(Direction::Debit);
+                r.max_amount = Some(SMALL_CHECK);
+                r.addenda05 = false;
+            }
+            b"TRC" => {
+                r.direction = Some(Direction::Debit);
+                r.addenda05 = false;
+            }
+            b"TRX" => r.direction = Some(Direction::Debit),
+            b"CIE" => r.direction = Some(Direction::Credit),
+            b"TEL" => {
+                let reversal = description.trim_ascii().eq_ignore_ascii_case(b"REVERSAL");
+                r.direction = Some(if reversal {
+                    Direction::Credit
+                } else {
+                    Direction::Debit
+                });
+                r.addenda05 = false;
+            }
+            b"ACK" | b"ATX" | b"DNE" => r.zero_amount = true,
+            b"ENR" => {
+                r.zero_amount = true;
+                r.description = Some("AUTOENROLL");
+            }
+            b"COR" => {
+                r.zero_amount = true;
+                r.addenda05 = false;
+                r.required_addenda = Some(b"98");
+            }
+            b"MTE" | b"POS" | b"SHR" => {
+                r.addenda05 = false;
+                r.required_addenda = Some(b"02");
+            }
+            _ => {}
+        }
+        r
+    }
+
+    /// Its code as text.
+    fn name(&self) -> &str {
+        std::str::from_utf8(&self.sec).unwrap_or("?")
+    }
+
+    /// Whether it admits addenda of `type_code`: 05 unless the code forbids them, 02
+    /// only for MTE, POS and SHR, 98 only for COR, 99 (returns) always.
+    fn admits_addenda(&self, type_code: &[u8]) -> bool {
+        match type_code {
+            b"05" => self.addenda05,
+            b"02" => self.required_addenda == Some(b"02"),
+            b"98" => self.required_addenda == Some(b"98"),
+            _ => true,
+        }
+    }
+}
+
+/// A return or notification of change (codes 21, 26, 31, 36, 41, 46, 51, 56): it
+/// answers an entry of the other direction, so the SEC code's direction and amount
+/// rules are not its own.
+fn is_return_code(code: u64) -> bool {
+    matches!(code, 21 | 26 | 31 | 36 | 41 | 46 | 51 | 56)
 }
 
 struct PendingEntry {
@@ -241,6 +363,10 @@ struct PendingEntry {
     addenda: u32,
     /// Whether its batch's SEC code allows more than one addenda record.
     many_addenda: bool,
+    /// The addenda type its batch's SEC code requires, and whether one came.
+    required: Option<(&'static [u8; 2], bool)>,
+    /// Its batch's SEC code.
+    sec: [u8; 3],
 }
 
 fn digits(b: &[u8]) -> Option<u64> {
@@ -378,14 +504,21 @@ impl Validator {
 
     fn record(&mut self, line: usize, rec: &[u8; RECORD_LEN]) {
         if self.state == State::Padding {
-            if rec.iter().any(|&b| b != b'9') {
+            if let Some(i) = rec.iter().position(|&b| b != b'9') {
+                // Where, not the record: a line after the file control may be an entry
+                // (an account number, a name).
                 self.find(
                     line,
                     "padding",
                     1,
                     RECORD_LEN,
                     "94 nines (a padding record after the file control)",
-                    text(rec),
+                    format!(
+                        "byte 0x{:02X} at position {} (record type {})",
+                        rec[i],
+                        i + 1,
+                        text(&rec[..1])
+                    ),
                 );
             }
             return;
@@ -419,6 +552,19 @@ impl Validator {
                 ),
                 _ => {}
             }
+            if let Some((kind, false)) = e.required {
+                // An indicator of 1 with no addenda at all is said above.
+                if !(e.indicator == b'1' && e.addenda == 0) {
+                    let kind = String::from_utf8_lossy(kind);
+                    let sec = String::from_utf8_lossy(&e.sec);
+                    self.bad(
+                        e.line,
+                        f,
+                        format!("1, with an addenda record of type {kind} (every {sec} entry carries one)"),
+                        format!("{} and no addenda record of type {kind}", text(&[e.indicator])),
+                    );
+                }
+            }
         }
     }
 
@@ -440,6 +586,13 @@ impl Validator {
                 "a space and a 9-digit routing number",
                 text(dest),
             );
+        } else if routing.iter().all(|&b| b == b'0') {
+            self.bad(
+                line,
+                f::DESTINATION,
+                "a routing number (not zeros)",
+                text(dest),
+            );
         } else if check_digit(&routing[..8]) != Some(routing[8] - b'0') {
             self.bad(
                 line,
@@ -452,10 +605,16 @@ impl Validator {
             );
         }
         let origin = f::ORIGIN.of(rec);
-        if origin.iter().all(|&b| b == b' ')
-            || !origin
-                .iter()
-                .all(|&b| b == b' ' || b.is_ascii_alphanumeric())
+        if blank_or_zeros(origin) {
+            self.bad(
+                line,
+                f::ORIGIN,
+                "not blank (nor only zeros): who sends the file",
+                text(origin),
+            );
+        } else if !origin
+            .iter()
+            .all(|&b| b == b' ' || b.is_ascii_alphanumeric())
         {
             self.bad(
                 line,
@@ -541,8 +700,14 @@ impl Validator {
             );
         }
         let status = f::ORIGINATOR_STATUS.of(rec);
-        if !matches!(status[0], b'0' | b'1' | b'2') {
-            self.bad(line, f::ORIGINATOR_STATUS, "0, 1 or 2", text(status));
+        if !matches!(status[0], b'1' | b'2') {
+            // 0 is for ADV files, which only ACH operators make (and we do not read).
+            self.bad(
+                line,
+                f::ORIGINATOR_STATUS,
+                "1 or 2 (0 is for ADV batches, made by ACH operators)",
+                text(status),
+            );
         }
         self.number(line, rec, f::ODFI);
         if let Some(n) = self.number(line, rec, f::BATCH_NUMBER) {
@@ -560,6 +725,34 @@ impl Validator {
         }
         let same_day = f::DESCRIPTIVE_DATE.of(rec).starts_with(b"SD")
             || matches!((effective, self.creation_date), (Some(e), Some(c)) if e <= c);
+        let rules = SecRules::of(sec, f::DESCRIPTION.of(rec));
+        if let Some(want) = rules.description {
+            let got = f::DESCRIPTION.of(rec);
+            if got.trim_ascii() != want.as_bytes() {
+                self.bad(
+                    line,
+                    f::DESCRIPTION,
+                    format!("{want:?} ({} batches)", rules.name()),
+                    text(got),
+                );
+            }
+        }
+        let mut class_refuses_sec = false;
+        if let (Some(d), Some(class)) = (rules.direction, service_class) {
+            if &rules.sec != b"TEL" && !class.admits(d) {
+                class_refuses_sec = true;
+                let (want, kind) = match d {
+                    Direction::Debit => ("200 or 225", "debits"),
+                    Direction::Credit => ("200 or 220", "credits"),
+                };
+                self.bad(
+                    line,
+                    f::SERVICE_CLASS,
+                    format!("{want} ({} entries are {kind})", rules.name()),
+                    text(class_raw),
+                );
+            }
+        }
         let mut b = Batch {
             header_line: line,
             service_class,
@@ -570,6 +763,8 @@ impl Validator {
             odfi: [0; 8],
             number: [0; 7],
             same_day,
+            rules,
+            class_refuses_sec,
             last_trace: None,
             sums: Sums::default(),
         };
@@ -671,11 +866,18 @@ impl Validator {
             }
         }
         let mut many_addenda = false;
+        let mut required = None;
+        let mut sec = [b' '; 3];
         let mut findings = Vec::new();
         if let Some(b) = &mut self.batch {
             many_addenda = matches!(&b.sec, b"CTX" | b"ENR" | b"TRX" | b"ATX");
+            let rules = b.rules;
+            sec = rules.sec;
+            required = rules.required_addenda.map(|kind| (kind, false));
+            let mut class_refused = false;
             if let (Some(class), Some(d)) = (b.service_class, direction) {
                 if !class.admits(d) {
+                    class_refused = true;
                     let want = match class {
                         ServiceClass::CreditsOnly => {
                             "a credit code (service class 220: credits only)"
@@ -686,6 +888,49 @@ impl Validator {
                         f::TRANSACTION_CODE,
                         want.to_string(),
                         text(f::TRANSACTION_CODE.of(rec)),
+                    ));
+                }
+            }
+            let forward = code.is_some_and(|c| !is_return_code(c));
+            if let (Some(want), Some(d), true) = (rules.direction, direction, forward) {
+                if d != want && !class_refused && !b.class_refuses_sec {
+                    let (kind, reversal) = match want {
+                        Direction::Debit => ("a debit code", ""),
+                        Direction::Credit if &rules.sec == b"TEL" => {
+                            ("a credit code", " in a REVERSAL batch")
+                        }
+                        Direction::Credit => ("a credit code", ""),
+                    };
+                    let dir = match want {
+                        Direction::Debit => "debits",
+                        Direction::Credit => "credits",
+                    };
+                    findings.push((
+                        f::TRANSACTION_CODE,
+                        format!("{kind} ({} entries{reversal} are {dir})", rules.name()),
+                        text(f::TRANSACTION_CODE.of(rec)),
+                    ));
+                }
+            }
+            if let (Some((max, words)), Some(a), true) = (rules.max_amount, amount, forward) {
+                if a > max {
+                    findings.push((
+                        f::AMOUNT,
+                        format!(
+                            "at most {max:010} ({words}, the most of a {} entry)",
+                            rules.name()
+                        ),
+                        format!("{a:010}"),
+                    ));
+                }
+            }
+            if let (true, Some(a), Some(c)) = (rules.zero_amount, amount, code) {
+                // A zero-amount code with an amount is said above.
+                if a > 0 && !is_zero_amount_code(c as u8) {
+                    findings.push((
+                        f::AMOUNT,
+                        format!("0 ({} entries carry no money)", rules.name()),
+                        format!("{a:010}"),
                     ));
                 }
             }
@@ -752,6 +997,8 @@ impl Validator {
             trace,
             addenda: 0,
             many_addenda,
+            required,
+            sec,
         });
     }
 
@@ -770,8 +1017,31 @@ impl Validator {
         e.addenda += 1;
         let n = e.addenda;
         let (many, trace) = (e.many_addenda, e.trace);
-        self.entry = Some(e);
         let type_code = f::TYPE_CODE.of(rec);
+        if let Some((kind, seen)) = &mut e.required {
+            *seen |= type_code == kind.as_slice();
+        }
+        self.entry = Some(e);
+        if let Some(rules) = self.batch.as_ref().map(|b| b.rules) {
+            if matches!(type_code, b"02" | b"05" | b"98") && !rules.admits_addenda(type_code) {
+                let want = match rules.required_addenda {
+                    Some(kind) => format!(
+                        "{} ({} entries carry addenda of that type, or 99 when returned)",
+                        String::from_utf8_lossy(kind),
+                        rules.name()
+                    ),
+                    None if rules.addenda05 => format!(
+                        "05 or 99 ({} entries carry no addenda of type {})",
+                        rules.name(),
+                        String::from_utf8_lossy(type_code)
+                    ),
+                    None => format!("99 ({} entries carry no addenda but returns)", rules.name()),
+                };
+                self.charset(line, rec, &[]);
+                self.bad(line, f::TYPE_CODE, want, text(type_code));
+                return;
+            }
+        }
         if type_code != b"05" {
             self.charset(line, rec, &[]);
             if !matches!(type_code, b"02" | b"98" | b"99") {
@@ -816,6 +1086,13 @@ impl Validator {
         self.state = State::BetweenBatches;
         let Some(b) = self.batch.take() else { return };
         let header = b.header_line;
+        if b.sums.entries == 0 {
+            self.order(
+                line,
+                rec,
+                &format!("an entry detail (type 6): the batch of line {header} holds none"),
+            );
+        }
         let same = |v: &mut Self, fld: Field, want: &[u8], what: &str| {
             // Compared without the blanks around them: a batch control's company
             // identification is often justified otherwise than its header's.
@@ -1050,6 +1327,23 @@ mod tests {
         let r = validate(b"");
         assert_eq!(r.findings.len(), 1);
         assert_eq!(r.findings[0].field, "file");
+    }
+
+    #[test]
+    fn a_record_after_the_file_control_is_said_by_position_not_shown() {
+        let mut lines = lines_of(&file());
+        // An entry (account 123456789, JANE DOE) where padding belongs.
+        let entry = lines[2].clone();
+        *lines.last_mut().unwrap() = entry;
+        let mut bytes = lines.join(&b'\n');
+        bytes.push(b'\n');
+        let r = validate(&bytes);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let shown = r.findings[0].to_string();
+        assert_eq!(
+            shown,
+            "line 10: padding (positions 1-94): expected 94 nines (a padding record after the file control), found byte 0x36 at position 1 (record type \"6\")"
+        );
     }
 
     #[test]

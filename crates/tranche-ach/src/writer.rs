@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::codes::{Direction, ServiceClass};
 use crate::entry::{BatchKey, Entry};
-use crate::field::{check_text, shown, FieldError};
+use crate::field::{check_text, shown, FieldError, Text};
 use crate::layout::{
     addenda05, batch_control, batch_header, entry_detail, file_control, file_header, Field,
     BLOCKING_FACTOR, RECORD_LEN,
@@ -62,11 +62,11 @@ impl BankProfile {
             9 => o.iter().all(u8::is_ascii_digit),
             10 => o.iter().all(u8::is_ascii_alphanumeric),
             _ => false,
-        };
+        } && !o.iter().all(|&b| b == b'0');
         if !ok {
             errors.push(FieldError::new(
                 "immediate_origin",
-                "9 digits or 10 letters and digits",
+                "9 digits or 10 letters and digits, not all zeros",
                 shown(&self.immediate_origin),
             ));
         }
@@ -75,6 +75,7 @@ impl BankProfile {
             &self.immediate_destination_name,
             23,
             false,
+            Text::Shown,
             &mut errors,
         );
         check_text(
@@ -82,6 +83,7 @@ impl BankProfile {
             &self.immediate_origin_name,
             23,
             false,
+            Text::Shown,
             &mut errors,
         );
         check_text(
@@ -89,6 +91,7 @@ impl BankProfile {
             &self.reference_code,
             8,
             false,
+            Text::Shown,
             &mut errors,
         );
         if errors.is_empty() {
@@ -409,13 +412,28 @@ impl<W: Write> NachaWriter<W> {
         // A key is taken from a valid entry; its text fields were checked there, but a
         // key built by hand is checked again here (once per batch).
         let mut errors = Vec::new();
-        check_text("company_name", &key.company_name, 16, true, &mut errors);
-        check_text("company_id", &key.company_id, 10, true, &mut errors);
+        check_text(
+            "company_name",
+            &key.company_name,
+            16,
+            true,
+            Text::Shown,
+            &mut errors,
+        );
+        check_text(
+            "company_id",
+            &key.company_id,
+            10,
+            true,
+            Text::Shown,
+            &mut errors,
+        );
         check_text(
             "entry_description",
             &key.entry_description,
             10,
             true,
+            Text::Shown,
             &mut errors,
         );
         check_text(
@@ -423,6 +441,7 @@ impl<W: Write> NachaWriter<W> {
             &key.descriptive_date,
             6,
             false,
+            Text::Shown,
             &mut errors,
         );
         if let Some(e) = errors.into_iter().next() {

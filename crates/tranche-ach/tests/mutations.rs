@@ -90,57 +90,91 @@ fn join(lines: &[String]) -> Vec<u8> {
 struct Case {
     name: &'static str,
     bytes: Vec<u8>,
-    line: usize,
-    field: &'static str,
+    /// Every finding expected: (line, field), in line order.
+    findings: Vec<(usize, &'static str)>,
     /// Whether achcli v1.63.3 rejects the file (false: it misses this problem).
     achcli_rejects: bool,
+}
+
+/// Batch 3 (lines 11-13) under another SEC code: its header's positions 51-53.
+fn sec(l: &mut [String], line: usize, code: &str) {
+    set(l, line, 51, code);
+}
+
+/// Take out line 12 (batch 3's only entry) and mend the controls and the padding, so
+/// that batch 3 holds no entry and nothing else is wrong.
+fn empty_third_batch(l: &mut Vec<String>) {
+    l.remove(11);
+    // Batch 3's control: no entries, no hash, no credits.
+    set(l, 12, 5, "000000");
+    set(l, 12, 11, "0000000000");
+    set(l, 12, 33, "000000000000");
+    // The file control without the entry: 5 records, its RDFI out of the hash, its
+    // $1,500,000.00 out of the credits.
+    set(l, 13, 14, "00000005");
+    set(l, 13, 22, "0010403836");
+    set(l, 13, 44, "000000250199");
+    l.push("9".repeat(94));
 }
 
 fn cases() -> Vec<Case> {
     let good = good_lines();
     let mut cases = Vec::new();
-    let mut case = |name, line, field, achcli_rejects, f: &dyn Fn(&mut Vec<String>)| {
-        let mut lines = good.clone();
-        f(&mut lines);
-        cases.push(Case {
-            name,
-            bytes: join(&lines),
-            line,
-            field,
-            achcli_rejects,
-        });
-    };
-    case("a 93-character line", 14, "record length", false, &|l| {
-        l[13].pop();
-    });
-    case("a wrong batch entry hash", 6, "entry hash", true, &|l| {
-        set(l, 6, 11, "0000000001")
-    });
-    case("a wrong file entry hash", 14, "entry hash", true, &|l| {
-        set(l, 14, 22, "0000000001")
-    });
+    let mut case =
+        |name, findings: &[(usize, &'static str)], achcli_rejects, f: &dyn Fn(&mut Vec<String>)| {
+            let mut lines = good.clone();
+            f(&mut lines);
+            cases.push(Case {
+                name,
+                bytes: join(&lines),
+                findings: findings.to_vec(),
+                achcli_rejects,
+            });
+        };
+    case(
+        "a 93-character line",
+        &[(14, "record length")],
+        false,
+        &|l| {
+            l[13].pop();
+        },
+    );
+    case(
+        "a wrong batch entry hash",
+        &[(6, "entry hash")],
+        true,
+        &|l| set(l, 6, 11, "0000000001"),
+    );
+    case(
+        "a wrong file entry hash",
+        &[(14, "entry hash")],
+        true,
+        &|l| set(l, 14, 22, "0000000001"),
+    );
     case(
         "a wrong credit total",
-        14,
-        "total credit entry dollar amount",
+        &[(14, "total credit entry dollar amount")],
         true,
         &|l| set(l, 14, 44, "000150250200"),
     );
     case(
         "a wrong batch debit total",
-        10,
-        "total debit entry dollar amount",
+        &[(10, "total debit entry dollar amount")],
         true,
         &|l| set(l, 10, 21, "000090000002"),
     );
-    case("a duplicated trace number", 9, "trace number", true, &|l| {
-        let trace = l[7][79..].to_owned();
-        set(l, 9, 80, &trace);
-    });
+    case(
+        "a duplicated trace number",
+        &[(9, "trace number")],
+        true,
+        &|l| {
+            let trace = l[7][79..].to_owned();
+            set(l, 9, 80, &trace);
+        },
+    );
     case(
         "trace numbers descending in a batch",
-        9,
-        "trace number",
+        &[(9, "trace number")],
         true,
         &|l| {
             set(l, 9, 80, "021000020000002");
@@ -148,62 +182,58 @@ fn cases() -> Vec<Case> {
     );
     case(
         "an effective entry date that is no date",
-        2,
-        "effective entry date",
+        &[(2, "effective entry date")],
         false,
         &|l| set(l, 2, 70, "260231"),
     );
-    case("a bad padding line", 17, "padding", false, &|l| {
+    case("a bad padding line", &[(17, "padding")], false, &|l| {
         set(l, 17, 40, "0")
     });
     case(
         "a missing block (no padding)",
-        14,
-        "line count",
+        &[(14, "line count")],
         false,
         &|l| l.truncate(14),
     );
-    case("a wrong block count", 14, "block count", false, &|l| {
+    case("a wrong block count", &[(14, "block count")], false, &|l| {
         set(l, 14, 8, "000003")
     });
     case(
         "an addenda indicator of 1 without addenda",
-        5,
-        "addenda record indicator",
+        &[(5, "addenda record indicator")],
         false,
         &|l| set(l, 5, 79, "1"),
     );
     case(
         "an addenda indicator of 0 with addenda",
-        3,
-        "addenda record indicator",
+        &[(3, "addenda record indicator")],
         true,
         &|l| set(l, 3, 79, "0"),
     );
     case(
         "a same-day entry over $1,000,000",
-        12,
-        "amount",
+        &[(12, "amount")],
         false,
         &|l| {
             // The batch's effective date becomes the file's creation date: same day.
             set(l, 11, 70, "260302")
         },
     );
-    case("a bad routing check digit", 5, "check digit", true, &|l| {
-        set(l, 5, 12, "4")
-    });
+    case(
+        "a bad routing check digit",
+        &[(5, "check digit")],
+        true,
+        &|l| set(l, 5, 12, "4"),
+    );
     case(
         "a character outside the NACHA set",
-        5,
-        "individual name",
+        &[(5, "individual name")],
         true,
         &|l| set(l, 5, 60, "\u{7f}"),
     );
     case(
         "batch numbers not ascending",
-        7,
-        "batch number",
+        &[(7, "batch number")],
         true,
         &|l| {
             set(l, 7, 88, "0000001");
@@ -212,22 +242,19 @@ fn cases() -> Vec<Case> {
     );
     case(
         "a batch control of another batch number",
-        10,
-        "batch number",
+        &[(10, "batch number")],
         true,
         &|l| set(l, 10, 88, "0000009"),
     );
     case(
         "a trace number of another ODFI",
-        9,
-        "trace number",
+        &[(9, "trace number")],
         true,
         &|l| set(l, 9, 80, "12345678"),
     );
     case(
         "a debit in a credits-only batch",
-        5,
-        "transaction code",
+        &[(5, "transaction code")],
         true,
         &|l| {
             // Amount and totals untouched: 27 is a debit, so the credit total breaks too;
@@ -241,24 +268,109 @@ fn cases() -> Vec<Case> {
     );
     case(
         "an unknown SEC code",
-        2,
-        "standard entry class code",
+        &[(2, "standard entry class code")],
         true,
         &|l| set(l, 2, 51, "XYZ"),
     );
     case(
         "an unknown transaction code",
-        12,
-        "transaction code",
+        &[(12, "transaction code")],
         true,
         &|l| set(l, 12, 2, "25"),
     );
     case(
         "a bad file creation date",
-        1,
-        "file creation date",
+        &[(1, "file creation date")],
         true,
         &|l| set(l, 1, 24, "261399"),
+    );
+    // The file header and the batch headers against the NACHA rules and achcli's own
+    // checks (moov-io/ach's fileHeader.go, batchHeader.go, batch.go and its batch
+    // types): each of these our validator passed until issue 32.
+    case(
+        "an immediate destination of zeros",
+        &[(1, "immediate destination")],
+        true,
+        &|l| set(l, 1, 4, " 000000000"),
+    );
+    case(
+        "an immediate origin of zeros",
+        &[(1, "immediate origin")],
+        true,
+        &|l| set(l, 1, 14, "0000000000"),
+    );
+    case(
+        "an originator status code of 0 outside an ADV batch",
+        &[(2, "originator status code")],
+        true,
+        &|l| set(l, 2, 79, "0"),
+    );
+    case(
+        "a batch without entries",
+        &[(12, "record type code")],
+        true,
+        &empty_third_batch,
+    );
+    case(
+        "a credit in a TEL batch",
+        &[(12, "transaction code")],
+        true,
+        &|l| sec(l, 11, "TEL"),
+    );
+    case(
+        "debits in a TEL REVERSAL batch",
+        &[(8, "transaction code"), (9, "transaction code")],
+        true,
+        &|l| {
+            sec(l, 7, "TEL");
+            set(l, 7, 54, "REVERSAL  ");
+        },
+    );
+    case(
+        "an addenda 05 on a TEL entry",
+        &[(4, "addenda type code")],
+        true,
+        &|l| {
+            // A REVERSAL batch holds credits: only the addenda is wrong.
+            sec(l, 2, "TEL");
+            set(l, 2, 54, "REVERSAL  ");
+        },
+    );
+    case(
+        "debits in a CIE batch (credits only)",
+        &[(7, "service class code")],
+        true,
+        &|l| sec(l, 7, "CIE"),
+    );
+    case("an ARC entry over $25,000", &[(8, "amount")], true, &|l| {
+        sec(l, 7, "ARC")
+    });
+    case(
+        "an RCK batch not described REDEPCHECK, over $2,500",
+        &[(7, "company entry description"), (8, "amount")],
+        true,
+        &|l| sec(l, 7, "RCK"),
+    );
+    case(
+        "an ENR batch not described AUTOENROLL, with money",
+        &[(11, "company entry description"), (12, "amount")],
+        true,
+        &|l| sec(l, 11, "ENR"),
+    );
+    case("a DNE entry with money", &[(12, "amount")], true, &|l| {
+        sec(l, 11, "DNE")
+    });
+    case(
+        "a COR entry with money and no addenda 98",
+        &[(12, "amount"), (12, "addenda record indicator")],
+        true,
+        &|l| sec(l, 11, "COR"),
+    );
+    case(
+        "an MTE entry without its addenda 02",
+        &[(12, "addenda record indicator")],
+        true,
+        &|l| sec(l, 11, "MTE"),
     );
     cases
 }
@@ -282,14 +394,12 @@ fn each_broken_thing_is_reported_at_its_line_and_field() {
     let mut wrong = Vec::new();
     for c in cases() {
         let report = validate(&c.bytes);
-        let ok = report.findings.len() == 1
-            && report.findings[0].line == c.line
-            && report.findings[0].field == c.field;
-        if !ok {
+        let got: Vec<(usize, &str)> = report.findings.iter().map(|f| (f.line, f.field)).collect();
+        if got != c.findings {
             let found: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
             wrong.push(format!(
-                "{}: expected one finding at line {} on {:?}, got {found:#?}",
-                c.name, c.line, c.field
+                "{}: expected findings {:?}, got {found:#?}",
+                c.name, c.findings
             ));
         }
     }

@@ -5,7 +5,10 @@
 //! entry: each gets its result, in order (new or existing with its current state, a
 //! conflict, and the field errors of an invalid one — which is stored `rejected`).
 //! A body that is not entries at all (a field of the wrong type, a routing number
-//! with a bad check digit) is refused whole, 400, naming `entries[i].field`.
+//! with a bad check digit, a key that is no field) is refused whole, 400, naming
+//! `entries[i].field` and never saying the value back. With the server's ACH rules
+//! (`--ach-rules`), an entry of a bank they do not have is stored, then rejected.
+//! What a rejected entry keeps is bounded by the ledger (`Entry::bounded`).
 //! Account numbers are masked in answers unless the request may see personal data.
 //! A submission date's figures (`/v1/ach/status`) are counts and amounts per bank and
 //! window, so any token that may read entries may read them.
@@ -18,9 +21,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, NaiveDate};
 use serde::{Deserialize, Serialize};
-use tranche_ach::Entry;
+use tranche_ach::{excerpt, is_bank_name, Entry, FieldError, MAX_ENTRY_ID};
 use tranche_ach_ledger::{
-    CancelOutcome, ImportOutcome, Ledger, LedgerError, State as LedgerState, StoredEntry,
+    CancelOutcome, ImportOutcome, Ledger, LedgerError, RejectOutcome, State as LedgerState,
+    StoredEntry,
 };
 use tranche_types::Timestamp;
 use utoipa::{IntoParams, ToSchema};
@@ -231,8 +235,11 @@ pub struct ImportAnswer {
 }
 
 /// Import entries into the ledger: each is validated; a valid one is stored
-/// `accepted`, an invalid one `rejected` with its field errors. Idempotent per entry
-/// id: posting the same entries again answers them `existing`.
+/// `accepted`, an invalid one `rejected` with its field errors (each field over its
+/// limit stored as its first 64 bytes; errors never show a receiver's name, id or
+/// addenda). With the server's ACH rules, an entry of a bank they do not have is
+/// stored `rejected` too. Idempotent per entry id: posting the same entries again
+/// answers them `existing`.
 #[utoipa::path(
     post,
     path = "/v1/ach/entries",
@@ -241,7 +248,7 @@ pub struct ImportAnswer {
     request_body = ImportBody,
     responses(
         (status = 200, description = "Each entry's result, in order", body = ImportAnswer),
-        (status = 400, description = "Not entries (`field` names `entries[i].field`), or more than 10,000", body = ErrorBody),
+        (status = 400, description = "Not entries (`field` names `entries[i].field`; a key that is no field of an entry is refused, and no value is said back), or more than 10,000", body = ErrorBody),
         (status = 404, description = "No ACH ledger configured (code `no_ledger`)", body = ErrorBody),
     )
 )]
@@ -257,13 +264,23 @@ pub async fn import(
             format!("at most {max} entries, got {}", body.entries.len()),
         ));
     }
-    let errors: Vec<Vec<FieldProblem>> = body
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| match e.validate() {
-            Ok(()) => Vec::new(),
-            Err(errs) => errs
+    let rules = app.config().ach_rules.clone();
+    let mut errors: Vec<Vec<FieldProblem>> = Vec::with_capacity(body.entries.len());
+    // The entries whose bank the server's rules do not have, with why: stored, then
+    // rejected (an entry no window is ever due for would wait accepted for ever).
+    let mut refused: Vec<(usize, String)> = Vec::new();
+    for (i, e) in body.entries.iter().enumerate() {
+        let mut problems: Vec<FieldError> = e.validate().err().unwrap_or_default();
+        if let Some(fe) = rules
+            .as_deref()
+            .filter(|_| is_bank_name(&e.bank))
+            .and_then(|r| r.unknown_bank(&e.bank))
+        {
+            refused.push((i, fe.to_string()));
+            problems.push(fe);
+        }
+        errors.push(
+            problems
                 .into_iter()
                 .map(|fe| FieldProblem {
                     field: format!("entries[{i}].{}", fe.field),
@@ -271,9 +288,23 @@ pub async fn import(
                     got: fe.got,
                 })
                 .collect(),
-        })
-        .collect();
-    let imported = ledger.import(body.entries).await?;
+        );
+    }
+    let mut imported = ledger.import(body.entries).await?;
+    for (i, why) in refused {
+        let imp = &mut imported[i];
+        let (ImportOutcome::New(LedgerState::Accepted)
+        | ImportOutcome::Existing(LedgerState::Accepted)) = imp.outcome
+        else {
+            continue;
+        };
+        if ledger.reject(&imp.entry_id, &why).await? == RejectOutcome::Rejected {
+            imp.outcome = match imp.outcome {
+                ImportOutcome::New(_) => ImportOutcome::New(LedgerState::Rejected),
+                _ => ImportOutcome::Existing(LedgerState::Rejected),
+            };
+        }
+    }
     let results = imported
         .into_iter()
         .zip(errors)
@@ -440,7 +471,10 @@ pub async fn entry(
             stored,
             personal == PersonalData::Shown,
         ))),
-        None => Err(ApiError::not_found(format!("ACH entry {id} not found"))),
+        None => Err(ApiError::not_found(format!(
+            "ACH entry {} not found",
+            excerpt(&id)
+        ))),
     }
 }
 
@@ -462,6 +496,9 @@ pub struct CancelAnswer {
     pub file_id: Option<String>,
 }
 
+/// The longest reason a cancel records, in bytes.
+pub const MAX_CANCEL_REASON: usize = 500;
+
 /// Cancel an entry: it will never be submitted. Idempotent. Refused (409 `too_late`)
 /// once its file's submission has begun.
 #[utoipa::path(
@@ -473,6 +510,7 @@ pub struct CancelAnswer {
     request_body(content = Option<Reason>, description = "Optional: absent, blank or `null` cancels with a default reason"),
     responses(
         (status = 200, description = "Cancelled (now or before)", body = CancelAnswer),
+        (status = 400, description = "An id longer than any entry's (64), or a reason over 500 characters (`field` names which)", body = ErrorBody),
         (status = 404, description = "No ACH ledger configured (code `no_ledger`)", body = ErrorBody),
         (status = 409, description = "Too late: its file's submission has begun (code `too_late`)", body = ErrorBody),
     )
@@ -483,10 +521,30 @@ pub async fn cancel(
     body: Option<Json<Reason>>,
 ) -> Result<axum::Json<CancelAnswer>, ApiError> {
     let ledger = ledger(&app)?;
+    // A cancel is stored even before its entry comes: never one of an id no entry can
+    // have, nor a reason of megabytes.
+    if id.len() > MAX_ENTRY_ID {
+        return Err(ApiError::invalid(
+            "id",
+            format!(
+                "expected an entry id of at most {MAX_ENTRY_ID} characters, got {} characters",
+                id.chars().count()
+            ),
+        ));
+    }
     let reason = body
         .and_then(|Json(r)| r.reason)
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| "cancelled through the API".to_string());
+    if reason.len() > MAX_CANCEL_REASON {
+        return Err(ApiError::invalid(
+            "reason",
+            format!(
+                "expected at most {MAX_CANCEL_REASON} characters, got {} characters",
+                reason.chars().count()
+            ),
+        ));
+    }
     let answer = match ledger.cancel(&id, &reason).await? {
         CancelOutcome::Cancelled { known, file_id } => CancelAnswer {
             entry_id: id,

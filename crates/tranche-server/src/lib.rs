@@ -67,7 +67,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tranche_core::Client;
 
-pub use ach::{CancellationView, EntryState, EntryView, LedgerHandle};
+pub use ach::{CancellationView, EntryState, EntryView, LedgerHandle, MAX_CANCEL_REASON};
 pub use auth::{Scope, Tokens};
 pub use config::{ConfigError, QueueLimits, ServerConfig};
 pub use tranche_http_door::Limits;

@@ -564,12 +564,18 @@ pub enum Ach {
     },
     /// Import entries from a CSV file (a header row naming Entry's fields) into the
     /// ledger (--ledger, or SQLite in --data). Each row is validated: a bad one is
-    /// reported by line and field and stored rejected. Idempotent per entry id.
-    /// Exits 1 when a row was rejected or conflicts with a stored entry.
+    /// reported by line and field and stored rejected (a row that is no entry, or
+    /// has more or fewer fields than the header, is reported and not stored).
+    /// Idempotent per entry id. Exits 1 when a row was rejected or conflicts with a
+    /// stored entry.
     Import {
         /// The CSV file.
         #[arg(value_name = "ENTRIES.csv")]
         file: PathBuf,
+        /// Reject entries of a bank these rules do not have (they would never be
+        /// packaged).
+        #[arg(long, value_name = "ach.toml")]
+        rules: Option<PathBuf>,
     },
     /// Cancel an entry: it will never be submitted (refused once its file's
     /// submission has begun). An id never imported is refused (exit 1: a mistyped id

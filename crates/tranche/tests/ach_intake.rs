@@ -1,6 +1,8 @@
 //! `tranche ach import|entry|cancel` end to end on the SQLite ledger in --data: a CSV
 //! with one bad row (its exact error line, the account masked), a re-import that is a
-//! no-op, a cancel, and the entry as shown.
+//! no-op, a cancel, and the entry as shown; rows that do not line up with the header
+//! (extra or missing fields, after blank lines, LF or CRLF); an unknown bank and an
+//! over-long id; a 10 MB field said and stored as an excerpt.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -140,6 +142,24 @@ fn import_reports_bad_rows_by_line_and_is_idempotent_then_cancel_and_show() {
         out.contains("E9: not imported yet: it will be stored cancelled"),
         "{out}"
     );
+
+    // A cancel is recorded before its entry comes: never of an id no entry can have,
+    // nor with a reason of megabytes.
+    let (code, _, err) = tranche(&data, &["ach", "cancel", &"L".repeat(65)]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("entry id: expected at most 64 characters, got 65 characters"),
+        "{err}"
+    );
+    let reason = "R".repeat(501);
+    let (code, _, err) = tranche(&data, &["ach", "cancel", "E3", "--reason", &reason]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--reason: expected at most 500 characters, got 501 characters"),
+        "{err}"
+    );
+    let (_, out, _) = tranche(&data, &["ach", "entry", "E3"]);
+    assert!(out.contains("state:       accepted"), "{out}");
 }
 
 #[test]
@@ -191,4 +211,208 @@ fn a_header_row_missing_or_misspelling_a_column_fails_the_file() {
         "{err}"
     );
     assert!(err.contains("got no bank; unknown adenda"), "{err}");
+}
+
+/// The rows of `csv`, as `tranche ach import` says them on stderr, each without the
+/// file's name.
+fn said(err: &str, file: &str) -> Vec<String> {
+    err.lines()
+        .map(|l| {
+            l.strip_prefix(&format!("{file}: "))
+                .unwrap_or(l)
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn rows_that_do_not_line_up_with_the_header_are_refused_by_line_and_field() {
+    for ending in ["\n", "\r\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("e.csv");
+        let short = row("S1", "4001234567", "1000");
+        let short = short.strip_suffix(",false,").unwrap();
+        let rows = [
+            HEADER.to_string(),
+            row("A1", "4001234567", "1000"),
+            // Two blank lines: the lines after them keep their numbers.
+            String::new(),
+            String::new(),
+            // A comma in a name not quoted: every column after it shifts right.
+            row("X1", "4001234567", "1000").replace("JANE DOE", "DOE, JANE"),
+            short.to_string(),
+            row("D1", "4001234567", "1000").replace("2026-03-03", "2026-02-30"),
+            // A quoted value over two lines: the next row is still on its own line.
+            row("Q1", "4001234567", "1000").replace("ACME PAYROLL", "\"ACME\nPAYROLL\""),
+            row("N1", "4001234567", "12x"),
+        ];
+        std::fs::write(&csv, rows.join("\n").replace('\n', ending) + ending).unwrap();
+        let file = csv.to_str().unwrap();
+        let (code, out, err) = tranche(&dir.path().join("data"), &["ach", "import", file]);
+        assert_eq!(code, 1, "{out}{err}");
+        let quoted = format!("{:?}", format!("ACME{ending}PAYROLL"));
+        assert_eq!(
+            said(&err, file),
+            [
+                "line 5: field 18 (after addenda, the header's last column): expected 17 fields, as the header has columns, got 18 (1 more, 0 bytes; a comma in a value that is not quoted?)".to_string(),
+                "line 6: field same_day: expected 17 fields, as the header has columns, got 15".to_string(),
+                "line 7: field effective_date: expected a date YYYY-MM-DD, got \"2026-02-30\"".to_string(),
+                format!("line 8: field company_name: expected characters of the NACHA set (printable ASCII), got {quoted}"),
+                "line 10: field amount_cents: expected a whole number of cents, got \"12x\"".to_string(),
+            ],
+            "{ending:?}: {err}"
+        );
+        // The shifted name is never shown.
+        assert!(!err.contains("DOE"), "{err}");
+        assert!(
+            out.contains("6 rows: 1 accepted new, 0 already known, 0 conflicts, 5 rejected"),
+            "{out}"
+        );
+        // The row with extra fields was not stored with its values dropped.
+        let (code, _, _) = tranche(&dir.path().join("data"), &["ach", "entry", "X1"]);
+        assert_eq!(code, 1);
+    }
+}
+
+#[test]
+fn an_unknown_bank_and_an_over_long_id_are_refused_with_their_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("ach.toml");
+    std::fs::write(&rules, tranche_ach_rules::example_for(&["first", "second"])).unwrap();
+    let csv = dir.path().join("e.csv");
+    let long_id = "L".repeat(65);
+    std::fs::write(
+        &csv,
+        [
+            HEADER.to_string(),
+            row("B1", "4001234567", "1000").replace(",first,", ",third,"),
+            row("B2", "4001234567", "1000").replace(",first,", ",First Bank,"),
+            row(&long_id, "4001234567", "1000"),
+            row("B4", "4001234567", "1000"),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let file = csv.to_str().unwrap();
+    let data = dir.path().join("data");
+    let args = ["ach", "import", file, "--rules", rules.to_str().unwrap()];
+    let (code, out, err) = tranche(&data, &args);
+    assert_eq!(code, 1, "{out}{err}");
+    let cut = "L".repeat(64);
+    assert_eq!(
+        said(&err, file),
+        [
+            "line 2: field bank: expected a bank of the rules (first, second), got \"third\"".to_string(),
+            "line 3: field bank: expected a bank name: 1 to 32 lowercase letters, digits, - and _, got \"First Bank\"".to_string(),
+            "line 4: field entry_id: expected at most 64 characters, got 65 characters".to_string(),
+            format!("line 4: entry {cut}…: cannot be stored: entry_id: expected at most 64 characters (the ledger's key), got 65 characters"),
+        ],
+        "{err}"
+    );
+    assert!(
+        out.contains("4 rows: 1 accepted new, 0 already known, 0 conflicts, 3 rejected"),
+        "{out}"
+    );
+    // The entry of an unknown bank is stored, rejected with its reason.
+    let (code, out, _) = tranche(&data, &["ach", "entry", "B1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("state:       rejected"), "{out}");
+    assert!(
+        out.contains(
+            "rejected:    bank: expected a bank of the rules (first, second), got \"third\""
+        ),
+        "{out}"
+    );
+    // Again: known, still rejected.
+    let (code, out, _) = tranche(&data, &args);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("3 already known (2 of them rejected)"),
+        "{out}"
+    );
+}
+
+/// A 10 MB field is said in a line and stored as an excerpt: the ledger grows by a few
+/// kilobytes, not 10 MB, and the receiver's name never reaches stderr.
+#[test]
+fn a_huge_field_is_said_and_stored_as_an_excerpt() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("e.csv");
+    let mut rng = 7u64;
+    let name: String = (0..10 << 20)
+        .map(|_| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'A' + (rng >> 59) as u8 % 26)
+        })
+        .collect();
+    std::fs::write(
+        &csv,
+        [
+            HEADER.to_string(),
+            row("H0", "4001234567", "1000"),
+            row("H1", "4001234567", "1000").replace("JANE DOE", &name),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let file = csv.to_str().unwrap();
+    let data = dir.path().join("data");
+    let (code, out, err) = tranche(&data, &["ach", "import", file]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        said(&err, file),
+        ["line 3: field individual_name: expected at most 22 characters, got 10485760 characters"]
+    );
+    let ledger: u64 = std::fs::read_dir(data.join("ach"))
+        .unwrap()
+        .map(|f| f.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(ledger < 1 << 20, "the ledger holds {ledger} bytes");
+    let (code, out, _) = tranche(&data, &["ach", "entry", "H1", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["state"], "rejected");
+    assert_eq!(v["individual_name"], name[..64]);
+    assert!(
+        v["rejection"]
+            .as_str()
+            .unwrap()
+            .contains("individual_name: stored as its first 64 bytes of 10485760"),
+        "{v}"
+    );
+}
+
+/// A row that is not UTF-8 (a Latin-1 name) is refused by line and field, its bytes
+/// never shown, and the rows after it are read.
+#[test]
+fn a_row_that_is_not_utf8_is_refused_and_the_rest_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("e.csv");
+    let mut bytes = [HEADER, &row("U1", "4001234567", "1000"), ""]
+        .join("\n")
+        .into_bytes();
+    bytes.extend(
+        row("U2", "4001234567", "1000")
+            .replace("JANE DOE", "JOS#")
+            .bytes()
+            .map(|b| if b == b'#' { 0xE9 } else { b }),
+    );
+    bytes.extend(format!("\n{}\n", row("U3", "4001234567", "1000")).bytes());
+    std::fs::write(&csv, bytes).unwrap();
+    let file = csv.to_str().unwrap();
+    let (code, out, err) = tranche(&dir.path().join("data"), &["ach", "import", file]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        said(&err, file),
+        ["line 3: field individual_name: expected UTF-8 text, got byte 0xE9 at position 4 (of 4 bytes)"]
+    );
+    assert!(!err.contains("JOS"), "{err}");
+    assert!(
+        out.contains("3 rows: 2 accepted new, 0 already known, 0 conflicts, 1 rejected"),
+        "{out}"
+    );
 }

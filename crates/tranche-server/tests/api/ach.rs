@@ -1,6 +1,9 @@
 //! `/v1/ach/entries`: import (per-entry results, field errors at `entries[i].field`,
 //! idempotent), read one (account masked unless `pii`), cancel one; and a server
-//! without a ledger answering `no_ledger`.
+//! without a ledger answering `no_ledger`. What is sent is bounded on its way in: a
+//! key that is no field is refused, a 50 MB field is answered and stored as an
+//! excerpt, a value of the wrong type is never said back, an entry of a bank the
+//! rules do not have is rejected.
 
 use serde_json::{json, Value};
 use tranche_server::{ServerConfig, Tokens};
@@ -150,4 +153,156 @@ async fn without_a_ledger_the_routes_answer_no_ledger() {
         let err = expect(resp, 404).await;
         assert_eq!(err["error"]["code"], "no_ledger", "{err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_is_no_field_is_refused_and_nothing_stored() {
+    let s = start_with_ledger(ServerConfig::default()).await;
+    let mut e = entry("K1", "4001234567", 1000);
+    // Misspelt: ignored, the entry would go out as a next-day one.
+    e["sameday"] = json!(true);
+    let err = expect(
+        s.post("/v1/ach/entries", &json!({"entries": [e]})).await,
+        400,
+    )
+    .await;
+    assert_eq!(err["error"]["code"], "invalid_json");
+    assert_eq!(err["error"]["field"], "entries[0].sameday");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown field `sameday`"),
+        "{err}"
+    );
+    expect(s.get("/v1/ach/entries/K1").await, 404).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_of_the_wrong_type_is_never_said_back() {
+    let s = start_with_ledger(ServerConfig::default()).await;
+    let mut e = entry("T1", "4001234567", 1000);
+    e["account_number"] = json!(4001234567u64);
+    let err = expect(
+        s.post("/v1/ach/entries", &json!({"entries": [e]})).await,
+        400,
+    )
+    .await;
+    assert_eq!(err["error"]["field"], "entries[0].account_number");
+    let text = err.to_string();
+    assert!(!text.contains("4001234567"), "{text}");
+    assert!(
+        text.contains("invalid type: integer, expected a string"),
+        "{text}"
+    );
+}
+
+/// A 50 MB name is answered in a line and stored as its first 64 bytes: the ledger
+/// grows by kilobytes, and no answer holds the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_field_is_answered_and_stored_as_an_excerpt() {
+    let s = start_with_ledger(ServerConfig::default()).await;
+    let before = s.ledger_bytes();
+    let mut rng = 11u64;
+    let name: String = (0..50 << 20)
+        .map(|_| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'A' + (rng >> 59) as u8 % 26)
+        })
+        .collect();
+    let mut e = entry("H1", "4001234567", 1000);
+    e["individual_name"] = json!(name);
+    let out = s
+        .post_ok("/v1/ach/entries", &json!({"entries": [e]}), 200)
+        .await;
+    assert_eq!(
+        out["results"][0],
+        json!({"entry_id": "H1", "outcome": "new", "state": "rejected", "errors": [{
+            "field": "entries[0].individual_name",
+            "expected": "at most 22 characters",
+            "got": "52428800 characters",
+        }]})
+    );
+    let stored = s.get_ok("/v1/ach/entries/H1").await;
+    assert_eq!(stored["individual_name"], name[..64]);
+    let reason = stored["rejection"].as_str().unwrap();
+    assert!(
+        reason.contains("individual_name: stored as its first 64 bytes of 52428800"),
+        "{reason}"
+    );
+    assert!(!reason.contains(&name[..16]), "{reason}");
+    let grown = s.ledger_bytes() - before;
+    assert!(grown < 1 << 20, "the ledger grew by {grown} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_rules_an_entry_of_another_bank_is_rejected() {
+    let rules = tranche_ach_rules::Rules::parse(
+        &tranche_ach_rules::example_for(&["first", "second"]),
+        std::path::Path::new("ach.toml"),
+    )
+    .unwrap();
+    let s = start_with_ledger(ServerConfig {
+        ach_rules: Some(std::sync::Arc::new(rules)),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut other = entry("U1", "4001234567", 1000);
+    other["bank"] = json!("third");
+    let body = json!({"entries": [entry("U0", "4001234567", 1000), other]});
+    for outcome in ["new", "existing"] {
+        let out = s.post_ok("/v1/ach/entries", &body, 200).await;
+        assert_eq!(out["results"][0]["state"], "accepted");
+        assert_eq!(
+            out["results"][1],
+            json!({"entry_id": "U1", "outcome": outcome, "state": "rejected", "errors": [{
+                "field": "entries[1].bank",
+                "expected": "a bank of the rules (first, second)",
+                "got": "\"third\"",
+            }]})
+        );
+    }
+    let stored = s.get_ok("/v1/ach/entries/U1").await;
+    assert_eq!(
+        stored["rejection"],
+        "bank: expected a bank of the rules (first, second), got \"third\""
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_of_an_id_no_entry_can_have_or_of_a_huge_reason_is_refused() {
+    let s = start_with_ledger(ServerConfig::default()).await;
+    let long = "L".repeat(65);
+    let err = expect(
+        s.post(&format!("/v1/ach/entries/{long}/cancel"), &Value::Null)
+            .await,
+        400,
+    )
+    .await;
+    assert_eq!(err["error"]["field"], "id");
+    let err = expect(
+        s.post(
+            "/v1/ach/entries/C1/cancel",
+            &json!({"reason": "R".repeat(501)}),
+        )
+        .await,
+        400,
+    )
+    .await;
+    assert_eq!(err["error"]["field"], "reason");
+    assert_eq!(
+        err["error"]["message"],
+        "expected at most 500 characters, got 501 characters"
+    );
+    // Nothing was recorded: the id imports as new.
+    let out = s
+        .post_ok(
+            "/v1/ach/entries",
+            &json!({"entries": [entry("C1", "4001234567", 1)]}),
+            200,
+        )
+        .await;
+    assert_eq!(out["results"][0]["state"], "accepted");
 }

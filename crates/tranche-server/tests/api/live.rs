@@ -116,6 +116,17 @@ impl Live {
             .expect("DELETE")
     }
 
+    /// The bytes the ACH ledger's files hold (0 without a ledger).
+    pub fn ledger_bytes(&self) -> u64 {
+        let Some(dir) = &self.ledger_dir else {
+            return 0;
+        };
+        std::fs::read_dir(dir.path())
+            .expect("the ledger's directory")
+            .map(|f| f.expect("a file").metadata().expect("its size").len())
+            .sum()
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Response {
         self.auth(self.client.post(format!("{}{path}", self.base)).json(body))
             .send()

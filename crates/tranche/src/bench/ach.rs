@@ -158,7 +158,7 @@ pub async fn ach(at: &DataArgs, args: BenchAch) -> Result<ExitCode> {
     };
     eprintln!("importing {}", dir.join("entries.csv").display());
     let started = Instant::now();
-    let tally = import_into(&ledger, &dir.join("entries.csv"), false).await?;
+    let tally = import_into(&ledger, &dir.join("entries.csv"), Some(&rules), false).await?;
     let import_seconds = started.elapsed().as_secs_f64();
     anyhow::ensure!(
         tally.rejected + tally.conflicts == 0 && tally.new == args.entries,

@@ -7,11 +7,16 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tranche_ach::{mask_account, Entry, Report, RoutingNumber, SecCode, TransactionCode};
-use tranche_ach_ledger::{
-    mask_url, CancelOutcome, ImportOutcome, Imported, Ledger, PostgresLedger, SqliteLedger, State,
+use tranche_ach::{
+    is_bank_name, is_nacha_text, shown, Entry, Report, RoutingNumber, SecCode, TransactionCode,
+    EXCERPT_BYTES, MAX_ENTRY_ID,
 };
-use tranche_server::EntryView;
+use tranche_ach_ledger::{
+    mask_url, CancelOutcome, ImportOutcome, Imported, Ledger, PostgresLedger, RejectOutcome,
+    SqliteLedger, State,
+};
+use tranche_ach_rules::Rules;
+use tranche_server::{EntryView, MAX_CANCEL_REASON};
 use tranche_types::Timestamp;
 
 use crate::cli::DataArgs;
@@ -151,12 +156,23 @@ pub struct Tally {
     pub rejected: u64,
 }
 
-/// `tranche ach import ENTRIES.csv`: 0 when every row is stored (or known) valid, 1
-/// when a row was rejected or conflicts with a stored entry.
-pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
+/// `tranche ach import ENTRIES.csv [--rules ach.toml]`: 0 when every row is stored (or
+/// known) valid, 1 when a row was rejected or conflicts with a stored entry; 2 when the
+/// rules are invalid.
+pub async fn import(at: &DataArgs, file: &Path, rules: Option<&Path>) -> Result<ExitCode> {
+    let rules = match rules {
+        Some(p) => match Rules::load(p) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("{e}");
+                return Ok(ExitCode::from(2));
+            }
+        },
+        None => None,
+    };
     let ledger = required_ledger(at).await?;
     let name = file.display().to_string();
-    let tally = import_into(&ledger, file, true).await?;
+    let tally = import_into(&ledger, file, rules.as_ref(), true).await?;
     let known_rejected = if tally.known_rejected > 0 {
         format!(" ({} of them rejected)", tally.known_rejected)
     } else {
@@ -175,12 +191,27 @@ pub async fn import(at: &DataArgs, file: &Path) -> Result<ExitCode> {
     )
 }
 
+/// A row read: its line, the entry, and why the rules refuse its bank.
+type Row = (u64, Entry, Option<String>);
+
 /// Import a CSV file of entries into `ledger`, `IMPORT_BATCH` rows a transaction; each
-/// bad row is said on stderr by file, line and field; `progress` says every batch. The
-/// next batch is read while the ledger stores the last (one in flight), so reading and
+/// bad row is said on stderr by file, line and field (values cut to an excerpt, no
+/// receiver's text, account numbers masked); `progress` says every batch. With
+/// `rules`, an entry of a bank they do not have is stored and then rejected. The next
+/// batch is read while the ledger stores the last (one in flight), so reading and
 /// storing use a core each.
-pub async fn import_into(ledger: &Arc<dyn Ledger>, file: &Path, progress: bool) -> Result<Tally> {
+///
+/// A row with more fields than the header has columns is not an entry (a comma in an
+/// unquoted value shifts every column after it), nor is one with fewer: both are
+/// refused, naming the line and the field, and counted rejected.
+pub async fn import_into(
+    ledger: &Arc<dyn Ledger>,
+    file: &Path,
+    rules: Option<&Rules>,
+    progress: bool,
+) -> Result<Tally> {
     let name = file.display().to_string();
+    let lines = Lines::of(file).with_context(|| format!("{name}: cannot read"))?;
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .from_path(file)
@@ -189,17 +220,48 @@ pub async fn import_into(ledger: &Arc<dyn Ledger>, file: &Path, progress: bool) 
         .headers()
         .with_context(|| format!("{name}: cannot read its header row"))?
         .clone();
-    check_header(&name, &headers)?;
+    check_header(
+        &name,
+        lines.of_record(&reader, headers.as_byte_record()),
+        &headers,
+    )?;
     let mut tally = Tally::default();
-    let mut batch: Vec<(u64, Entry)> = Vec::with_capacity(IMPORT_BATCH);
+    let mut batch: Vec<Row> = Vec::with_capacity(IMPORT_BATCH);
     let mut in_flight: Option<Storing> = None;
-    let mut record = csv::StringRecord::new();
+    // Read as bytes, then as text: a row that is not UTF-8 (a Latin-1 name) is refused
+    // by line and field, where reading text failed the whole file at it.
+    let mut bytes = csv::ByteRecord::new();
     while reader
-        .read_record(&mut record)
+        .read_byte_record(&mut bytes)
         .with_context(|| format!("{name}: cannot read"))?
     {
         tally.rows += 1;
-        let line = record.position().map_or(0, |p| p.line());
+        let line = lines.of_record(&reader, &bytes);
+        let record = match csv::StringRecord::from_byte_record(std::mem::take(&mut bytes)) {
+            Ok(r) => r,
+            Err(e) => {
+                let field = e.utf8_error().field();
+                let valid = e.utf8_error().valid_up_to();
+                bytes = e.into_byte_record();
+                let value = bytes.get(field).unwrap_or_default();
+                // Where, never what: the field may be a name.
+                eprintln!(
+                    "{name}: line {line}: field {}: expected UTF-8 text, got byte 0x{:02X} at position {} (of {} bytes)",
+                    headers.get(field).unwrap_or("?"),
+                    value.get(valid).copied().unwrap_or(0),
+                    valid + 1,
+                    value.len()
+                );
+                tally.rejected += 1;
+                continue;
+            }
+        };
+        if let Some(why) = shape_error(&headers, &record) {
+            // Not an entry: reported, counted rejected, not stored.
+            eprintln!("{name}: line {line}: {why}");
+            tally.rejected += 1;
+            continue;
+        }
         match record.deserialize::<Entry>(Some(&headers)) {
             Ok(entry) => {
                 if let Err(errors) = entry.validate() {
@@ -207,7 +269,14 @@ pub async fn import_into(ledger: &Arc<dyn Ledger>, file: &Path, progress: bool) 
                         eprintln!("{name}: line {line}: field {e}");
                     }
                 }
-                batch.push((line, entry));
+                let unknown = rules
+                    .filter(|_| is_bank_name(&entry.bank))
+                    .and_then(|r| r.unknown_bank(&entry.bank))
+                    .map(|e| {
+                        eprintln!("{name}: line {line}: field {e}");
+                        e.to_string()
+                    });
+                batch.push((line, entry, unknown));
             }
             Err(e) => {
                 // Not an entry at all: reported, counted rejected, not stored.
@@ -224,6 +293,8 @@ pub async fn import_into(ledger: &Arc<dyn Ledger>, file: &Path, progress: bool) 
                 eprintln!("{name}: {} rows read…", tally.rows);
             }
         }
+        // The next row reads into this one's buffers.
+        bytes = record.into_byte_record();
     }
     if let Some(previous) = in_flight.take() {
         account(&name, previous.await??, &mut tally);
@@ -234,17 +305,123 @@ pub async fn import_into(ledger: &Arc<dyn Ledger>, file: &Path, progress: bool) 
     Ok(tally)
 }
 
+/// Where a file's records begin. The `csv` crate numbers a record that follows blank
+/// lines by the first blank line (it skips them after taking the position), so a
+/// record's line is counted back from where the reader stands after it: the line
+/// after its end, less the line breaks inside its quoted fields, less its own line
+/// break when the reader counted it (a last line may lack one; after a `\r\n` the
+/// reader stands before the `\n`, so it has not).
+struct Lines {
+    /// The file's length, whether it ends in `\n`, and whether its lines end in
+    /// `\r\n` (as its first line does).
+    len: u64,
+    ends_in_break: bool,
+    crlf: bool,
+}
+
+impl Lines {
+    fn of(file: &Path) -> std::io::Result<Lines> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(file)?;
+        let len = f.metadata()?.len();
+        let mut head = Vec::with_capacity(64 << 10);
+        (&mut f).take(64 << 10).read_to_end(&mut head)?;
+        let crlf = head
+            .iter()
+            .position(|&b| b == b'\n')
+            .is_some_and(|i| i > 0 && head[i - 1] == b'\r');
+        let mut last = [0u8];
+        if len > 0 {
+            f.seek(SeekFrom::Start(len - 1))?;
+            f.read_exact(&mut last)?;
+        }
+        Ok(Lines {
+            len,
+            ends_in_break: last[0] == b'\n',
+            crlf,
+        })
+    }
+
+    /// The line `record`, just read by `reader`, begins on.
+    fn of_record<R: std::io::Read>(
+        &self,
+        reader: &csv::Reader<R>,
+        record: &csv::ByteRecord,
+    ) -> u64 {
+        let after = reader.position();
+        let inside: u64 = record
+            .iter()
+            .map(|f| f.iter().filter(|&&b| b == b'\n').count() as u64)
+            .sum();
+        let own_break = u64::from(!self.crlf && (after.byte() < self.len || self.ends_in_break));
+        after.line().saturating_sub(inside + own_break).max(1)
+    }
+}
+
+/// A row whose fields do not line up with the header's columns: more of them (named
+/// by position, never shown: a shifted value may be anyone's), or fewer (the first
+/// missing column named).
+fn shape_error(headers: &csv::StringRecord, record: &csv::StringRecord) -> Option<String> {
+    let (want, got) = (headers.len(), record.len());
+    if got > want {
+        let extra: usize = record.iter().skip(want).map(str::len).sum();
+        return Some(format!(
+            "field {} (after {}, the header's last column): expected {want} fields, as the header has columns, got {got} ({} more, {extra} bytes; a comma in a value that is not quoted?)",
+            want + 1,
+            headers.get(want - 1).unwrap_or("?"),
+            got - want,
+        ));
+    }
+    if got < want {
+        return Some(format!(
+            "field {}: expected {want} fields, as the header has columns, got {got}",
+            headers.get(got).unwrap_or("?")
+        ));
+    }
+    None
+}
+
 /// A batch being stored: its rows' lines and what the ledger did with each.
 type Storing = tokio::task::JoinHandle<Result<(Vec<u64>, Vec<Imported>)>>;
 
-fn store(ledger: &Arc<dyn Ledger>, batch: &mut Vec<(u64, Entry)>) -> Storing {
-    let (lines, entries): (Vec<u64>, Vec<Entry>) = batch.drain(..).unzip();
+/// Store a batch; then reject each entry the rules refused (its bank) that is accepted:
+/// it is stored, so accounted for, and never packaged.
+fn store(ledger: &Arc<dyn Ledger>, batch: &mut Vec<Row>) -> Storing {
+    let mut lines = Vec::with_capacity(batch.len());
+    let mut entries = Vec::with_capacity(batch.len());
+    let mut refusals = Vec::new();
+    for (i, (line, entry, unknown)) in batch.drain(..).enumerate() {
+        lines.push(line);
+        entries.push(entry);
+        if let Some(why) = unknown {
+            refusals.push((i, why));
+        }
+    }
     let ledger = ledger.clone();
     tokio::spawn(async move {
-        let results = ledger
+        let mut results = ledger
             .import(entries)
             .await
             .context("could not import into the ledger")?;
+        for (i, why) in refusals {
+            let r = &mut results[i];
+            let (ImportOutcome::New(State::Accepted) | ImportOutcome::Existing(State::Accepted)) =
+                r.outcome
+            else {
+                continue;
+            };
+            if ledger
+                .reject(&r.entry_id, &why)
+                .await
+                .context("could not reject an entry of a bank the rules do not have")?
+                == RejectOutcome::Rejected
+            {
+                r.outcome = match r.outcome {
+                    ImportOutcome::New(_) => ImportOutcome::New(State::Rejected),
+                    _ => ImportOutcome::Existing(State::Rejected),
+                };
+            }
+        }
         Ok((lines, results))
     })
 }
@@ -252,7 +429,7 @@ fn store(ledger: &Arc<dyn Ledger>, batch: &mut Vec<(u64, Entry)>) -> Storing {
 /// A header row missing a required column fails the whole file (rather than every
 /// row); a column that is no field of an entry is refused too (a misspelt optional
 /// column would otherwise be ignored).
-fn check_header(name: &str, headers: &csv::StringRecord) -> Result<()> {
+fn check_header(name: &str, line: u64, headers: &csv::StringRecord) -> Result<()> {
     let columns = Entry::CSV_COLUMNS;
     let missing: Vec<&str> = columns
         .iter()
@@ -260,10 +437,20 @@ fn check_header(name: &str, headers: &csv::StringRecord) -> Result<()> {
         .filter(|c| !Entry::OPTIONAL_CSV_COLUMNS.contains(c))
         .filter(|c| !headers.iter().any(|h| h == *c))
         .collect();
-    let unknown: Vec<&str> = headers.iter().filter(|h| !columns.contains(h)).collect();
+    let unknown: Vec<String> = headers
+        .iter()
+        .filter(|h| !columns.contains(h))
+        .map(|h| {
+            if is_nacha_text(h) && h.len() <= EXCERPT_BYTES {
+                h.to_string()
+            } else {
+                shown(h)
+            }
+        })
+        .collect();
     if !missing.is_empty() || !unknown.is_empty() {
         bail!(
-            "{name}: line 1: expected a header row of an entry's fields ({}), got {}{}",
+            "{name}: line {line}: expected a header row of an entry's fields ({}), got {}{}",
             columns.join(","),
             if missing.is_empty() {
                 String::new()
@@ -314,63 +501,69 @@ fn account(name: &str, (lines, results): (Vec<u64>, Vec<Imported>), tally: &mut 
     }
 }
 
-/// A row that is not an entry: `field X: expected …, got …` (account numbers masked).
+/// What a typed column must be, and what it is, when it does not read: `None` when it
+/// reads (or is text).
+fn typed_error(field: &str, value: &str) -> Option<(String, String)> {
+    let got = || shown(value);
+    match field {
+        "sec_code" => value.parse::<SecCode>().err().map(|e| (e.expected, e.got)),
+        "transaction_code" => value
+            .parse::<TransactionCode>()
+            .err()
+            .map(|e| (e.expected, e.got)),
+        "rdfi_routing" => value
+            .parse::<RoutingNumber>()
+            .err()
+            .map(|e| (e.expected, e.got)),
+        "amount_cents" => value
+            .parse::<u64>()
+            .is_err()
+            .then(|| ("a whole number of cents".to_string(), got())),
+        "effective_date" | "submission_date" => value
+            .parse::<chrono::NaiveDate>()
+            .is_err()
+            .then(|| ("a date YYYY-MM-DD".to_string(), got())),
+        "same_day" => value
+            .parse::<bool>()
+            .is_err()
+            .then(|| ("true or false".to_string(), got())),
+        _ => None,
+    }
+}
+
+/// A row that is not an entry: `field X: expected …, got …` (values cut to an
+/// excerpt; only typed columns fail to read, and none holds personal data).
 fn row_error(e: &csv::Error, headers: &csv::StringRecord, record: &csv::StringRecord) -> String {
     let csv::ErrorKind::Deserialize { err, .. } = e.kind() else {
         return e.to_string();
     };
     let message = err.kind().to_string();
-    let Some(index) = err.field() else {
+    let value_of = |i: usize| record.get(i).unwrap_or_default();
+    // The field's column: as the error says, or else (the ach types' and chrono's own
+    // errors do not say it) the first typed column that does not read.
+    let index = err.field().map(|i| i as usize).or_else(|| {
+        headers
+            .iter()
+            .enumerate()
+            .position(|(i, h)| typed_error(h, value_of(i)).is_some())
+    });
+    let Some(index) = index else {
         if let Some(field) = message
             .strip_prefix("missing field `")
             .and_then(|m| m.strip_suffix('`'))
         {
             return format!("field {field}: expected a value, got no column");
         }
-        // The ach types' own errors do not say which column: find it.
-        let column = |name: &str| {
-            headers
-                .iter()
-                .position(|h| h == name)
-                .and_then(|i| record.get(i))
-                .unwrap_or_default()
-        };
-        let failed = [
-            ("sec_code", column("sec_code").parse::<SecCode>().err()),
-            (
-                "transaction_code",
-                column("transaction_code").parse::<TransactionCode>().err(),
-            ),
-            (
-                "rdfi_routing",
-                column("rdfi_routing").parse::<RoutingNumber>().err(),
-            ),
-        ];
-        return match failed.into_iter().find_map(|(f, e)| e.map(|e| (f, e))) {
-            Some((field, e)) => format!("field {field}: expected {}, got {}", e.expected, e.got),
-            None => message,
-        };
+        return format!("expected an entry, got {}", shown(&message));
     };
-    let field = headers.get(index as usize).unwrap_or("?");
-    let value = record.get(index as usize).unwrap_or_default();
-    let got = if field == "account_number" {
-        format!("{:?}", mask_account(value))
-    } else {
-        format!("{value:?}")
-    };
-    // The ach types' own errors already say `…: expected …, got …`.
-    if let Some(at) = message.find("expected ") {
-        if message.contains(", got ") {
-            return format!("field {field}: {}", &message[at..]);
-        }
+    let field = headers.get(index).unwrap_or("?");
+    match typed_error(field, value_of(index)) {
+        Some((expected, got)) => format!("field {field}: expected {expected}, got {got}"),
+        None => format!(
+            "field {field}: expected a value of its type, got {}",
+            shown(&message)
+        ),
     }
-    let expected = match field {
-        "amount_cents" => "a whole number of cents".to_string(),
-        "same_day" => "true or false".to_string(),
-        f if f.ends_with("_date") => "a date YYYY-MM-DD".to_string(),
-        _ => message,
-    };
-    format!("field {field}: expected {expected}, got {got}")
 }
 
 fn when(t: Timestamp) -> String {
@@ -386,6 +579,20 @@ pub async fn cancel(
     reason: &str,
     before_import: bool,
 ) -> Result<ExitCode> {
+    // A cancel is stored even before its entry comes: as the HTTP route, never one of
+    // an id no entry can have, nor a reason of megabytes.
+    if entry_id.len() > MAX_ENTRY_ID {
+        bail!(
+            "entry id: expected at most {MAX_ENTRY_ID} characters, got {} characters",
+            entry_id.chars().count()
+        );
+    }
+    if reason.len() > MAX_CANCEL_REASON {
+        bail!(
+            "--reason: expected at most {MAX_CANCEL_REASON} characters, got {} characters",
+            reason.chars().count()
+        );
+    }
     let ledger = required_ledger(at).await?;
     // Checked before cancelling: the ledger records a cancel of an unknown id (it may
     // overtake its import), which from a command line is far more often a typo.

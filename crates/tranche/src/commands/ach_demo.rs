@@ -85,9 +85,9 @@ pub async fn demo(_global: &DataArgs, args: AchDemo) -> Result<ExitCode> {
         "importing {} (3 rows are invalid on purpose):",
         entries_csv.display()
     );
-    super::ach::import(&at, &entries_csv).await?;
-
     let rules_file = dir.join("ach.toml");
+    super::ach::import(&at, &entries_csv, Some(&rules_file)).await?;
+
     let rules = load_rules(&rules_file)?;
     let store = dir.join("store").display().to_string();
     let payments = open_payments(&at, rules, Some(&store)).await?;

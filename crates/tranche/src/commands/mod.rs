@@ -96,7 +96,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             heavy_trades,
         }) => notes::generate(clients, date, &out, seed, heavy_trades),
         Command::Ach(Ach::Validate { files, json }) => ach::validate(&files, json),
-        Command::Ach(Ach::Import { file }) => ach::import(at, &file).await,
+        Command::Ach(Ach::Import { file, rules }) => ach::import(at, &file, rules.as_deref()).await,
         Command::Ach(Ach::Cancel {
             entry_id,
             reason,
