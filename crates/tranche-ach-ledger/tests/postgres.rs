@@ -159,7 +159,7 @@ async fn a_password_in_the_url_is_refused_without_being_shown() {
 async fn the_password_comes_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pw");
-    std::fs::write(&file, "from-file\n").unwrap();
+    tranche_test_support::write_secret(&file, "from-file\n");
     std::env::remove_var(PASSWORD_ENV);
     std::env::set_var(PASSWORD_FILE_ENV, &file);
     let o = PostgresOptions::from_env("postgres://u@h/db").unwrap();
