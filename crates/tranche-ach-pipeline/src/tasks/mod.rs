@@ -166,3 +166,21 @@ pub(crate) async fn enqueue_once(
 
 pub(crate) use plan::enqueue_plan;
 pub(crate) use submit::enqueue_submit;
+
+/// How the file ID modifiers of `scope`'s bank and date stand: what a reduce and a
+/// writer read before choosing one.
+pub(crate) async fn day_modifiers(
+    p: &Payments,
+    scope: &Scope,
+) -> crate::step_error::StepResult<crate::naming::DayModifiers> {
+    let files = p
+        .ledger()
+        .files(&tranche_ach_ledger::FileFilter {
+            bank: Some(scope.bank.clone()),
+            submission_date: Some(scope.date),
+            state: None,
+        })
+        .await
+        .map_err(|e| crate::step_error::StepError::ledger("listing the day's files", e))?;
+    Ok(crate::naming::DayModifiers::of(&files))
+}

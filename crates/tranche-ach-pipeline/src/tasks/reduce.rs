@@ -4,12 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use tranche_ach::BatchKey;
-use tranche_ach_ledger::FileFilter;
 use tranche_core::JobContext;
 use tranche_types::{EnqueueItem, EnqueueRequest, JobState, Outcome};
 
 use super::{job, At, FinishArgs, Grouped, Member, Scope, WriteArgs, FINISH, WRITE};
-use crate::naming::DayModifiers;
 use crate::seqs::SeqSet;
 use crate::split::split;
 use crate::step_error::{outcome, StepError, StepResult};
@@ -86,7 +84,7 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
         })
         .collect();
     let cap = u64::from(p.bank(&a.scope.bank)?.max_entries_per_file);
-    let files = split(&batches, cap);
+    let mut files = split(&batches, cap);
     let entries: u64 = files.iter().map(|f| f.entries).sum();
     let mut reduced = Reduced {
         batches: batches.len() as u64,
@@ -95,31 +93,10 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
         failed_groupers,
         no_modifier: 0,
     };
-    if files.is_empty() {
-        super::plan::release(
-            p,
-            &a.owner,
-            &a.scope,
-            a.same_day,
-            std::slice::from_ref(&claimed),
-        )
-        .await;
-        return Ok(reduced);
-    }
     // Modifiers are only a first choice: a writer finding its modifier taken (another
     // pass of the bank's day chose it too) takes the next free one.
-    let day = DayModifiers::of(
-        &p.ledger()
-            .files(&FileFilter {
-                bank: Some(a.scope.bank.clone()),
-                submission_date: Some(a.scope.date),
-                state: None,
-            })
-            .await
-            .map_err(|e| StepError::ledger("listing the day's files", e))?,
-    );
+    let day = super::day_modifiers(p, &a.scope).await?;
     let free = day.free(files.len());
-    let mut files = files;
     if free.len() < files.len() {
         let left: u64 = files[free.len()..].iter().map(|f| f.entries).sum();
         reduced.no_modifier = left;
@@ -131,17 +108,17 @@ async fn reduce(p: &Payments, ctx: &JobContext, a: ReduceArgs) -> StepResult<Red
             "no file ID modifier is free for these files: their entries wait (tranche ach status)"
         );
         files.truncate(free.len());
-        if files.is_empty() {
-            super::plan::release(
-                p,
-                &a.owner,
-                &a.scope,
-                a.same_day,
-                std::slice::from_ref(&claimed),
-            )
-            .await;
-            return Ok(reduced);
-        }
+    }
+    if files.is_empty() {
+        super::plan::release(
+            p,
+            &a.owner,
+            &a.scope,
+            a.same_day,
+            std::slice::from_ref(&claimed),
+        )
+        .await;
+        return Ok(reduced);
     }
     let writers = files
         .into_iter()

@@ -3,13 +3,13 @@
 use serde::{Deserialize, Serialize};
 use tranche_ach::{validate, write_file, Entry, FileOptions};
 use tranche_ach_delivery::sha256_hex;
-use tranche_ach_ledger::{FileFilter, NewFile, PackageOutcome};
+use tranche_ach_ledger::{NewFile, PackageOutcome};
 use tranche_core::JobContext;
 use tranche_types::Outcome;
 
 use super::group::packageable;
 use super::{At, Scope};
-use crate::naming::{file_id, file_key, file_name, first_trace_sequence, DayModifiers};
+use crate::naming::{file_id, file_key, file_name, first_trace_sequence};
 use crate::seqs::SeqSet;
 use crate::step_error::{outcome, StepError, StepResult};
 use crate::Payments;
@@ -259,16 +259,7 @@ async fn write(p: &Payments, a: &WriteArgs) -> StepResult<Option<WrittenFile>> {
 /// The day's first modifier no file of the bank holds, with the id its next file takes;
 /// `None` when every one is held.
 async fn next_modifier(p: &Payments, scope: &Scope) -> StepResult<Option<(char, String)>> {
-    let day = DayModifiers::of(
-        &p.ledger()
-            .files(&FileFilter {
-                bank: Some(scope.bank.clone()),
-                submission_date: Some(scope.date),
-                state: None,
-            })
-            .await
-            .map_err(|e| StepError::ledger("listing the day's files", e))?,
-    );
+    let day = super::day_modifiers(p, scope).await?;
     Ok(day
         .free(1)
         .first()

@@ -160,15 +160,9 @@ pub struct Tally {
 /// known) valid, 1 when a row was rejected or conflicts with a stored entry; 2 when the
 /// rules are invalid.
 pub async fn import(at: &DataArgs, file: &Path, rules: Option<&Path>) -> Result<ExitCode> {
-    let rules = match rules {
-        Some(p) => match Rules::load(p) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("{e}");
-                return Ok(ExitCode::from(2));
-            }
-        },
-        None => None,
+    let rules = match super::ach_engine::optional_rules(rules) {
+        Ok(rules) => rules,
+        Err(code) => return Ok(code),
     };
     let ledger = required_ledger(at).await?;
     let name = file.display().to_string();

@@ -22,6 +22,18 @@ pub fn load_rules(path: &Path) -> Result<Rules> {
     Rules::load(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The rules at `path`, if given; a file that cannot be had is said on stderr (every
+/// problem of it at once) and answered as exit code 2, the command's to return.
+pub fn optional_rules(path: Option<&Path>) -> std::result::Result<Option<Rules>, ExitCode> {
+    match path.map(Rules::load).transpose() {
+        Ok(rules) => Ok(rules),
+        Err(e) => {
+            eprintln!("{e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 /// The file store: `--store`, else `DATA/ach/store`.
 pub fn open_files_store(at: &DataArgs, store: Option<&str>) -> Result<Arc<dyn Storage>> {
     let location = match store {
@@ -66,12 +78,9 @@ pub async fn engine(at: &DataArgs, args: AchEngineArgs) -> Result<ExitCode> {
             "--at: only with --once or --dry-run (a running engine ticks at the time of day)"
         );
     }
-    let rules = match Rules::load(&args.rules) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::from(2));
-        }
+    let rules = match optional_rules(Some(&args.rules)) {
+        Ok(rules) => rules.expect("rules were asked for"),
+        Err(code) => return Ok(code),
     };
     let every = rules.engine.tick;
     let payments = open_payments(at, rules, args.store.as_deref()).await?;
@@ -361,15 +370,9 @@ pub async fn status(
     rules: Option<&Path>,
     json: bool,
 ) -> Result<ExitCode> {
-    let rules = match rules {
-        Some(p) => match Rules::load(p) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("{e}");
-                return Ok(ExitCode::from(2));
-            }
-        },
-        None => None,
+    let rules = match optional_rules(rules) {
+        Ok(rules) => rules,
+        Err(code) => return Ok(code),
     };
     let ledger = super::ach::open_ledger(at, false)
         .await?
