@@ -194,6 +194,7 @@ impl ClientArgs {
             linger_us: self.linger_us,
             pipeline: !self.no_pipeline,
             drain_timeout: Duration::from_secs(self.drain_timeout),
+            reconnect: None,
         }
     }
 }
@@ -287,6 +288,7 @@ fn core_plan(args: &EmulateCoreArgs) -> Result<CorePlan> {
         book: args.book.config(args.firms)?,
         max_batch: args.max_batch,
         max_backlog: Duration::from_millis(args.max_backlog_ms),
+        reconnect: None,
     })
 }
 
