@@ -17,6 +17,7 @@ use tranche_feed::{Filter, FirmId, VectorCursor};
 use crate::check::{Ends, Expected, FeedView, Verdict};
 use crate::latency::Latency;
 use crate::link::{Connector, FeedLink, LinkError, PageBody, PageHead, ReadRequest};
+use crate::reconnect::{Backoff, Outages, Reconnect};
 
 /// What a clients run is asked to do.
 #[derive(Clone, Debug)]
@@ -40,6 +41,10 @@ pub struct ClientsPlan {
     pub pipeline: bool,
     /// Once the final state is known, how long clients have to reach it.
     pub drain_timeout: Duration,
+    /// When a client's server is lost (refused, reset, 5xx, `shutting_down`),
+    /// reconnect and poll on from the cursor of the last page it took whole
+    /// ([`Reconnect`]); `None`: the first failure stops the run.
+    pub reconnect: Option<Reconnect>,
 }
 
 impl Default for ClientsPlan {
@@ -54,6 +59,7 @@ impl Default for ClientsPlan {
             linger_us: 0,
             pipeline: true,
             drain_timeout: Duration::from_secs(30),
+            reconnect: None,
         }
     }
 }
@@ -141,6 +147,13 @@ pub struct ClientsReport {
     pub misfiltered: u64,
     /// The first few problems, in words.
     pub problems: Vec<String>,
+    /// Times a server was lost (each outage once, whichever client noticed).
+    #[serde(default)]
+    pub outages: u64,
+    /// Times a client's link was made again after its server was lost (each client
+    /// resumed from its cursor).
+    #[serde(default)]
+    pub reconnects: u64,
 }
 
 impl ClientsReport {
@@ -191,6 +204,8 @@ impl ClientsReport {
         self.reorderings += other.reorderings;
         self.mismatches += other.mismatches;
         self.misfiltered += other.misfiltered;
+        self.outages += other.outages;
+        self.reconnects += other.reconnects;
         for problem in &other.problems {
             if self.problems.len() < PROBLEMS {
                 self.problems.push(problem.clone());
@@ -243,7 +258,11 @@ type Final = Option<Arc<Known>>;
 /// checked against it), or until `stop` (then nothing is checked unless the final
 /// state was known). `expected` resolving to `None` means there will be no final
 /// state (the core failed): the clients stop at once and are not checked. The first
-/// client that fails stops the others, and the run returns its error.
+/// client that fails stops the others, and the run returns its error. With
+/// [`ClientsPlan::reconnect`], a lost server is not a failure until a client could not
+/// reconnect for its `retry_for`: each client polls on from the cursor of the last
+/// page it took whole, so its checks go on as if nothing happened (a row missed or
+/// received twice is still an omission or a reordering).
 pub async fn run_clients<C: Connector>(
     connector: &C,
     plan: &ClientsPlan,
@@ -255,6 +274,7 @@ pub async fn run_clients<C: Connector>(
     let filters = plan.filters();
     let (final_tx, final_rx) = watch::channel::<Final>(None);
     let halt = stop.child_token();
+    let outages = plan.reconnect.clone().map(Outages::new);
     let mut tasks = JoinSet::new();
     for (client, &filter) in filters.iter().enumerate() {
         for target in 0..layout.targets() {
@@ -272,8 +292,17 @@ pub async fn run_clients<C: Connector>(
             let final_rx = final_rx.clone();
             let halt = halt.clone();
             let view = FeedView::new(filter, layout.served(target));
+            let reconnect = outages.clone().map(|outages| (connector.clone(), outages));
             tasks.spawn(async move {
-                let followed = follow(link, client, target, view, &plan, final_rx, halt.clone())
+                let following = Following {
+                    client,
+                    target,
+                    plan: &plan,
+                    reconnect,
+                    halt: halt.clone(),
+                };
+                let followed = following
+                    .follow(link, view, final_rx)
                     .await
                     .map_err(|source| ClientsError::Link {
                         client,
@@ -338,6 +367,8 @@ pub async fn run_clients<C: Connector>(
         elapsed_s: elapsed.as_secs_f64(),
         checked: known.is_some(),
         caught_up: true,
+        outages: outages.as_ref().map_or(0, |o| o.outages()),
+        reconnects: outages.as_ref().map_or(0, |o| o.reconnects()),
         ..ClientsReport::default()
     };
     let mut followed = Vec::with_capacity(results.len());
@@ -402,93 +433,168 @@ pub async fn run_clients<C: Connector>(
     Ok(report)
 }
 
-/// One client on one target: polls from the start until its cursor reaches the last
-/// position of its filter in the final state in every shard the target serves (or
-/// the drain timeout, or `halt`).
-async fn follow<L: FeedLink>(
-    mut link: L,
+/// One client on one target, and how it reconnects.
+struct Following<'a, C: Connector> {
     client: usize,
     target: usize,
-    mut view: FeedView,
-    plan: &ClientsPlan,
-    mut final_rx: watch::Receiver<Final>,
+    plan: &'a ClientsPlan,
+    /// To reconnect after losing the server: the connector and the run's outages.
+    reconnect: Option<(C, Arc<Outages>)>,
     halt: CancellationToken,
-) -> Result<Followed, LinkError> {
-    let filter = view.filter();
-    let width = view.served().len();
-    let mut latency = Latency::new();
-    let mut end: Option<(VectorCursor, Instant)> = None;
-    // Polls sent whose header has not arrived yet.
-    let mut outstanding = 0usize;
-    let mut cursor = VectorCursor::START;
-    let mut last_row_at = None;
-    // Versions stamped before the first poll are not timed (see `ClientsReport::latency`).
-    let listening_since = crate::link::now_ns();
-    let mut untimed = 0;
-    let request = |cursor: VectorCursor, draining: bool| ReadRequest {
-        cursor,
-        filter,
-        limit: plan.limit,
-        // Once the final state is known, nothing more is coming: no batching.
-        min_batch: if draining { 1 } else { plan.min_batch },
-        wait_ms: if draining {
-            plan.wait_ms.min(100)
-        } else {
-            plan.wait_ms
-        },
-        linger_us: plan.linger_us,
-    };
-    loop {
-        if end.is_none() {
-            if let Some(known) = final_rx.borrow_and_update().as_ref() {
-                end = Some((
-                    known.end(filter, view.served()),
-                    Instant::now() + plan.drain_timeout,
-                ));
+}
+
+/// What one pass of a client's loop did.
+enum Step {
+    /// Took an answer; poll on.
+    Polled,
+    /// Done: caught up, past the drain timeout, or halted.
+    Stop,
+}
+
+impl<C: Connector> Following<'_, C> {
+    /// Polls from the start until the cursor reaches the last position of its
+    /// filter in the final state in every shard the target serves (or the drain
+    /// timeout, or `halt`). A link that fails as a lost server does is made again
+    /// (with backoff, for up to the reconnect's `retry_for`) and polls on from the
+    /// view's cursor: the next cursor of the last page taken whole, so a page whose
+    /// rows were cut off is read again, and nothing is skipped or taken twice.
+    async fn follow(
+        self,
+        link: C::Feed,
+        mut view: FeedView,
+        mut final_rx: watch::Receiver<Final>,
+    ) -> Result<Followed, LinkError> {
+        let (client, target, plan) = (self.client, self.target, self.plan);
+        let filter = view.filter();
+        let width = view.served().len();
+        let server = self
+            .reconnect
+            .as_ref()
+            .map(|(connector, _)| connector.feed_server(target, filter))
+            .unwrap_or_default();
+        let outages = self.reconnect.as_ref().map(|(_, outages)| outages.clone());
+        // The server's epoch when the link was made ([`Outages::epoch`]).
+        let mut epoch = outages.as_ref().map_or(0, |o| o.epoch(&server));
+        // Since a link failed and until an answer comes on a new one: the pauses.
+        let mut trouble: Option<Backoff> = None;
+        let mut link = Some(link);
+        let mut latency = Latency::new();
+        let mut end: Option<(VectorCursor, Instant)> = None;
+        // Polls sent whose header has not arrived yet.
+        let mut outstanding = 0usize;
+        let mut cursor = VectorCursor::START;
+        let mut last_row_at = None;
+        // Versions stamped before the first poll are not timed (see `ClientsReport::latency`).
+        let listening_since = crate::link::now_ns();
+        let mut untimed = 0;
+        let request = |cursor: VectorCursor, draining: bool| ReadRequest {
+            cursor,
+            filter,
+            limit: plan.limit,
+            // Once the final state is known, nothing more is coming: no batching.
+            min_batch: if draining { 1 } else { plan.min_batch },
+            wait_ms: if draining {
+                plan.wait_ms.min(100)
+            } else {
+                plan.wait_ms
+            },
+            linger_us: plan.linger_us,
+        };
+        loop {
+            if end.is_none() {
+                if let Some(known) = final_rx.borrow_and_update().as_ref() {
+                    end = Some((
+                        known.end(filter, view.served()),
+                        Instant::now() + plan.drain_timeout,
+                    ));
+                }
+            }
+            let done = |cursor: &VectorCursor| {
+                end.as_ref().is_some_and(|(last, deadline)| {
+                    crate::check::reached(cursor, last, width) || Instant::now() >= *deadline
+                })
+            };
+            let step: Result<Step, LinkError> = async {
+                let link = match &mut link {
+                    Some(link) => link,
+                    None => {
+                        if let Some(outages) = &outages {
+                            epoch = outages.epoch(&server);
+                        }
+                        let (connector, _) = self.reconnect.as_ref().expect("reconnecting");
+                        link.insert(connector.feed(target, filter).await?)
+                    }
+                };
+                if outstanding == 0 {
+                    if done(&cursor) {
+                        return Ok(Step::Stop);
+                    }
+                    link.send_read(request(cursor, end.is_some())).await?;
+                    outstanding += 1;
+                }
+                let head = tokio::select! {
+                    biased;
+                    () = self.halt.cancelled() => return Ok(Step::Stop),
+                    head = link.recv_head() => head?,
+                };
+                outstanding -= 1;
+                if trouble.take().is_some() {
+                    // The server answered a new link.
+                    if let Some(outages) = &outages {
+                        epoch = outages.back(&server);
+                    }
+                }
+                cursor = head.next;
+                // Pipelining: the next poll goes out before this one's rows are read.
+                if plan.pipeline && !done(&cursor) {
+                    link.send_read(request(cursor, end.is_some())).await?;
+                    outstanding += 1;
+                }
+                let body = link.recv_body().await?;
+                if !body.orders.is_empty() {
+                    last_row_at = Some(Instant::now());
+                }
+                untimed += take(&mut view, &mut latency, listening_since, &head, body);
+                Ok(Step::Polled)
+            }
+            .await;
+            let error = match step {
+                Ok(Step::Polled) => continue,
+                Ok(Step::Stop) => break,
+                Err(error) => error,
+            };
+            let outages = match &outages {
+                Some(outages) if error.server_lost() => outages,
+                _ => return Err(error),
+            };
+            // Polls in flight are abandoned with the link; the next one reads from
+            // the last page taken whole.
+            link = None;
+            outstanding = 0;
+            cursor = view.cursor();
+            let began = outages.lost(&server, epoch, &error);
+            let backoff = trouble.get_or_insert_with(|| Backoff::new(began, outages.retry_for()));
+            if !backoff.pause(&self.halt).await {
+                if self.halt.is_cancelled() {
+                    break;
+                }
+                outages.gave_up(&server, backoff.began());
+                return Err(error);
             }
         }
-        let done = |cursor: &VectorCursor| {
-            end.as_ref().is_some_and(|(last, deadline)| {
-                crate::check::reached(cursor, last, width) || Instant::now() >= *deadline
-            })
-        };
-        if outstanding == 0 {
-            if done(&cursor) {
-                break;
-            }
-            link.send_read(request(cursor, end.is_some())).await?;
-            outstanding += 1;
-        }
-        let head = tokio::select! {
-            biased;
-            () = halt.cancelled() => break,
-            head = link.recv_head() => head?,
-        };
-        outstanding -= 1;
-        cursor = head.next;
-        // Pipelining: the next poll goes out before this one's rows are read.
-        if plan.pipeline && !done(&cursor) {
-            link.send_read(request(cursor, end.is_some())).await?;
-            outstanding += 1;
-        }
-        let body = link.recv_body().await?;
-        if !body.orders.is_empty() {
-            last_row_at = Some(Instant::now());
-        }
-        untimed += take(&mut view, &mut latency, listening_since, &head, body);
+        // A poll sent before the client knew it was done is abandoned with the link: the
+        // core has finished, so nothing comes after the final state's last positions.
+        let caught_up = end.as_ref().is_some_and(|(last, _)| view.reached(last));
+        Ok(Followed {
+            client,
+            target,
+            view,
+            latency,
+            untimed,
+            caught_up,
+            last_row_at,
+        })
     }
-    // A poll sent before the client knew it was done is abandoned with the link: the
-    // core has finished, so nothing comes after the final state's last positions.
-    let caught_up = end.as_ref().is_some_and(|(last, _)| view.reached(last));
-    Ok(Followed {
-        client,
-        target,
-        view,
-        latency,
-        untimed,
-        caught_up,
-        last_row_at,
-    })
 }
 
 /// Accepts a page into `view`, timing its versions stamped since `listening_since`;

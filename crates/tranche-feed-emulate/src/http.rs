@@ -135,9 +135,25 @@ impl Connector for HttpConnector {
         self.layout
     }
 
+    fn core_server(&self, shard: usize) -> String {
+        let target = self.layout.core(shard).0;
+        self.targets
+            .get(target)
+            .map_or_else(|| format!("target {target}"), |url| url.to_string())
+    }
+
+    fn feed_server(&self, target: usize, filter: Filter) -> String {
+        match (self.replicas.get(target), self.targets.get(target)) {
+            (Some(replica), _) if filter == Filter::All => replica.to_string(),
+            (_, Some(url)) => url.to_string(),
+            _ => format!("target {target}"),
+        }
+    }
+
     /// Checks that the target has the shard (`GET /v1/feed/status`), as a TCP HELLO
     /// naming it does: a core of a shard the server lacks fails before any core
-    /// writes, not at its first batch.
+    /// writes, not at its first batch. The same answer gives the shard's highest
+    /// `seq` ([`CoreLink::applied_seq`]).
     async fn core(&self, shard: usize) -> Result<HttpCore, LinkError> {
         self.layout.check_shard(shard)?;
         let (target, on_target) = self.layout.core(shard);
@@ -165,6 +181,7 @@ impl Connector for HttpConnector {
                 ),
             });
         }
+        let applied = body.shards[on_target].seq;
         let mut url = endpoint(&self.targets[target], "v1/feed/events")?;
         url.query_pairs_mut()
             .append_pair("shard", &on_target.to_string());
@@ -173,6 +190,7 @@ impl Connector for HttpConnector {
             url,
             token: self.core_token.clone(),
             unreported: 0,
+            applied,
         })
     }
 
@@ -198,6 +216,8 @@ pub struct HttpCore {
     token: Option<String>,
     /// Batches acknowledged whose acknowledgement `acked` has not reported yet.
     unreported: usize,
+    /// The shard's highest `seq` when the link was opened.
+    applied: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -288,6 +308,10 @@ impl CoreLink for HttpCore {
 
     fn max_batch(&self) -> usize {
         HTTP_MAX_BATCH
+    }
+
+    fn applied_seq(&self) -> Option<u64> {
+        Some(self.applied)
     }
 
     async fn acked(&mut self) -> Result<(), LinkError> {

@@ -96,6 +96,22 @@
 //! [`TcpConnector`] over its binary TCP protocol (batches pipelined on one connection;
 //! READV, the HEADERV frame ahead of the ORDERS).
 //!
+//! # Lost servers
+//!
+//! Told to ([`CorePlan::reconnect`], [`ClientsPlan::reconnect`]: a [`Reconnect`]), cores
+//! and clients ride out a server that goes away (a restart, a crash): a failure that
+//! looks like one ([`LinkError::server_lost`]) makes the link again through the
+//! [`Connector`], with backoff, for up to the reconnect's `retry_for` per outage, and
+//! each outage is told once per server ([`Outage`]) however many links noticed it.
+//! A core resumes from the shard's highest `seq` on the server
+//! ([`CoreLink::applied_seq`]). The feed has no idempotency key; its `seq` rule does
+//! the work: a batch is applied whole, and only above the shard's highest `seq`, so of
+//! the batches left unacknowledged those that `seq` reaches were applied (and count as
+//! acknowledged) and the rest were not (and are sent again, in order). Nothing is lost
+//! or applied twice, the run's counts stay exact, and the checker needs no "maybe
+//! applied" slack. A client polls on from its view's cursor, the next cursor of the
+//! last page it took whole, so its checks run on across the outage unchanged.
+//!
 //! # The bench
 //!
 //! `tranche bench feed` runs [`run_core`] and [`run_clients`] together against a
@@ -115,6 +131,7 @@ mod latency;
 mod link;
 mod loopback;
 mod paced;
+mod reconnect;
 mod run;
 mod seen;
 mod summary;
@@ -133,6 +150,7 @@ pub use loopback::{
     serve_loopback, serve_loopback_replica, serve_loopback_shards, LoopbackError, LoopbackServer,
 };
 pub use paced::{run_core, CoreError, CorePlan, CoreReport};
+pub use reconnect::{Outage, Reconnect};
 pub use run::{RunFile, RunFileError, RunState, RUN_FILE_VERSION};
 pub use summary::{Criteria, Summary};
 pub use tcp::{TcpConnector, TcpCore, TcpFeed, DEFAULT_WINDOW};

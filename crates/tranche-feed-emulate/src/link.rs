@@ -43,6 +43,23 @@ pub enum LinkError {
     Layout(#[from] LayoutError),
 }
 
+impl LinkError {
+    /// Whether the failure is what a lost server looks like, so that reconnecting may
+    /// help: the connection refused, reset or timed out, an answer cut off (a
+    /// [`LinkError::Transport`]), an HTTP 5xx, or the TCP server's `shutting_down` or
+    /// `store_failed` (each closes the connection). Refusals of the request itself
+    /// (a bad batch or cursor, a token) and unreadable answers are not.
+    pub fn server_lost(&self) -> bool {
+        match self {
+            LinkError::Transport { .. } => true,
+            LinkError::Refused { status, code, .. } => {
+                (500..600).contains(status) || code == "shutting_down" || code == "store_failed"
+            }
+            LinkError::Protocol { .. } | LinkError::Layout(_) => false,
+        }
+    }
+}
+
 /// A layout of shards on targets that cannot be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -145,11 +162,21 @@ pub trait CoreLink: Send + 'static {
     /// The most events one batch may hold.
     fn max_batch(&self) -> usize;
     /// Sends one batch. An error leaves it unknown whether the batch was applied (a
-    /// lost answer), so a core stops at the first one.
+    /// lost answer): a core stops at the first one, or, told to reconnect, opens a
+    /// new link and learns from its [`CoreLink::applied_seq`].
     fn send(&mut self, events: &[Event]) -> impl Future<Output = Result<(), LinkError>> + Send;
     /// Waits until the oldest batch sent and not yet acknowledged is applied and
     /// durable. Cancel-safe: dropped before it resolves, nothing is lost.
     fn acked(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send;
+    /// The highest `seq` the shard had applied when this link was opened (HTTP's `GET
+    /// /v1/feed/status`, TCP's WELCOME): where a core that reconnected after losing
+    /// its server resumes. The store applies a batch whole or not at all, and only
+    /// above its highest `seq`, so this says exactly which of the batches left
+    /// unacknowledged by the lost link were applied. `None` (the default): the link
+    /// cannot say, and a core that loses its server stops.
+    fn applied_seq(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One long poll: what a client asks for.
@@ -205,7 +232,9 @@ pub trait FeedLink: Send + 'static {
 }
 
 /// Opens links to the shards of a run, laid out on targets as its [`Layout`] says.
-pub trait Connector: Send + Sync + 'static {
+/// Cloned into each shard's sender and each client, which reconnect through it after
+/// losing their server.
+pub trait Connector: Clone + Send + Sync + 'static {
     /// A core's link.
     type Core: CoreLink;
     /// A client's link.
@@ -215,6 +244,17 @@ pub trait Connector: Send + Sync + 'static {
     /// How many shards (cores) there are.
     fn shards(&self) -> usize {
         self.layout().shards()
+    }
+    /// The server a core of shard `shard` writes to, for messages (its base URL or
+    /// address; by default `target N`). Outages are told once per server.
+    fn core_server(&self, shard: usize) -> String {
+        format!("target {}", self.layout().core(shard).0)
+    }
+    /// The server a client of `filter` reads target `target` from, for messages (the
+    /// target's replica for an unfiltered client, if it has one).
+    fn feed_server(&self, target: usize, filter: Filter) -> String {
+        let _ = filter;
+        format!("target {target}")
     }
     /// A core's link to the run's shard `shard` (where [`Layout::core`] says).
     fn core(&self, shard: usize) -> impl Future<Output = Result<Self::Core, LinkError>> + Send;

@@ -16,6 +16,7 @@ use tranche_feed::Event;
 use crate::book::{Book, BookConfig, ConfigError, Kind};
 use crate::latency::{Latency, LatencySummary};
 use crate::link::{now_ns, Connector, CoreLink, LinkError};
+use crate::reconnect::{Backoff, Outages, Reconnect};
 
 /// What a core run is asked to do.
 #[derive(Clone, Debug)]
@@ -35,8 +36,13 @@ pub struct CorePlan {
     pub max_batch: usize,
     /// How far behind its schedule a shard may fall (events due but not yet
     /// acknowledged, as time at the shard's rate) before the run stops with
-    /// [`CoreError::Behind`].
+    /// [`CoreError::Behind`]. Not while a shard has lost its server, nor after it
+    /// is back until its backlog is under this again (for at most the reconnect's
+    /// `retry_for`).
     pub max_backlog: Duration,
+    /// When a shard's server is lost (refused, reset, 5xx, `shutting_down`), reconnect
+    /// and resume ([`Reconnect`]); `None`: the first failure stops the run.
+    pub reconnect: Option<Reconnect>,
 }
 
 impl Default for CorePlan {
@@ -49,6 +55,7 @@ impl Default for CorePlan {
             book: BookConfig::default(),
             max_batch: 10_000,
             max_backlog: Duration::from_secs(2),
+            reconnect: None,
         }
     }
 }
@@ -70,6 +77,38 @@ pub enum CoreError {
         /// What failed.
         #[source]
         source: LinkError,
+    },
+    /// The server came back holding less of the shard than it had acknowledged: it
+    /// lost acknowledged writes (a store not synced on every write, a crash).
+    #[error(
+        "shard {shard}: the server came back holding seq {held}, but seq {acknowledged} had \
+         been acknowledged: it lost acknowledged writes (its --durability does not sync \
+         every write?)"
+    )]
+    LostWrites {
+        /// The shard.
+        shard: usize,
+        /// The shard's highest `seq` on the server.
+        held: u64,
+        /// The highest `seq` it had acknowledged.
+        acknowledged: u64,
+    },
+    /// The server came back holding a `seq` this core did not send, or only part of
+    /// one of its batches: something else writes the shard.
+    #[error(
+        "shard {shard}: the server came back holding seq {held}, expected the end of one of \
+         this core's batches from {acknowledged} to {sent}: does another core write this \
+         shard?"
+    )]
+    Foreign {
+        /// The shard.
+        shard: usize,
+        /// The shard's highest `seq` on the server.
+        held: u64,
+        /// The highest `seq` acknowledged.
+        acknowledged: u64,
+        /// The highest `seq` sent.
+        sent: u64,
     },
     /// A shard fell further behind its schedule than the plan allows: the target
     /// does not take the rate asked.
@@ -122,6 +161,20 @@ pub struct CoreReport {
     pub stopped_early: bool,
     /// Events by what they did ([`Kind::name`]).
     pub kinds: BTreeMap<String, u64>,
+    /// Times a server was lost (each outage once, whichever shard noticed).
+    #[serde(default)]
+    pub outages: u64,
+    /// Times a shard's link was made again after its server was lost.
+    #[serde(default)]
+    pub reconnects: u64,
+    /// Batches left unacknowledged by a lost link that the server turned out to have
+    /// applied (its highest `seq` reached theirs): acknowledged then, not sent again.
+    #[serde(default)]
+    pub batches_found_applied: u64,
+    /// Batches left unacknowledged by a lost link that the server had not applied:
+    /// sent again (as requests, also in `batches`).
+    #[serde(default)]
+    pub batches_resent: u64,
 }
 
 impl CoreReport {
@@ -135,6 +188,8 @@ impl CoreReport {
 struct ShardRun {
     events: u64,
     batches: u64,
+    found_applied: u64,
+    resent: u64,
     last_ack: Option<Instant>,
     ack_latency: Latency,
     max_backlog: u64,
@@ -146,7 +201,16 @@ struct ShardRun {
 /// Runs one core per shard of `connector` to `plan`, until its duration passes or
 /// `stop` is cancelled (then the events already generated are still sent, and a
 /// pending immediate-or-cancel order is ended first). The first failure of any shard
-/// stops all of them.
+/// stops all of them; with [`CorePlan::reconnect`], a lost server is not a failure
+/// until a shard could not reconnect for its `retry_for`.
+///
+/// After reconnecting, a shard resumes from the server's highest `seq` for it
+/// ([`CoreLink::applied_seq`]): of the batches the lost link left unacknowledged,
+/// those at or below it were applied (the store applies a batch whole, and only above
+/// its highest `seq`) and count as acknowledged; the rest are sent again, in order.
+/// So nothing is lost or applied twice, and the run's event counts are exact. A
+/// server holding less than it acknowledged stops the run ([`CoreError::LostWrites`]),
+/// as does one holding what this core did not send ([`CoreError::Foreign`]).
 pub async fn run_core<C: Connector>(
     connector: &C,
     plan: &CorePlan,
@@ -182,12 +246,20 @@ pub async fn run_core<C: Connector>(
     let start = Instant::now();
     let abort = stop.child_token();
     let rate = plan.rate / shards as f64;
+    let outages = plan.reconnect.clone().map(Outages::new);
     let mut tasks = JoinSet::new();
     for (shard, link) in links.into_iter().enumerate() {
         let plan = plan.clone();
         let abort = abort.clone();
+        let sender = Sender::new(
+            connector.clone(),
+            shard,
+            outages.clone(),
+            abort.clone(),
+            plan.max_batch.min(link.max_batch()).max(1),
+        );
         tasks.spawn(async move {
-            let result = run_shard(shard, link, &plan, rate, start, abort.clone()).await;
+            let result = run_shard(sender, link, &plan, rate, start, abort.clone()).await;
             if result.is_err() {
                 abort.cancel();
             }
@@ -255,6 +327,10 @@ pub async fn run_core<C: Connector>(
         kept_up: achieved_rate >= 0.95 * plan.rate,
         stopped_early,
         kinds,
+        outages: outages.as_ref().map_or(0, |o| o.outages()),
+        reconnects: outages.as_ref().map_or(0, |o| o.reconnects()),
+        batches_found_applied: runs.iter().map(|r| r.found_applied).sum(),
+        batches_resent: runs.iter().map(|r| r.resent).sum(),
     })
 }
 
@@ -269,110 +345,326 @@ struct Sent {
     batches: u64,
     last_ack: Option<Instant>,
     ack_latency: Latency,
+    found_applied: u64,
+    resent: u64,
 }
 
-/// Sends what the generator queues: batches merged up to `max_batch` events, up to
-/// the link's window unacknowledged at once, acknowledgements taken in order.
-async fn send_all<L: CoreLink>(
-    mut link: L,
-    mut rx: mpsc::UnboundedReceiver<Pending>,
-    acked: Arc<AtomicU64>,
+/// A batch sent and not yet acknowledged: its events (sent again if a lost link
+/// leaves it unapplied) and when each part of it was made.
+struct InFlight {
+    events: Vec<Event>,
+    made: Vec<(Instant, usize)>,
+}
+
+impl InFlight {
+    fn first_seq(&self) -> u64 {
+        self.events.first().map_or(0, Event::seq)
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.events.last().map_or(0, Event::seq)
+    }
+}
+
+/// Whether a shard's link is up, for the generator's backlog check (a shard is not
+/// behind its server while it has none).
+#[derive(Default)]
+struct LinkState {
+    down: std::sync::atomic::AtomicBool,
+    /// Times it came back.
+    backs: AtomicU64,
+}
+
+/// One shard's sender: sends what the generator queues (batches merged up to
+/// `max_batch` events, up to the link's window unacknowledged at once,
+/// acknowledgements taken in order), and after losing its server reconnects and
+/// resumes.
+struct Sender<C: Connector> {
+    connector: C,
+    shard: usize,
+    server: String,
+    outages: Option<Arc<Outages>>,
+    /// The server's epoch when the link was made ([`Outages::epoch`]).
+    epoch: u64,
+    halt: CancellationToken,
     max_batch: usize,
-) -> Result<Sent, LinkError> {
-    let window = link.window().max(1);
-    let mut sent = Sent {
-        batches: 0,
-        last_ack: None,
-        ack_latency: Latency::new(),
-    };
-    // Per batch in flight: when each part of it was made, and its size.
-    let mut in_flight: VecDeque<Vec<(Instant, usize)>> = VecDeque::new();
-    // A batch that did not fit into the last request.
-    let mut carry: Option<Pending> = None;
-    let mut events = Vec::new();
-    let mut open = true;
-    loop {
-        let next = if in_flight.len() >= window {
-            None
-        } else if let Some(pending) = carry.take() {
-            Some(pending)
-        } else if !open {
-            None
-        } else if in_flight.is_empty() {
-            // Nothing to acknowledge: wait for the generator.
-            let pending = rx.recv().await;
-            open = pending.is_some();
-            pending
-        } else {
-            // The next batch or the oldest acknowledgement, whichever comes first.
-            tokio::select! {
-                biased;
-                done = link.acked() => {
-                    done?;
-                    acknowledge(&mut sent, in_flight.pop_front(), &acked);
+    in_flight: VecDeque<InFlight>,
+    /// Of `in_flight`, how many (from the front) were sent on the current link.
+    sent_here: usize,
+    /// A batch that did not fit into the last request.
+    carry: Option<Pending>,
+    /// Whether the generator may queue more.
+    open: bool,
+    /// The highest `seq` acknowledged.
+    acked_seq: u64,
+    sent: Sent,
+    state: Arc<LinkState>,
+}
+
+impl<C: Connector> Sender<C> {
+    fn new(
+        connector: C,
+        shard: usize,
+        outages: Option<Arc<Outages>>,
+        halt: CancellationToken,
+        max_batch: usize,
+    ) -> Sender<C> {
+        let server = connector.core_server(shard);
+        let epoch = outages.as_ref().map_or(0, |o| o.epoch(&server));
+        Sender {
+            connector,
+            shard,
+            server,
+            outages,
+            epoch,
+            halt,
+            max_batch,
+            in_flight: VecDeque::new(),
+            sent_here: 0,
+            carry: None,
+            open: true,
+            acked_seq: 0,
+            sent: Sent {
+                batches: 0,
+                last_ack: None,
+                ack_latency: Latency::new(),
+                found_applied: 0,
+                resent: 0,
+            },
+            state: Arc::default(),
+        }
+    }
+
+    /// Sends everything the generator queues until it is done and all is
+    /// acknowledged, riding out lost servers if told to.
+    async fn run(
+        mut self,
+        mut link: C::Core,
+        mut rx: mpsc::UnboundedReceiver<Pending>,
+        acked: Arc<AtomicU64>,
+    ) -> Result<Sent, CoreError> {
+        loop {
+            let error = match self.pump(&mut link, &mut rx, &acked).await {
+                Ok(()) => return Ok(self.sent),
+                Err(error) => error,
+            };
+            let shard = self.shard;
+            let outages = match &self.outages {
+                Some(outages) if error.server_lost() => outages.clone(),
+                _ => {
+                    return Err(CoreError::Link {
+                        shard,
+                        source: error,
+                    })
+                }
+            };
+            drop(link);
+            link = self.reconnect(&outages, error, &acked).await?;
+        }
+    }
+
+    /// Sends and takes acknowledgements on `link` until done or it fails.
+    async fn pump(
+        &mut self,
+        link: &mut C::Core,
+        rx: &mut mpsc::UnboundedReceiver<Pending>,
+        acked: &AtomicU64,
+    ) -> Result<(), LinkError> {
+        let window = link.window().max(1);
+        // After a reconnect: the batches the server had not applied, again, in order.
+        while self.sent_here < self.in_flight.len() {
+            link.send(&self.in_flight[self.sent_here].events).await?;
+            self.sent_here += 1;
+            self.sent.batches += 1;
+            self.sent.resent += 1;
+        }
+        loop {
+            let next = if self.in_flight.len() >= window {
+                None
+            } else if let Some(pending) = self.carry.take() {
+                Some(pending)
+            } else if !self.open {
+                None
+            } else if self.in_flight.is_empty() {
+                // Nothing to acknowledge: wait for the generator.
+                let pending = rx.recv().await;
+                self.open = pending.is_some();
+                pending
+            } else {
+                // The next batch or the oldest acknowledgement, whichever comes first.
+                tokio::select! {
+                    biased;
+                    done = link.acked() => {
+                        done?;
+                        self.acknowledge(acked, false);
+                        continue;
+                    }
+                    pending = rx.recv() => {
+                        self.open = pending.is_some();
+                        pending
+                    }
+                }
+            };
+            let Some(first) = next else {
+                if self.in_flight.is_empty() {
+                    return Ok(()); // the generator is done and everything acknowledged
+                }
+                link.acked().await?;
+                self.acknowledge(acked, false);
+                continue;
+            };
+            let mut made = vec![(first.made, first.events.len())];
+            let mut events = first.events;
+            // Whatever queued up behind a slow request goes into this one.
+            while events.len() < self.max_batch {
+                match rx.try_recv() {
+                    Ok(next) if events.len() + next.events.len() <= self.max_batch => {
+                        made.push((next.made, next.events.len()));
+                        events.extend_from_slice(&next.events);
+                    }
+                    Ok(next) => {
+                        self.carry = Some(next);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            // In flight from before it is sent: a failed send may still have applied it.
+            self.in_flight.push_back(InFlight { events, made });
+            let batch = self.in_flight.back().expect("just pushed");
+            link.send(&batch.events).await?;
+            self.sent_here += 1;
+            self.sent.batches += 1;
+        }
+    }
+
+    /// The oldest batch in flight is acknowledged (or found applied).
+    fn acknowledge(&mut self, acked: &AtomicU64, found_applied: bool) {
+        let Some(batch) = self.in_flight.pop_front() else {
+            return;
+        };
+        self.sent_here = self.sent_here.saturating_sub(1);
+        let at = Instant::now();
+        self.sent.last_ack = Some(at);
+        if found_applied {
+            self.sent.found_applied += 1;
+        }
+        self.acked_seq = batch.last_seq();
+        let mut n = 0;
+        for (when, count) in batch.made {
+            let micros = (at - when).as_micros() as u64;
+            self.sent.ack_latency.record_n(micros, count as u64);
+            n += count as u64;
+        }
+        acked.fetch_add(n, Ordering::Release);
+    }
+
+    /// The server was lost (`error`): reconnects with backoff for up to the
+    /// reconnect's `retry_for`, then settles the batches in flight by the shard's
+    /// highest `seq` on the server (see [`run_core`]).
+    async fn reconnect(
+        &mut self,
+        outages: &Outages,
+        error: LinkError,
+        acked: &AtomicU64,
+    ) -> Result<C::Core, CoreError> {
+        let shard = self.shard;
+        self.state.down.store(true, Ordering::Release);
+        let began = outages.lost(&self.server, self.epoch, &error);
+        let mut backoff = Backoff::new(began, outages.retry_for());
+        let mut last = error;
+        loop {
+            if !backoff.pause(&self.halt).await {
+                if !self.halt.is_cancelled() {
+                    outages.gave_up(&self.server, backoff.began());
+                }
+                return Err(CoreError::Link {
+                    shard,
+                    source: last,
+                });
+            }
+            let epoch = outages.epoch(&self.server);
+            let link = match self.connector.core(shard).await {
+                Ok(link) => link,
+                Err(error) if error.server_lost() => {
+                    outages.lost(&self.server, epoch, &error);
+                    last = error;
                     continue;
                 }
-                pending = rx.recv() => {
-                    open = pending.is_some();
-                    pending
-                }
-            }
-        };
-        let Some(first) = next else {
-            if in_flight.is_empty() {
-                return Ok(sent); // the generator is done and everything acknowledged
-            }
-            link.acked().await?;
-            acknowledge(&mut sent, in_flight.pop_front(), &acked);
-            continue;
-        };
-        events.clear();
-        let mut made = vec![(first.made, first.events.len())];
-        events.extend_from_slice(&first.events);
-        // Whatever queued up behind a slow request goes into this one.
-        while events.len() < max_batch {
-            match rx.try_recv() {
-                Ok(next) if events.len() + next.events.len() <= max_batch => {
-                    made.push((next.made, next.events.len()));
-                    events.extend_from_slice(&next.events);
-                }
-                Ok(next) => {
-                    carry = Some(next);
-                    break;
-                }
-                Err(_) => break,
-            }
+                Err(source) => return Err(CoreError::Link { shard, source }),
+            };
+            // A link that cannot say where its shard stands cannot resume safely.
+            let Some(held) = link.applied_seq() else {
+                return Err(CoreError::Link {
+                    shard,
+                    source: last,
+                });
+            };
+            self.settle(held, acked)?;
+            self.epoch = outages.back(&self.server);
+            self.sent_here = 0;
+            self.state.down.store(false, Ordering::Release);
+            self.state.backs.fetch_add(1, Ordering::Release);
+            return Ok(link);
         }
-        link.send(&events).await?;
-        sent.batches += 1;
-        in_flight.push_back(made);
+    }
+
+    /// Settles the batches in flight by `held`, the shard's highest `seq` on the
+    /// server: those it reaches were applied; it must be where one ends.
+    fn settle(&mut self, held: u64, acked: &AtomicU64) -> Result<(), CoreError> {
+        if held < self.acked_seq {
+            return Err(CoreError::LostWrites {
+                shard: self.shard,
+                held,
+                acknowledged: self.acked_seq,
+            });
+        }
+        while self.in_flight.front().is_some_and(|b| b.last_seq() <= held) {
+            self.acknowledge(acked, true);
+        }
+        let sent = self
+            .in_flight
+            .back()
+            .map_or(self.acked_seq, InFlight::last_seq);
+        if held != self.acked_seq
+            || self
+                .in_flight
+                .front()
+                .is_some_and(|b| b.first_seq() <= held)
+        {
+            return Err(CoreError::Foreign {
+                shard: self.shard,
+                held,
+                acknowledged: self.acked_seq,
+                sent,
+            });
+        }
+        Ok(())
     }
 }
 
-fn acknowledge(sent: &mut Sent, made: Option<Vec<(Instant, usize)>>, acked: &AtomicU64) {
-    let at = Instant::now();
-    sent.last_ack = Some(at);
-    let mut n = 0;
-    for (when, count) in made.unwrap_or_default() {
-        let micros = (at - when).as_micros() as u64;
-        sent.ack_latency.record_n(micros, count as u64);
-        n += count as u64;
-    }
-    acked.fetch_add(n, Ordering::Release);
-}
-
-async fn run_shard<L: CoreLink>(
-    shard: usize,
-    link: L,
+async fn run_shard<C: Connector>(
+    sender: Sender<C>,
+    link: C::Core,
     plan: &CorePlan,
     rate: f64,
     start: Instant,
     stop: CancellationToken,
 ) -> Result<ShardRun, CoreError> {
+    let shard = sender.shard;
     let (tx, rx) = mpsc::unbounded_channel();
     let acked = Arc::new(AtomicU64::new(0));
-    let max_batch = plan.max_batch.min(link.max_batch()).max(1);
-    let mut sender = tokio::spawn(send_all(link, rx, acked.clone(), max_batch));
+    let max_batch = sender.max_batch;
+    let link_state = sender.state.clone();
+    let mut sender = tokio::spawn(sender.run(link, rx, acked.clone()));
+    // While the server is lost, and once back until the backlog is under the limit
+    // again (for at most `retry_for`), the shard is not behind: it has no server.
+    let catch_up_for = plan
+        .reconnect
+        .as_ref()
+        .map_or(Duration::ZERO, |r| r.retry_for());
+    let mut catching_up: Option<Instant> = None;
+    let mut backs_seen = 0;
     let mut book = Book::new(plan.book.clone(), plan.seed, shard as u32);
     let mut kinds = [0u64; Kind::ALL.len()];
     let mut ticks = tokio::time::interval_at(start, plan.tick);
@@ -437,7 +729,21 @@ async fn run_shard<L: CoreLink>(
         }
         let backlog = generated.saturating_sub(acked.load(Ordering::Acquire));
         max_backlog = max_backlog.max(backlog);
-        if backlog > allowed {
+        let excused = if link_state.down.load(Ordering::Acquire) {
+            catching_up = None;
+            true
+        } else {
+            let backs = link_state.backs.load(Ordering::Acquire);
+            if backs != backs_seen {
+                backs_seen = backs;
+                catching_up = Some(Instant::now() + catch_up_for);
+            }
+            if catching_up.is_some_and(|until| backlog <= allowed || Instant::now() >= until) {
+                catching_up = None;
+            }
+            catching_up.is_some()
+        };
+        if backlog > allowed && !excused {
             sender.abort();
             return Err(CoreError::Behind {
                 shard,
@@ -457,12 +763,12 @@ async fn run_shard<L: CoreLink>(
         Some(joined) => joined,
         None => sender.await,
     };
-    let sent = joined
-        .expect("the sender does not panic")
-        .map_err(|source| CoreError::Link { shard, source })?;
+    let sent = joined.expect("the sender does not panic")?;
     Ok(ShardRun {
         events: generated,
         batches: sent.batches,
+        found_applied: sent.found_applied,
+        resent: sent.resent,
         last_ack: sent.last_ack,
         ack_latency: sent.ack_latency,
         max_backlog,
@@ -470,4 +776,92 @@ async fn run_shard<L: CoreLink>(
         stopped_early,
         kinds,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::http::HttpConnector;
+
+    /// A shard's sender with batches of `sizes` events in flight (the book's first
+    /// events, `seq` from 1), all sent on its link.
+    fn in_flight(sizes: &[usize]) -> Sender<HttpConnector> {
+        let target = url::Url::parse("http://127.0.0.1:9").unwrap();
+        let connector = HttpConnector::new(vec![target]).unwrap();
+        let mut sender = Sender::new(connector, 0, None, CancellationToken::new(), 100);
+        let mut book = Book::new(BookConfig::default(), 1, 0);
+        let made = Instant::now();
+        for &n in sizes {
+            let events: Vec<Event> = (0..n).map(|_| book.next(1).event).collect();
+            sender.in_flight.push_back(InFlight {
+                events,
+                made: vec![(made, n)],
+            });
+        }
+        sender.sent_here = sender.in_flight.len();
+        sender
+    }
+
+    fn seqs(sender: &Sender<HttpConnector>) -> Vec<(u64, u64)> {
+        let seqs = sender.in_flight.iter();
+        seqs.map(|b| (b.first_seq(), b.last_seq())).collect()
+    }
+
+    #[test]
+    fn the_shards_highest_seq_settles_which_batches_in_flight_were_applied() {
+        let acked = AtomicU64::new(0);
+        // Seqs 1–10 acknowledged; 11–15, 16–20 and 21–30 in flight when the link failed.
+        let mut sender = in_flight(&[10, 5, 5, 10]);
+        sender.acknowledge(&acked, false);
+        assert_eq!((sender.acked_seq, acked.load(Ordering::Acquire)), (10, 10));
+        // The server applied the first of them: acknowledged, not sent again.
+        sender.settle(15, &acked).unwrap();
+        assert_eq!(seqs(&sender), [(16, 20), (21, 30)]);
+        assert_eq!((sender.acked_seq, acked.load(Ordering::Acquire)), (15, 15));
+        assert_eq!(sender.sent.found_applied, 1);
+        // Nothing more: the rest is to be sent again, as it is.
+        sender.settle(15, &acked).unwrap();
+        assert_eq!(seqs(&sender), [(16, 20), (21, 30)]);
+        // Less than was acknowledged: the server lost acknowledged writes.
+        match sender.settle(12, &acked) {
+            Err(
+                error @ CoreError::LostWrites {
+                    held: 12,
+                    acknowledged: 15,
+                    ..
+                },
+            ) => {
+                assert!(
+                    error.to_string().contains("lost acknowledged writes"),
+                    "{error}"
+                );
+            }
+            other => panic!("expected LostWrites, got {other:?}"),
+        }
+        // Inside a batch: not how this core's batches are applied.
+        match sender.settle(18, &acked) {
+            Err(CoreError::Foreign {
+                held: 18,
+                acknowledged: 15,
+                sent: 30,
+                ..
+            }) => {}
+            other => panic!("expected Foreign, got {other:?}"),
+        }
+        assert_eq!(seqs(&sender), [(16, 20), (21, 30)], "nothing settled");
+        // Past everything sent: another writer.
+        let mut sender = in_flight(&[4, 4]);
+        match sender.settle(9, &acked) {
+            Err(error @ CoreError::Foreign { held: 9, .. }) => {
+                assert!(error.to_string().contains("another core"), "{error}");
+            }
+            other => panic!("expected Foreign, got {other:?}"),
+        }
+        // All of them applied.
+        let mut sender = in_flight(&[4, 4]);
+        sender.settle(8, &acked).unwrap();
+        assert!(sender.in_flight.is_empty());
+        assert_eq!((sender.acked_seq, sender.sent.found_applied), (8, 2));
+    }
 }

@@ -138,6 +138,22 @@ impl Connector for TcpConnector {
         self.layout
     }
 
+    fn core_server(&self, shard: usize) -> String {
+        let target = self.layout.core(shard).0;
+        self.targets
+            .get(target)
+            .cloned()
+            .unwrap_or_else(|| format!("target {target}"))
+    }
+
+    fn feed_server(&self, target: usize, filter: Filter) -> String {
+        match (self.replicas.get(target), self.targets.get(target)) {
+            (Some(replica), _) if filter == Filter::All => replica.clone(),
+            (_, Some(addr)) => addr.clone(),
+            _ => format!("target {target}"),
+        }
+    }
+
     async fn core(&self, shard: usize) -> Result<TcpCore, LinkError> {
         self.layout.check_shard(shard)?;
         let (target, on_target) = self.layout.core(shard);
@@ -150,6 +166,7 @@ impl Connector for TcpConnector {
         .await
         .map_err(|e| link_error(&format!("{target} (shard {on_target})"), e))?;
         let max_batch = connection.welcome().max_batch_events as usize;
+        let applied = connection.welcome().marks.0;
         let (sender, mut receiver) = connection.split();
         let (tx, acks) = mpsc::unbounded_channel();
         let acks_target = target.clone();
@@ -173,6 +190,7 @@ impl Connector for TcpConnector {
             reader,
             window: self.window,
             max_batch: max_batch.clamp(1, MAX_BATCH_EVENTS as usize),
+            applied,
         })
     }
 
@@ -197,6 +215,8 @@ pub struct TcpCore {
     reader: JoinHandle<()>,
     window: usize,
     max_batch: usize,
+    /// The shard's highest `seq` as the WELCOME said.
+    applied: u64,
 }
 
 impl Drop for TcpCore {
@@ -212,6 +232,10 @@ impl CoreLink for TcpCore {
 
     fn max_batch(&self) -> usize {
         self.max_batch
+    }
+
+    fn applied_seq(&self) -> Option<u64> {
+        Some(self.applied)
     }
 
     async fn send(&mut self, events: &[Event]) -> Result<(), LinkError> {

@@ -33,6 +33,7 @@ fn core_plan() -> CorePlan {
         book: book(),
         max_batch: 10_000,
         max_backlog: Duration::from_secs(20),
+        reconnect: None,
     }
 }
 
@@ -49,6 +50,7 @@ fn clients_plan() -> ClientsPlan {
         linger_us: 2_000,
         pipeline: true,
         drain_timeout: Duration::from_secs(30),
+        reconnect: None,
     }
 }
 
@@ -355,6 +357,7 @@ async fn a_lost_row_and_two_swapped_rows_of_a_shard_are_caught() {
 }
 
 /// A target that never answers.
+#[derive(Clone)]
 struct Silent;
 
 struct SilentCore;

@@ -12,8 +12,12 @@ use clap::{Args, ValueEnum};
 use tokio_util::sync::CancellationToken;
 use tranche_feed_emulate::{
     now_ns, run_clients, run_core, BookConfig, ClientsPlan, ClientsReport, CoreError, CorePlan,
-    CoreReport, Expected, HttpConnector, RunFile, RunState, TcpConnector, RUN_FILE_VERSION,
+    CoreReport, Expected, HttpConnector, Outage, Reconnect, RunFile, RunState, TcpConnector,
+    RUN_FILE_VERSION,
 };
+use tranche_types::{Clock, SystemClock};
+
+use crate::output::{duration, when};
 
 /// Exit status when a core could not keep to the rate asked.
 pub(crate) const FELL_BEHIND: u8 = 3;
@@ -116,9 +120,55 @@ pub struct EmulateCoreArgs {
     /// whole (renamed into place) at the start and at the end.
     #[arg(long, value_name = "FILE")]
     pub run_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub reconnect: ReconnectArgs,
     /// Print the report as one JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Riding out a lost feed server.
+#[derive(Debug, Args)]
+pub struct ReconnectArgs {
+    /// When the feed server goes away (a restart, a crash: refused, reset, 5xx,
+    /// shutting_down), reconnect with backoff (50 ms doubling to 1 s) for up to SECS
+    /// per outage instead of stopping at the first failure; stderr says once when the
+    /// server is lost and once when it is back, and the report counts outages and
+    /// reconnects. A core resumes after the shard's highest seq on the server, so of
+    /// the batches left unacknowledged it sends again exactly those not applied; a
+    /// client polls on from the cursor of the last page it took whole. Default: no
+    /// reconnecting. (The engine's --reconnect-for, a global option with a default of
+    /// 60, is not this: `tranche feed` refuses it.)
+    #[arg(long = "reconnect-within", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub secs: Option<u64>,
+}
+
+impl ReconnectArgs {
+    /// The reconnect policy, its outages said on stderr by `who` (`core`, `clients`).
+    fn reconnect(&self, who: &'static str) -> Option<Reconnect> {
+        let secs = self.secs?;
+        Some(Reconnect::new(Duration::from_secs(secs), move |outage| {
+            match outage {
+                Outage::Lost {
+                    server,
+                    error,
+                    retry_for,
+                } => eprintln!(
+                    "{who}: lost the feed server {server} at {} ({error}): reconnecting for up to {} s",
+                    when(Some(SystemClock.now())),
+                    retry_for.as_secs()
+                ),
+                Outage::Back { server, after } => eprintln!(
+                    "{who}: the feed server {server} is back (after {})",
+                    duration(after)
+                ),
+                Outage::GaveUp { server, after } => eprintln!(
+                    "{who}: gave up on the feed server {server}: unreachable for {} (see --reconnect-within)",
+                    duration(after)
+                ),
+            }
+        }))
+    }
 }
 
 /// `tranche feed emulate-clients`.
@@ -151,6 +201,8 @@ pub struct EmulateClientsArgs {
     pub wait_for_core: u64,
     #[command(flatten)]
     pub clients: ClientArgs,
+    #[command(flatten)]
+    pub reconnect: ReconnectArgs,
     /// Print the report as one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -194,6 +246,7 @@ impl ClientArgs {
             linger_us: self.linger_us,
             pipeline: !self.no_pipeline,
             drain_timeout: Duration::from_secs(self.drain_timeout),
+            reconnect: None,
         }
     }
 }
@@ -287,6 +340,7 @@ fn core_plan(args: &EmulateCoreArgs) -> Result<CorePlan> {
         book: args.book.config(args.firms)?,
         max_batch: args.max_batch,
         max_backlog: Duration::from_millis(args.max_backlog_ms),
+        reconnect: args.reconnect.reconnect("core"),
     })
 }
 
@@ -392,7 +446,7 @@ pub(crate) fn layout_words(shards: usize, targets: usize) -> String {
 }
 
 fn core_text(r: &CoreReport) -> String {
-    format!(
+    let mut text = format!(
         "core        {} shard(s), asked {:.0} events/s, achieved {:.0}/s{}: {} events in {} requests over {:.1} s\n{}",
         r.shards,
         r.asked_rate,
@@ -402,7 +456,14 @@ fn core_text(r: &CoreReport) -> String {
         r.batches,
         r.elapsed_s,
         core_details(r)
-    )
+    );
+    if r.outages + r.reconnects > 0 {
+        text += &format!(
+            "outages     {} server outage(s), {} reconnect(s); of the batches left unacknowledged, {} found applied, {} sent again\n",
+            r.outages, r.reconnects, r.batches_found_applied, r.batches_resent
+        );
+    }
+    text
 }
 
 /// The core's acknowledgement lag, backlog and event mix.
@@ -471,6 +532,12 @@ fn clients_text(r: &ClientsReport) -> String {
         text += &format!(
             "checked     NOT CHECKED (no final state); {} reorderings, {} misfiltered\n",
             r.reorderings, r.misfiltered
+        );
+    }
+    if r.outages + r.reconnects > 0 {
+        text += &format!(
+            "outages     {} server outage(s), {} reconnect(s), each client polling on from its cursor\n",
+            r.outages, r.reconnects
         );
     }
     for problem in &r.problems {
@@ -581,9 +648,12 @@ pub async fn emulate_clients(args: EmulateClientsArgs) -> Result<ExitCode> {
         replicas: &args.replicas,
         window: args.targets.window,
     };
-    let plan = args
-        .clients
-        .plan(args.filtered, args.unfiltered, run.book.firms);
+    let plan = ClientsPlan {
+        reconnect: args.reconnect.reconnect("clients"),
+        ..args
+            .clients
+            .plan(args.filtered, args.unfiltered, run.book.firms)
+    };
     eprintln!(
         "{} filtered and {} unfiltered client(s){} following {} over {:?} (run seed {})",
         plan.filtered,
