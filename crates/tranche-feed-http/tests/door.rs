@@ -13,6 +13,7 @@ use tranche_feed::{FeedOptions, Store};
 use tranche_feed_http::wire::OrdersPage;
 use tranche_feed_http::Limits;
 use tranche_feed_service::{FeedService, FeedTokens};
+use tranche_test_support::raw_http::{read_response, read_until_closed};
 
 /// Long enough for any answer on a loaded 2-core machine; a connection still open
 /// after it fails the test.
@@ -58,58 +59,6 @@ impl Feed {
 
 fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: feed\r\n\r\n").into_bytes()
-}
-
-/// Everything the server sends until it closes the connection (a reset counts as a
-/// close), and how long that took; fails if it is still open after [`PATIENCE`].
-async fn read_until_closed(stream: &mut TcpStream) -> (String, Duration) {
-    let started = Instant::now();
-    let mut got = Vec::new();
-    let read = tokio::time::timeout(PATIENCE, async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    assert!(
-        read.is_ok(),
-        "the server kept the connection open for {PATIENCE:?}; it sent {:?}",
-        String::from_utf8_lossy(&got)
-    );
-    (
-        String::from_utf8_lossy(&got).into_owned(),
-        started.elapsed(),
-    )
-}
-
-/// One answer on a keep-alive connection: its status line and body.
-async fn read_response(stream: &mut TcpStream) -> (String, String) {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&got).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .expect("a content-length");
-            if body.len() >= length {
-                let status = head.lines().next().unwrap_or_default().to_string();
-                return (status, body.to_string());
-            }
-        }
-        let n = stream.read(&mut buf).await.expect("read");
-        assert!(n > 0, "closed mid-answer: {text:?}");
-        got.extend_from_slice(&buf[..n]);
-    }
 }
 
 /// Sends `bytes` one a second (the first at once), then a byte a second for ever, until
@@ -169,7 +118,7 @@ async fn headers_trickled_a_byte_a_second_are_cut_off_at_the_header_timeout() {
     half.write_all(b"GET /v1/feed/status HTTP/1.1\r\nHost: fe")
         .await
         .unwrap();
-    let (_, after) = read_until_closed(&mut half).await;
+    let (_, after) = read_until_closed(&mut half, PATIENCE).await;
     assert!(after >= SHORT - Duration::from_millis(50), "{after:?}");
 
     let mut whole = feed.connect().await;
@@ -193,7 +142,8 @@ async fn idle_connections_are_closed_at_the_idle_timeout() {
         silent.push(feed.connect().await);
     }
     let started = Instant::now();
-    let closed = futures::future::join_all(silent.iter_mut().map(read_until_closed)).await;
+    let closed =
+        futures::future::join_all(silent.iter_mut().map(|s| read_until_closed(s, PATIENCE))).await;
     assert!(closed.iter().all(|(got, _)| got.is_empty()));
     let last = started.elapsed();
     assert!(last >= SHORT - Duration::from_millis(50), "{last:?}");
@@ -202,7 +152,7 @@ async fn idle_connections_are_closed_at_the_idle_timeout() {
     let mut kept = feed.connect().await;
     kept.write_all(&get("/v1/feed/status")).await.unwrap();
     assert_eq!(read_response(&mut kept).await.0, "HTTP/1.1 200 OK");
-    let (rest, after) = read_until_closed(&mut kept).await;
+    let (rest, after) = read_until_closed(&mut kept, PATIENCE).await;
     assert_eq!(rest, "", "nothing more after the answer");
     assert!(after >= SHORT - Duration::from_millis(50), "{after:?}");
 }

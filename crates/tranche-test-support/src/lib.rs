@@ -9,6 +9,7 @@
 
 pub mod nacha;
 mod postgres;
+pub mod raw_http;
 mod sshd;
 
 pub use postgres::Postgres;

@@ -8,6 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tranche_server::{Limits, ServerConfig};
+use tranche_test_support::raw_http::{read_response, read_until_closed};
 
 use crate::live::{start_with, Live};
 
@@ -17,58 +18,6 @@ const PATIENCE: Duration = Duration::from_secs(10);
 async fn connect(s: &Live) -> TcpStream {
     let addr = s.base.trim_start_matches("http://");
     TcpStream::connect(addr).await.expect("connect")
-}
-
-/// Everything the server sends until it closes the connection (a reset counts as a
-/// close), and how long that took.
-async fn read_until_closed(stream: &mut TcpStream) -> (String, Duration) {
-    let started = Instant::now();
-    let mut got = Vec::new();
-    let read = tokio::time::timeout(PATIENCE, async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    assert!(
-        read.is_ok(),
-        "the server kept the connection open for {PATIENCE:?}; it sent {:?}",
-        String::from_utf8_lossy(&got)
-    );
-    (
-        String::from_utf8_lossy(&got).into_owned(),
-        started.elapsed(),
-    )
-}
-
-/// One answer on a keep-alive connection: its status line and body.
-async fn read_response(stream: &mut TcpStream) -> (String, String) {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&got).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .unwrap_or(0);
-            if body.len() >= length {
-                let status = head.lines().next().unwrap_or_default().to_string();
-                return (status, body.to_string());
-            }
-        }
-        let n = stream.read(&mut buf).await.expect("read");
-        assert!(n > 0, "closed mid-answer: {text:?}");
-        got.extend_from_slice(&buf[..n]);
-    }
 }
 
 /// Writes a byte every 50 ms until the server closes the connection.
@@ -101,7 +50,7 @@ async fn headers_that_never_finish_are_cut_off() {
     half.write_all(b"GET /healthz HTTP/1.1\r\nHost: tran")
         .await
         .unwrap();
-    let (_, after) = read_until_closed(&mut half).await;
+    let (_, after) = read_until_closed(&mut half, PATIENCE).await;
     assert!(after >= timeout - Duration::from_millis(50), "{after:?}");
 
     // A byte at a time, never stopping (slowloris): the timeout is a deadline, not an
@@ -144,7 +93,7 @@ async fn a_body_that_never_finishes_is_answered_408() {
     let mut stalled = connect(&s).await;
     stalled.write_all(head.as_bytes()).await.unwrap();
     stalled.write_all(br#"{"run": "slow/1", "#).await.unwrap();
-    let (answer, after) = read_until_closed(&mut stalled).await;
+    let (answer, after) = read_until_closed(&mut stalled, PATIENCE).await;
     assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
     assert!(answer.contains(r#""code":"body_timeout""#), "{answer}");
     assert!(after >= timeout - Duration::from_millis(50), "{after:?}");
@@ -273,11 +222,11 @@ async fn idle_connections_are_closed_after_the_idle_timeout() {
     let mut kept = connect(&s).await;
     kept.write_all(HEALTHZ).await.unwrap();
     assert_eq!(read_response(&mut kept).await.0, "HTTP/1.1 200 OK");
-    let (rest, after) = read_until_closed(&mut kept).await;
+    let (rest, after) = read_until_closed(&mut kept, PATIENCE).await;
     assert_eq!(rest, "", "nothing more after the answer");
     assert!(after >= idle - Duration::from_millis(50), "{after:?}");
 
     let mut silent = connect(&s).await;
-    let (_, after) = read_until_closed(&mut silent).await;
+    let (_, after) = read_until_closed(&mut silent, PATIENCE).await;
     assert!(after >= idle - Duration::from_millis(50), "{after:?}");
 }
