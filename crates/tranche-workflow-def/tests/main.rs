@@ -1,0 +1,6 @@
+//! tranche-workflow-def's integration tests, one module per file, linked as one test
+//! binary.
+
+mod definitions;
+
+tranche_test_support::every_test_file_is_a_module!(include_str!("main.rs"));
