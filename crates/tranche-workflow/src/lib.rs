@@ -1,0 +1,289 @@
+//! The workflow decider (issue 33; see `docs/workflows.md`): what the end of a step
+//! makes ready, as a pure function of the definition and the step that ended.
+//!
+//! Conductor's `DeciderService` re-reads a workflow's whole state at every step's end
+//! and walks the definition to find what is ready. Here the definition is indexed once
+//! ([`Graph::of`]) so that the question asked at every step's end, "what comes after
+//! this step?" ([`Graph::after`]), is one lookup, whatever the workflow's size: the
+//! answer is the next step of its sequence, an arrival at a join (counted by the
+//! engine, O(1) a branch), the end of a loop's iteration, or the workflow's end. What
+//! ends a sequence is known when the definition is read: the last step of a switch's
+//! case goes on after the switch, the last step of a fork's branch arrives at the fork's
+//! join. This first part is the index; the mappers per step type (building a step's
+//! input, picking a switch's case, a loop's next iteration, a dynamic fork's steps)
+//! come next and use it.
+
+#![deny(missing_docs)]
+
+use std::collections::HashMap;
+
+use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
+
+/// What follows the end of a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum After {
+    /// The step with this reference name is reached next.
+    Reach(String),
+    /// The step was the last of a fork's branch: one arrival at this join.
+    Arrive {
+        /// The join's reference name.
+        join: String,
+    },
+    /// The step was the last of a loop's body: the loop decides whether to go again.
+    LoopEnd {
+        /// The `DO_WHILE` step's reference name.
+        loop_ref: String,
+    },
+    /// The step was the workflow's last: it completes.
+    WorkflowEnd,
+}
+
+/// A definition indexed by reference name: every step, what follows it, and what its
+/// forks, switches and loops hold.
+#[derive(Debug)]
+pub struct Graph<'d> {
+    first: Option<&'d str>,
+    steps: HashMap<&'d str, Node<'d>>,
+}
+
+#[derive(Debug)]
+struct Node<'d> {
+    task: &'d WorkflowTask,
+    /// What follows its end. For a fork: an arrival at its join (what the steps a
+    /// dynamic fork makes do at their end; a static fork's branches end in their own
+    /// arrivals). For a switch or a loop: what follows once it is done (an empty case,
+    /// the last iteration).
+    after: After,
+    /// A fork's join, and the first step of each branch.
+    join: Option<&'d str>,
+    branches: Vec<&'d str>,
+    /// A switch's first step of each case, and of the default case.
+    cases: Vec<(&'d str, Option<&'d str>)>,
+    default_case: Option<&'d str>,
+    /// A loop's first step.
+    body: Option<&'d str>,
+}
+
+impl<'d> Graph<'d> {
+    /// The index of `def`, which should have passed [`WorkflowDef::problems`] (on a
+    /// definition that did not, a reference name given twice keeps its first step).
+    pub fn of(def: &'d WorkflowDef) -> Graph<'d> {
+        let mut graph = Graph {
+            first: def.tasks.first().map(|t| t.task_reference_name.as_str()),
+            steps: HashMap::new(),
+        };
+        graph.sequence(&def.tasks, &After::WorkflowEnd);
+        graph
+    }
+
+    /// The step a workflow starts with; `None` for a workflow of no steps.
+    pub fn first(&self) -> Option<&'d str> {
+        self.first
+    }
+
+    /// The step `reference` names.
+    pub fn task(&self, reference: &str) -> Option<&'d WorkflowTask> {
+        self.steps.get(reference).map(|n| n.task)
+    }
+
+    /// What follows the end of `reference`; `None` for a name the definition lacks.
+    pub fn after(&self, reference: &str) -> Option<&After> {
+        self.steps.get(reference).map(|n| &n.after)
+    }
+
+    /// A fork's join, for its branches' arrivals (a dynamic fork's too).
+    pub fn join_of(&self, fork: &str) -> Option<&'d str> {
+        self.steps.get(fork).and_then(|n| n.join)
+    }
+
+    /// The first step of each of a fork's branches.
+    pub fn branches(&self, fork: &str) -> &[&'d str] {
+        self.steps.get(fork).map_or(&[], |n| &n.branches)
+    }
+
+    /// The first step of a switch's case `case` (the default case when no case has
+    /// that value); `None` when that case has no steps (the switch is then done).
+    pub fn case_first(&self, switch: &str, case: &str) -> Option<&'d str> {
+        let node = self.steps.get(switch)?;
+        match node.cases.iter().find(|(c, _)| *c == case) {
+            Some((_, first)) => *first,
+            None => node.default_case,
+        }
+    }
+
+    /// The first step of a loop's body.
+    pub fn body_first(&self, loop_ref: &str) -> Option<&'d str> {
+        self.steps.get(loop_ref).and_then(|n| n.body)
+    }
+
+    /// Index the steps of one sequence; `tail` follows its last step.
+    fn sequence(&mut self, tasks: &'d [WorkflowTask], tail: &After) {
+        for (i, task) in tasks.iter().enumerate() {
+            let next = tasks.get(i + 1);
+            let after = next.map_or_else(
+                || tail.clone(),
+                |n| After::Reach(n.task_reference_name.clone()),
+            );
+            let reference = task.task_reference_name.as_str();
+            let mut node = Node {
+                task,
+                after: after.clone(),
+                join: None,
+                branches: Vec::new(),
+                cases: Vec::new(),
+                default_case: None,
+                body: None,
+            };
+            match task.task_type() {
+                Some(TaskType::ForkJoin | TaskType::ForkJoinDynamic) => {
+                    // The join right after the fork is reached by arrivals only.
+                    let join = next.map(|n| n.task_reference_name.as_str());
+                    node.join = join;
+                    let arrive = After::Arrive {
+                        join: join.unwrap_or_default().to_string(),
+                    };
+                    node.after = arrive.clone();
+                    for branch in &task.fork_tasks {
+                        node.branches
+                            .extend(branch.first().map(|t| t.task_reference_name.as_str()));
+                        self.sequence(branch, &arrive);
+                    }
+                }
+                Some(TaskType::Switch | TaskType::Decision) => {
+                    for (case, steps) in &task.decision_cases {
+                        node.cases.push((
+                            case.as_str(),
+                            steps.first().map(|t| t.task_reference_name.as_str()),
+                        ));
+                        self.sequence(steps, &after);
+                    }
+                    node.default_case = task
+                        .default_case
+                        .first()
+                        .map(|t| t.task_reference_name.as_str());
+                    self.sequence(&task.default_case, &after);
+                }
+                Some(TaskType::DoWhile) => {
+                    node.body = task
+                        .loop_over
+                        .first()
+                        .map(|t| t.task_reference_name.as_str());
+                    self.sequence(
+                        &task.loop_over,
+                        &After::LoopEnd {
+                            loop_ref: reference.to_string(),
+                        },
+                    );
+                }
+                _ => {}
+            }
+            self.steps.entry(reference).or_insert(node);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def() -> WorkflowDef {
+        serde_json::from_value(json!({
+            "name": "payroll_day",
+            "tasks": [
+                {"name": "import", "taskReferenceName": "import"},
+                {"name": "fork", "taskReferenceName": "per_bank", "type": "FORK_JOIN",
+                 "forkTasks": [
+                    [{"name": "p", "taskReferenceName": "package_first"},
+                     {"name": "s", "taskReferenceName": "submit_first", "type": "SUB_WORKFLOW",
+                      "subWorkflowParam": {"name": "submit"}}],
+                    [{"name": "p", "taskReferenceName": "package_second"}]
+                 ]},
+                {"name": "join", "taskReferenceName": "banks_done", "type": "JOIN",
+                 "joinOn": ["submit_first", "package_second"]},
+                {"name": "files", "taskReferenceName": "files", "type": "FORK_JOIN_DYNAMIC",
+                 "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs"},
+                {"name": "files_join", "taskReferenceName": "files_done", "type": "JOIN"},
+                {"name": "loop", "taskReferenceName": "retry_loop", "type": "DO_WHILE",
+                 "loopCondition": "false",
+                 "loopOver": [
+                    {"name": "route", "taskReferenceName": "route", "type": "SWITCH",
+                     "evaluatorType": "value-param", "expression": "kind",
+                     "decisionCases": {
+                        "late": [{"name": "w", "taskReferenceName": "wait_window", "type": "WAIT"},
+                                 {"name": "r", "taskReferenceName": "resend"}],
+                        "none": []
+                     },
+                     "defaultCase": [{"name": "n", "taskReferenceName": "note",
+                                      "type": "SET_VARIABLE"}]},
+                    {"name": "check", "taskReferenceName": "check"}
+                 ]},
+                {"name": "last", "taskReferenceName": "report"}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn reach(r: &str) -> After {
+        After::Reach(r.into())
+    }
+
+    #[test]
+    fn what_follows_each_step_is_one_lookup() {
+        let d = def();
+        assert!(d.problems().is_empty(), "{:?}", d.problems());
+        let g = Graph::of(&d);
+        assert_eq!(g.first(), Some("import"));
+        let arrive = |j: &str| After::Arrive { join: j.into() };
+        let cases = [
+            ("import", reach("per_bank")),
+            // A branch's steps run in order; its last step arrives at the join.
+            ("package_first", reach("submit_first")),
+            ("submit_first", arrive("banks_done")),
+            ("package_second", arrive("banks_done")),
+            ("banks_done", reach("files")),
+            // What a dynamic fork makes arrives at the join after it.
+            ("files", arrive("files_done")),
+            ("files_done", reach("retry_loop")),
+            // A case's last step goes on after the switch; the body's last ends the
+            // iteration; the loop, once done, goes on after it.
+            ("wait_window", reach("resend")),
+            ("resend", reach("check")),
+            ("note", reach("check")),
+            ("route", reach("check")),
+            (
+                "check",
+                After::LoopEnd {
+                    loop_ref: "retry_loop".into(),
+                },
+            ),
+            ("retry_loop", reach("report")),
+            ("report", After::WorkflowEnd),
+        ];
+        for (step, want) in cases {
+            assert_eq!(g.after(step), Some(&want), "after {step}");
+        }
+        assert_eq!(g.after("nope"), None);
+    }
+
+    #[test]
+    fn forks_switches_and_loops_say_what_they_start() {
+        let d = def();
+        let g = Graph::of(&d);
+        assert_eq!(g.branches("per_bank"), ["package_first", "package_second"]);
+        assert_eq!(g.join_of("per_bank"), Some("banks_done"));
+        assert_eq!(g.join_of("files"), Some("files_done"));
+        assert_eq!(g.case_first("route", "late"), Some("wait_window"));
+        assert_eq!(g.case_first("route", "none"), None, "an empty case");
+        assert_eq!(
+            g.case_first("route", "other"),
+            Some("note"),
+            "the default case"
+        );
+        assert_eq!(g.body_first("retry_loop"), Some("route"));
+        assert_eq!(
+            g.task("submit_first").map(|t| t.kind.as_str()),
+            Some("SUB_WORKFLOW")
+        );
+    }
+}
