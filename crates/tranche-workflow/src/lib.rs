@@ -9,13 +9,17 @@
 //! engine, O(1) a branch), the end of a loop's iteration, or the workflow's end. What
 //! ends a sequence is known when the definition is read: the last step of a switch's
 //! case goes on after the switch, the last step of a fork's branch arrives at the fork's
-//! join. This first part is the index; the mappers per step type (building a step's
-//! input, picking a switch's case, a loop's next iteration, a dynamic fork's steps)
-//! come next and use it.
+//! join. On the index, [`decide_start`] and [`decide_end`] say what a workflow's start
+//! and a step's end do ([`Action`]s), each step type by its own rule (a mapper per
+//! type, as Conductor's `TaskMapper`s).
 
 #![deny(missing_docs)]
 
+mod decide;
+
 use std::collections::HashMap;
+
+pub use decide::{decide_end, decide_start, Action, Ended, Schedule};
 
 use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
 
@@ -42,6 +46,7 @@ pub enum After {
 /// forks, switches and loops hold.
 #[derive(Debug)]
 pub struct Graph<'d> {
+    def: &'d WorkflowDef,
     first: Option<&'d str>,
     steps: HashMap<&'d str, Node<'d>>,
 }
@@ -69,11 +74,17 @@ impl<'d> Graph<'d> {
     /// definition that did not, a reference name given twice keeps its first step).
     pub fn of(def: &'d WorkflowDef) -> Graph<'d> {
         let mut graph = Graph {
+            def,
             first: def.tasks.first().map(|t| t.task_reference_name.as_str()),
             steps: HashMap::new(),
         };
         graph.sequence(&def.tasks, &After::WorkflowEnd);
         graph
+    }
+
+    /// The definition indexed.
+    pub fn def(&self) -> &'d WorkflowDef {
+        self.def
     }
 
     /// The step a workflow starts with; `None` for a workflow of no steps.
@@ -191,7 +202,8 @@ mod tests {
         serde_json::from_value(json!({
             "name": "payroll_day",
             "tasks": [
-                {"name": "import", "taskReferenceName": "import"},
+                {"name": "import", "taskReferenceName": "import",
+                 "inputParameters": {"date": "${workflow.input.date}"}},
                 {"name": "fork", "taskReferenceName": "per_bank", "type": "FORK_JOIN",
                  "forkTasks": [
                     [{"name": "p", "taskReferenceName": "package_first"},
@@ -209,17 +221,21 @@ mod tests {
                  "loopOver": [
                     {"name": "route", "taskReferenceName": "route", "type": "SWITCH",
                      "evaluatorType": "value-param", "expression": "kind",
+                     "inputParameters": {"kind": "${workflow.variables.kind}"},
                      "decisionCases": {
                         "late": [{"name": "w", "taskReferenceName": "wait_window", "type": "WAIT"},
                                  {"name": "r", "taskReferenceName": "resend"}],
                         "none": []
                      },
                      "defaultCase": [{"name": "n", "taskReferenceName": "note",
-                                      "type": "SET_VARIABLE"}]},
-                    {"name": "check", "taskReferenceName": "check"}
+                                      "type": "SET_VARIABLE",
+                                      "inputParameters": {"noted": "${import.output.rows}"}}]},
+                    {"name": "check", "taskReferenceName": "check",
+                     "inputParameters": {"noted": "${workflow.variables.noted}"}}
                  ]},
                 {"name": "last", "taskReferenceName": "report"}
-            ]
+            ],
+            "outputParameters": {"rows": "${import.output.rows}", "date": "${workflow.input.date}"}
         }))
         .unwrap()
     }
@@ -284,6 +300,116 @@ mod tests {
         assert_eq!(
             g.task("submit_first").map(|t| t.kind.as_str()),
             Some("SUB_WORKFLOW")
+        );
+    }
+
+    fn context(kind: &str) -> tranche_workflow_expr::Context {
+        let serde_json::Value::Object(map) = json!({
+            "workflow": {"input": {"date": "2026-03-03"}, "variables": {"kind": kind}},
+            "import": {"output": {"rows": 12}}
+        }) else {
+            unreachable!()
+        };
+        map
+    }
+
+    fn scheduled(actions: &[Action]) -> Vec<&str> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Schedule(s) => Some(s.reference.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_workflow_is_decided_step_by_step() {
+        let d = def();
+        let g = Graph::of(&d);
+        let c = context("late");
+        let start = decide_start(&g, &c);
+        assert_eq!(
+            start,
+            [Action::Schedule(Schedule {
+                reference: "import".into(),
+                name: "import".into(),
+                kind: TaskType::Simple,
+                input: json!({"date": "2026-03-03"}),
+            })]
+        );
+        // A fork: its join told how many arrivals, each branch's first step scheduled.
+        let forked = decide_end(&g, &c, "import", &Ended::Completed);
+        assert_eq!(
+            forked[0],
+            Action::AwaitJoin {
+                join: "banks_done".into(),
+                arrivals: 2
+            }
+        );
+        assert_eq!(scheduled(&forked), ["package_first", "package_second"]);
+        assert_eq!(
+            decide_end(&g, &c, "submit_first", &Ended::Completed),
+            [Action::Arrive {
+                join: "banks_done".into()
+            }]
+        );
+        assert_eq!(
+            scheduled(&decide_end(&g, &c, "banks_done", &Ended::Completed)),
+            ["files"]
+        );
+        // Into the loop: the switch picks its case from its input on the spot.
+        assert_eq!(
+            scheduled(&decide_end(&g, &c, "files_done", &Ended::Completed)),
+            ["wait_window"]
+        );
+        let empty_case = decide_end(&g, &context("none"), "files_done", &Ended::Completed);
+        assert_eq!(scheduled(&empty_case), ["check"]);
+        // The default case sets a variable, which the step after it already sees.
+        let default = decide_end(&g, &context("other"), "files_done", &Ended::Completed);
+        assert_eq!(
+            default[0],
+            Action::SetVariables(json!({"noted": 12}).as_object().unwrap().clone())
+        );
+        match &default[1] {
+            Action::Schedule(s) => assert_eq!(
+                (s.reference.as_str(), &s.input),
+                ("check", &json!({"noted": 12}))
+            ),
+            other => panic!("expected check scheduled, got {other:?}"),
+        }
+        assert_eq!(
+            decide_end(&g, &c, "check", &Ended::Completed),
+            [Action::EvaluateLoop {
+                loop_ref: "retry_loop".into()
+            }]
+        );
+        assert_eq!(
+            decide_end(&g, &c, "report", &Ended::Completed),
+            [Action::Complete {
+                output: json!({"rows": 12, "date": "2026-03-03"})
+            }]
+        );
+    }
+
+    #[test]
+    fn a_failed_step_fails_the_workflow_unless_optional() {
+        let mut d = def();
+        let g = Graph::of(&d);
+        let c = context("late");
+        let failed = Ended::Failed("worker said no".into());
+        assert_eq!(
+            decide_end(&g, &c, "import", &failed),
+            [Action::Fail {
+                step: "import".into(),
+                reason: "worker said no".into()
+            }]
+        );
+        d.tasks[0].optional = true;
+        let g = Graph::of(&d);
+        assert_eq!(
+            scheduled(&decide_end(&g, &c, "import", &failed)),
+            ["package_first", "package_second"]
         );
     }
 }

@@ -1,0 +1,262 @@
+//! What a workflow's start and a step's end do, each step type by its own rule.
+//!
+//! Steps a worker (or the engine, for a sub-workflow, a wait, a script) runs are
+//! scheduled. Steps that only route are decided on the spot, as Conductor decides
+//! them within one decide: a fork schedules its branches' first steps and tells the
+//! engine how many arrivals its join waits for; a `value-param` switch picks its case
+//! from its input; `SET_VARIABLE` sets; `TERMINATE` ends the workflow. A step's input
+//! is resolved from the workflow's state ([`Context`]) when it is scheduled.
+
+use serde_json::{Map, Value};
+use tranche_workflow_def::TaskType;
+use tranche_workflow_expr::{resolve, Context};
+
+use crate::{After, Graph};
+
+/// A step to run, with its input resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// Its reference name.
+    pub reference: String,
+    /// Its task name (the queue a worker polls, for `SIMPLE`).
+    pub name: String,
+    /// Its type.
+    pub kind: TaskType,
+    /// Its input: the definition's `inputParameters`, resolved.
+    pub input: Value,
+}
+
+/// One thing the engine does, in order, in the transaction of the start or end decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Run a step.
+    Schedule(Schedule),
+    /// A fork started: its join waits for this many arrivals.
+    AwaitJoin {
+        /// The join's reference name.
+        join: String,
+        /// How many branches must arrive.
+        arrivals: usize,
+    },
+    /// A branch ended: one arrival at this join (the engine counts them; at the last
+    /// it ends the join, and its end is decided in turn).
+    Arrive {
+        /// The join's reference name.
+        join: String,
+    },
+    /// Set these workflow variables.
+    SetVariables(Map<String, Value>),
+    /// A loop's iteration ended: its condition (a script) decides whether it goes again.
+    EvaluateLoop {
+        /// The `DO_WHILE` step's reference name.
+        loop_ref: String,
+    },
+    /// The workflow completed with this output.
+    Complete {
+        /// The definition's `outputParameters`, resolved.
+        output: Value,
+    },
+    /// The workflow failed.
+    Fail {
+        /// The step that failed it.
+        step: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How a step ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It completed (its output is in the context given with it).
+    Completed,
+    /// It failed for good (its retries spent), for this reason.
+    Failed(String),
+}
+
+/// What starting a workflow does: its first step reached.
+pub fn decide_start(graph: &Graph<'_>, context: &Context) -> Vec<Action> {
+    let mut decider = Decider::new(graph, context);
+    match graph.first() {
+        Some(first) => decider.reach(first),
+        None => decider.go_on(&After::WorkflowEnd),
+    }
+    decider.actions
+}
+
+/// What the end of step `reference` does. `context` holds the workflow's state with
+/// that step's output in it.
+pub fn decide_end(
+    graph: &Graph<'_>,
+    context: &Context,
+    reference: &str,
+    ended: &Ended,
+) -> Vec<Action> {
+    let mut decider = Decider::new(graph, context);
+    let Some(task) = graph.task(reference) else {
+        decider.actions.push(Action::Fail {
+            step: reference.to_string(),
+            reason: "no step of the workflow's definition has this reference name".into(),
+        });
+        return decider.actions;
+    };
+    if let Ended::Failed(reason) = ended {
+        if !task.optional {
+            decider.actions.push(Action::Fail {
+                step: reference.to_string(),
+                reason: reason.clone(),
+            });
+            return decider.actions;
+        }
+    }
+    if let Some(after) = graph.after(reference) {
+        decider.go_on(after);
+    }
+    decider.actions
+}
+
+struct Decider<'g, 'd> {
+    graph: &'g Graph<'d>,
+    /// The state as this decide changes it (a `SET_VARIABLE` is seen by the steps
+    /// after it).
+    context: Context,
+    actions: Vec<Action>,
+}
+
+impl<'g, 'd> Decider<'g, 'd> {
+    fn new(graph: &'g Graph<'d>, context: &Context) -> Self {
+        Decider {
+            graph,
+            context: context.clone(),
+            actions: Vec::new(),
+        }
+    }
+
+    fn go_on(&mut self, after: &After) {
+        match after {
+            After::Reach(next) => self.reach(next),
+            After::Arrive { join } => self.actions.push(Action::Arrive { join: join.clone() }),
+            After::LoopEnd { loop_ref } => self.actions.push(Action::EvaluateLoop {
+                loop_ref: loop_ref.clone(),
+            }),
+            After::WorkflowEnd => {
+                let output = resolve(
+                    &Value::Object(self.graph.def().output_parameters.clone()),
+                    &self.context,
+                );
+                self.actions.push(Action::Complete { output });
+            }
+        }
+    }
+
+    /// Control reaches step `reference`.
+    fn reach(&mut self, reference: &str) {
+        let Some(task) = self.graph.task(reference) else {
+            return;
+        };
+        let input = resolve(&Value::Object(task.input_parameters.clone()), &self.context);
+        let after = self.graph.after(reference).cloned();
+        let Some(kind) = task.task_type() else {
+            self.actions.push(Action::Fail {
+                step: reference.to_string(),
+                reason: format!("a step of type {:?} cannot run", task.kind),
+            });
+            return;
+        };
+        match kind {
+            TaskType::ForkJoin => {
+                let branches = self.graph.branches(reference).to_vec();
+                if let Some(join) = self.graph.join_of(reference) {
+                    self.actions.push(Action::AwaitJoin {
+                        join: join.to_string(),
+                        arrivals: branches.len(),
+                    });
+                }
+                for first in branches {
+                    self.reach(first);
+                }
+            }
+            TaskType::Switch | TaskType::Decision
+                if task.evaluator_type.as_deref() != Some("javascript") =>
+            {
+                // `value-param` (and DECISION's `caseValueParam`): the case is the
+                // value of that input key.
+                let key = match kind {
+                    TaskType::Decision => task.case_value_param.as_deref(),
+                    _ => task.expression.as_deref(),
+                }
+                .unwrap_or_default();
+                let case = match input.get(key) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                };
+                match self.graph.case_first(reference, &case) {
+                    Some(first) => self.reach(first),
+                    None => {
+                        if let Some(after) = after {
+                            self.go_on(&after);
+                        }
+                    }
+                }
+            }
+            TaskType::SetVariable => {
+                let Value::Object(set) = input else {
+                    return;
+                };
+                let workflow = self
+                    .context
+                    .entry("workflow")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(w) = workflow {
+                    let vars = w
+                        .entry("variables")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(vars) = vars {
+                        vars.extend(set.clone());
+                    }
+                }
+                self.actions.push(Action::SetVariables(set));
+                if let Some(after) = after {
+                    self.go_on(&after);
+                }
+            }
+            TaskType::Terminate => {
+                let status = input
+                    .get("terminationStatus")
+                    .and_then(Value::as_str)
+                    .unwrap_or("COMPLETED");
+                if status == "COMPLETED" {
+                    let output = input.get("workflowOutput").cloned().unwrap_or(Value::Null);
+                    self.actions.push(Action::Complete { output });
+                } else {
+                    let reason = input
+                        .get("terminationReason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("terminated")
+                        .to_string();
+                    self.actions.push(Action::Fail {
+                        step: reference.to_string(),
+                        reason: format!("{status}: {reason}"),
+                    });
+                }
+            }
+            TaskType::DoWhile => match self.graph.body_first(reference) {
+                Some(first) => self.reach(first),
+                None => {
+                    if let Some(after) = after {
+                        self.go_on(&after);
+                    }
+                }
+            },
+            // A worker's step, or one the engine runs (a sub-workflow, a wait, a
+            // script, a dynamic fork's expansion): scheduled, and decided at its end.
+            _ => self.actions.push(Action::Schedule(Schedule {
+                reference: reference.to_string(),
+                name: task.name.clone(),
+                kind,
+                input,
+            })),
+        }
+    }
+}
