@@ -115,6 +115,26 @@ pub fn decide_end(
     decider.actions
 }
 
+/// What a loop's condition decided at the end of an iteration ([`Action::EvaluateLoop`]):
+/// `again`, its body from its first step; else what follows the loop.
+pub fn decide_loop(
+    graph: &Graph<'_>,
+    context: &Context,
+    loop_ref: &str,
+    again: bool,
+) -> Vec<Action> {
+    let mut decider = Decider::new(graph, context);
+    match (again, graph.body_first(loop_ref)) {
+        (true, Some(first)) => decider.reach(first),
+        _ => {
+            if let Some(after) = graph.after(loop_ref) {
+                decider.go_on(after);
+            }
+        }
+    }
+    decider.actions
+}
+
 struct Decider<'g, 'd> {
     graph: &'g Graph<'d>,
     /// The state as this decide changes it (a `SET_VARIABLE` is seen by the steps

@@ -19,7 +19,7 @@ mod decide;
 
 use std::collections::HashMap;
 
-pub use decide::{decide_end, decide_start, Action, Ended, Schedule};
+pub use decide::{decide_end, decide_loop, decide_start, Action, Ended, Schedule};
 
 use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
 
@@ -383,6 +383,15 @@ mod tests {
             [Action::EvaluateLoop {
                 loop_ref: "retry_loop".into()
             }]
+        );
+        // The condition says again: the body from its first step; else on after it.
+        assert_eq!(
+            scheduled(&decide_loop(&g, &c, "retry_loop", true)),
+            ["wait_window"]
+        );
+        assert_eq!(
+            scheduled(&decide_loop(&g, &c, "retry_loop", false)),
+            ["report"]
         );
         assert_eq!(
             decide_end(&g, &c, "report", &Ended::Completed),
