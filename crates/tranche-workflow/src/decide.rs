@@ -135,6 +135,31 @@ pub fn decide_loop(
     decider.actions
 }
 
+/// What the end of a step a dynamic fork made does: one arrival at the fork's join
+/// (such a step is in no definition, so [`decide_end`] cannot place it). A failed one
+/// fails the workflow unless it was made optional.
+pub fn decide_end_forked(
+    graph: &Graph<'_>,
+    fork: &str,
+    reference: &str,
+    optional: bool,
+    ended: &Ended,
+) -> Vec<Action> {
+    match (ended, graph.join_of(fork)) {
+        (Ended::Failed(reason), _) if !optional => vec![Action::Fail {
+            step: reference.to_string(),
+            reason: reason.clone(),
+        }],
+        (_, Some(join)) => vec![Action::Arrive {
+            join: join.to_string(),
+        }],
+        (_, None) => vec![Action::Fail {
+            step: reference.to_string(),
+            reason: format!("{fork:?} is no fork of the workflow's definition"),
+        }],
+    }
+}
+
 struct Decider<'g, 'd> {
     graph: &'g Graph<'d>,
     /// The state as this decide changes it (a `SET_VARIABLE` is seen by the steps
@@ -166,6 +191,61 @@ impl<'g, 'd> Decider<'g, 'd> {
                 );
                 self.actions.push(Action::Complete { output });
             }
+        }
+    }
+
+    /// A dynamic fork reached: the steps its input lists (`dynamicForkTasksParam`, a
+    /// list of steps as a definition writes them), each with its input from the map
+    /// `dynamicForkTasksInputParamName` names (by reference name), and its join told
+    /// how many. A list that is not steps fails the workflow, naming the fork and the
+    /// first step that is not one; an empty list makes the join ready at once.
+    fn fork_dynamic(
+        &mut self,
+        reference: &str,
+        task: &tranche_workflow_def::WorkflowTask,
+        input: &Value,
+    ) {
+        let key = |k: &Option<String>| k.clone().unwrap_or_default();
+        let listed = input
+            .get(key(&task.dynamic_fork_tasks_param))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let inputs = input
+            .get(key(&task.dynamic_fork_tasks_input_param_name))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let steps: Vec<tranche_workflow_def::WorkflowTask> = match serde_json::from_value(listed) {
+            Ok(steps) => steps,
+            Err(e) => {
+                self.actions.push(Action::Fail {
+                    step: reference.to_string(),
+                    reason: format!(
+                        "input {:?}: expected a list of steps, got one that is not: {e}",
+                        key(&task.dynamic_fork_tasks_param)
+                    ),
+                });
+                return;
+            }
+        };
+        let Some(join) = self.graph.join_of(reference) else {
+            return;
+        };
+        self.actions.push(Action::AwaitJoin {
+            join: join.to_string(),
+            arrivals: steps.len(),
+        });
+        for step in steps {
+            let kind = step.task_type().unwrap_or(TaskType::Simple);
+            let input = inputs
+                .get(&step.task_reference_name)
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new()));
+            self.actions.push(Action::Schedule(Schedule {
+                reference: step.task_reference_name,
+                name: step.name,
+                kind,
+                input,
+            }));
         }
     }
 
@@ -269,8 +349,9 @@ impl<'g, 'd> Decider<'g, 'd> {
                     }
                 }
             },
+            TaskType::ForkJoinDynamic => self.fork_dynamic(reference, task, &input),
             // A worker's step, or one the engine runs (a sub-workflow, a wait, a
-            // script, a dynamic fork's expansion): scheduled, and decided at its end.
+            // script): scheduled, and decided at its end.
             _ => self.actions.push(Action::Schedule(Schedule {
                 reference: reference.to_string(),
                 name: task.name.clone(),

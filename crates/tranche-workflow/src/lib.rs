@@ -19,7 +19,9 @@ mod decide;
 
 use std::collections::HashMap;
 
-pub use decide::{decide_end, decide_loop, decide_start, Action, Ended, Schedule};
+pub use decide::{
+    decide_end, decide_end_forked, decide_loop, decide_start, Action, Ended, Schedule,
+};
 
 use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
 
@@ -214,7 +216,9 @@ mod tests {
                 {"name": "join", "taskReferenceName": "banks_done", "type": "JOIN",
                  "joinOn": ["submit_first", "package_second"]},
                 {"name": "files", "taskReferenceName": "files", "type": "FORK_JOIN_DYNAMIC",
-                 "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs"},
+                 "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+                 "inputParameters": {"tasks": "${import.output.files}",
+                                     "inputs": "${import.output.inputs}"}},
                 {"name": "files_join", "taskReferenceName": "files_done", "type": "JOIN"},
                 {"name": "loop", "taskReferenceName": "retry_loop", "type": "DO_WHILE",
                  "loopCondition": "false",
@@ -306,7 +310,10 @@ mod tests {
     fn context(kind: &str) -> tranche_workflow_expr::Context {
         let serde_json::Value::Object(map) = json!({
             "workflow": {"input": {"date": "2026-03-03"}, "variables": {"kind": kind}},
-            "import": {"output": {"rows": 12}}
+            "import": {"output": {"rows": 12,
+                "files": [{"name": "write", "taskReferenceName": "file_a"},
+                          {"name": "write", "taskReferenceName": "file_b"}],
+                "inputs": {"file_a": {"bank": "first"}, "file_b": {"bank": "second"}}}}
         }) else {
             unreachable!()
         };
@@ -354,10 +361,36 @@ mod tests {
                 join: "banks_done".into()
             }]
         );
+        // A dynamic fork: the steps its input lists, each with its own input.
+        let dynamic = decide_end(&g, &c, "banks_done", &Ended::Completed);
         assert_eq!(
-            scheduled(&decide_end(&g, &c, "banks_done", &Ended::Completed)),
-            ["files"]
+            dynamic[0],
+            Action::AwaitJoin {
+                join: "files_done".into(),
+                arrivals: 2
+            }
         );
+        assert_eq!(scheduled(&dynamic), ["file_a", "file_b"]);
+        match &dynamic[2] {
+            Action::Schedule(s) => assert_eq!(s.input, json!({"bank": "second"})),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            decide_end_forked(&g, "files", "file_a", false, &Ended::Completed),
+            [Action::Arrive {
+                join: "files_done".into()
+            }]
+        );
+        assert!(matches!(
+            decide_end_forked(&g, "files", "file_a", false, &Ended::Failed("x".into()))[..],
+            [Action::Fail { .. }]
+        ));
+        let mut bad = c.clone();
+        bad["import"]["output"]["files"] = json!([{"nope": 1}]);
+        assert!(matches!(
+            &decide_end(&g, &bad, "banks_done", &Ended::Completed)[..],
+            [Action::Fail { reason, .. }] if reason.contains("expected a list of steps")
+        ));
         // Into the loop: the switch picks its case from its input on the spot.
         assert_eq!(
             scheduled(&decide_end(&g, &c, "files_done", &Ended::Completed)),
