@@ -4,6 +4,7 @@
 //! service reports requests beginning and ending ([`InFlight`]), and
 //! [`Activity::expired`] returns once the current phase's deadline passes.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -108,15 +109,55 @@ impl Drop for InFlight {
     }
 }
 
-/// A connection's socket, reporting the bytes it reads to its [`Activity`].
+/// A connection's socket, reporting the bytes it reads to its [`Activity`], and
+/// failing a write that makes no progress for `write_stall`: a client that stops
+/// reading an answer (a large page, a slow-read attack) would otherwise hold its
+/// connection, and its slot under the cap, for as long as it likes. A client that
+/// reads slowly but reads keeps going: every write that moves resets the clock.
 pub(crate) struct Watched<S> {
     io: S,
     activity: Arc<Activity>,
+    write_stall: std::time::Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<S> Watched<S> {
-    pub(crate) fn new(io: S, activity: Arc<Activity>) -> Watched<S> {
-        Watched { io, activity }
+    pub(crate) fn new(
+        io: S,
+        activity: Arc<Activity>,
+        write_stall: std::time::Duration,
+    ) -> Watched<S> {
+        Watched {
+            io,
+            activity,
+            write_stall,
+            stalled: None,
+        }
+    }
+
+    /// `polled` is what the socket answered a write or flush: a pending one starts (or
+    /// goes on with) the stall's clock, and fails once it has run out; any other
+    /// answer stops it.
+    fn bounded<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let stall = self.write_stall;
+        let clock = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+        if clock.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing of the answer for the body timeout",
+            )));
+        }
+        Poll::Pending
     }
 }
 
@@ -142,7 +183,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.bounded(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -150,7 +193,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.bounded(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -158,7 +203,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_flush(cx);
+        this.bounded(cx, polled)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -89,7 +89,9 @@ pub struct Limits {
     /// next one (after it is accepted, or after an answer); closed after it.
     pub idle_timeout: Duration,
     /// Longest a client may take to send a request's body once its headers are in;
-    /// reading the body fails with [`BodyTimedOut`] after it.
+    /// reading the body fails with [`BodyTimedOut`] after it. Also the longest a
+    /// client may leave an answer unread (no byte of it taken): the connection is
+    /// closed after it.
     pub body_timeout: Duration,
     /// Most connections open at once; further ones wait in the listen backlog until one
     /// closes.
@@ -197,7 +199,7 @@ pub async fn serve(
                 }
             })
         };
-        let io = TokioIo::new(Watched::new(stream, activity.clone()));
+        let io = TokioIo::new(Watched::new(stream, activity.clone(), limits.body_timeout));
         let conn = graceful.watch(http.serve_connection(io, service));
         tokio::spawn(async move {
             tokio::select! {

@@ -434,8 +434,9 @@ pub struct DoorArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout: u64,
     /// Seconds a client may take to send a request's body once its headers are in;
-    /// slower requests are answered 408 (body_timeout). Only reading requests is timed:
-    /// long polls still wait their whole wait.
+    /// slower requests are answered 408 (body_timeout). Also the longest a client may
+    /// leave an answer unread (no byte of it taken): its connection is then closed. A
+    /// long poll's wait is not timed: it still waits its whole wait.
     #[arg(long, value_name = "SECS", default_value_t = tranche_http_door::DEFAULT_BODY_TIMEOUT_SECS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout: u64,

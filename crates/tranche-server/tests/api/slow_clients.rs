@@ -230,3 +230,41 @@ async fn idle_connections_are_closed_after_the_idle_timeout() {
     let (_, after) = read_until_closed(&mut silent, PATIENCE).await;
     assert!(after >= idle - Duration::from_millis(50), "{after:?}");
 }
+
+/// A client that asks for answers and never reads them (a slow-read attack, or a
+/// reader gone silent) is cut off once an answer has made no progress for the body
+/// timeout: it does not keep its connection, and its slot under the cap, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_left_unread_are_cut_off_after_the_body_timeout() {
+    let stall = Duration::from_secs(1);
+    let s = start_with(ServerConfig {
+        door: Limits {
+            body_timeout: stall,
+            idle_timeout: PATIENCE * 6,
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    // A small receive window, and many answers asked for at once (HTTP/1.1
+    // pipelining): far more than the kernel's buffers hold.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let addr = s.base.trim_start_matches("http://").parse().unwrap();
+    let mut greedy = socket.connect(addr).await.unwrap();
+    let asks = 200;
+    let request = b"GET /v1/openapi.json HTTP/1.1\r\nHost: tranche\r\n\r\n".repeat(asks);
+    greedy.write_all(&request).await.unwrap();
+    let one = s.get_ok("/v1/openapi.json").await.to_string().len();
+
+    // The client's behaviour under test, not a wait: it reads nothing for twice the
+    // stall, and the server gives up on the connection.
+    tokio::time::sleep(stall * 2).await;
+    let (got, _) = read_until_closed(&mut greedy, PATIENCE).await;
+    assert!(
+        got.len() < asks * one / 2,
+        "{} bytes of {} came: the server went on writing to a client that read nothing",
+        got.len(),
+        asks * one
+    );
+}
