@@ -52,6 +52,27 @@ pub fn workflows_from_json(
     text: &str,
     source_name: &str,
 ) -> Result<Vec<WorkflowDef>, DefinitionError> {
+    load_checked(text, source_name, |d: &WorkflowDef| {
+        let name = format!("{} v{}", d.name, d.version);
+        (name, d.problems())
+    })
+}
+
+/// The task definitions in `text`: one, or an array of them (as Conductor's
+/// `POST /api/metadata/taskdefs` takes). Each is checked; every problem is said at once.
+pub fn task_defs_from_json(text: &str, source_name: &str) -> Result<Vec<TaskDef>, DefinitionError> {
+    load_checked(text, source_name, |d: &TaskDef| {
+        (format!("task {}", d.name), d.problems())
+    })
+}
+
+/// One `T` or an array of them from `text`, each checked by `check` (its name for
+/// messages, and its problems).
+fn load_checked<T: serde::de::DeserializeOwned>(
+    text: &str,
+    source_name: &str,
+    check: impl Fn(&T) -> (String, Vec<Problem>),
+) -> Result<Vec<T>, DefinitionError> {
     let json_error = |e: serde_json::Error| DefinitionError::Json {
         source_name: source_name.to_string(),
         line: e.line(),
@@ -59,7 +80,7 @@ pub fn workflows_from_json(
         message: e.to_string(),
     };
     // Parsed from the text, not through a `Value`, so that an error keeps its line.
-    let defs: Vec<WorkflowDef> = if text.trim_start().starts_with('[') {
+    let defs: Vec<T> = if text.trim_start().starts_with('[') {
         serde_json::from_str(text)
     } else {
         serde_json::from_str(text).map(|d| vec![d])
@@ -68,9 +89,10 @@ pub fn workflows_from_json(
     let problems: Vec<String> = defs
         .iter()
         .flat_map(|d| {
-            d.problems()
+            let (name, problems) = check(d);
+            problems
                 .into_iter()
-                .map(move |p| format!("{source_name}: {} v{}: {p}", d.name, d.version))
+                .map(move |p| format!("{source_name}: {name}: {p}"))
         })
         .collect();
     if problems.is_empty() {

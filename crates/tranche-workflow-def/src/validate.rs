@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::model::{TaskType, WorkflowDef, WorkflowTask};
+use crate::model::{TaskDef, TaskType, WorkflowDef, WorkflowTask};
 
 /// One thing wrong with a definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +50,53 @@ impl WorkflowDef {
         check.sequence(&self.tasks, "tasks", &refs);
         for (key, value) in &self.output_parameters {
             check.mappings(value, "", "outputParameters", key, &refs);
+        }
+        check.problems
+    }
+}
+
+impl TaskDef {
+    /// Every problem of the task definition; empty when it is valid. As Conductor
+    /// checks them: known retry logic and timeout policy, and a response timeout within
+    /// the step's whole timeout (a worker could otherwise hold a step past it).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut check = Check::default();
+        if self.name.trim().is_empty() {
+            check.say("", "name", "a task name", quoted(&self.name));
+        }
+        const RETRY_LOGIC: [&str; 3] = ["FIXED", "EXPONENTIAL_BACKOFF", "LINEAR_BACKOFF"];
+        if !RETRY_LOGIC.contains(&self.retry_logic.as_str()) {
+            check.say(
+                "",
+                "retryLogic",
+                &format!("one of {}", RETRY_LOGIC.join(", ")),
+                quoted(&self.retry_logic),
+            );
+        }
+        const POLICIES: [&str; 3] = ["RETRY", "TIME_OUT_WF", "ALERT_ONLY"];
+        if !POLICIES.contains(&self.timeout_policy.as_str()) {
+            check.say(
+                "",
+                "timeoutPolicy",
+                &format!("one of {}", POLICIES.join(", ")),
+                quoted(&self.timeout_policy),
+            );
+        }
+        if self.timeout_seconds > 0 && self.response_timeout_seconds > self.timeout_seconds {
+            check.say(
+                "",
+                "responseTimeoutSeconds",
+                &format!("at most timeoutSeconds ({})", self.timeout_seconds),
+                self.response_timeout_seconds.to_string(),
+            );
+        }
+        if self.rate_limit_per_frequency > 0 && self.rate_limit_frequency_in_seconds == 0 {
+            check.say(
+                "",
+                "rateLimitFrequencyInSeconds",
+                "at least 1 with rateLimitPerFrequency",
+                "0".into(),
+            );
         }
         check.problems
     }

@@ -2,7 +2,9 @@
 //! refused naming the step's path, the field, what was expected and what was found.
 
 use serde_json::{json, Value};
-use tranche_workflow_def::{workflows_from_json, DefinitionError, TaskType, WorkflowDef};
+use tranche_workflow_def::{
+    task_defs_from_json, workflows_from_json, DefinitionError, TaskType, WorkflowDef,
+};
 
 /// A payroll day as a workflow: every step type this engine runs, nested as users nest
 /// them (a fork of sequences, a switch inside a loop, a sub-workflow in a branch).
@@ -186,5 +188,44 @@ fn every_problem_is_said_at_once_and_bad_json_by_line() {
             assert!(e.to_string().starts_with("bad.json:3:"), "{e}");
         }
         other => panic!("expected a JSON error at line 3, got {other:?}"),
+    }
+}
+
+#[test]
+fn task_definitions_load_with_conductors_defaults_and_bad_ones_are_named() {
+    let defs = task_defs_from_json(
+        r#"[{"name": "package", "retryCount": 5, "retryLogic": "EXPONENTIAL_BACKOFF",
+             "timeoutSeconds": 600, "responseTimeoutSeconds": 300, "ownerEmail": "o@x"},
+            {"name": "write"}]"#,
+        "tasks.json",
+    )
+    .unwrap();
+    assert_eq!(defs[0].retry_count, 5);
+    assert_eq!(defs[0].extra["ownerEmail"], "o@x");
+    // Conductor's defaults: 3 retries, fixed, 60 s apart, an hour to respond.
+    let d = &defs[1];
+    assert_eq!(
+        (d.retry_count, d.retry_logic.as_str(), d.retry_delay_seconds),
+        (3, "FIXED", 60)
+    );
+    assert_eq!(
+        (d.response_timeout_seconds, d.timeout_policy.as_str()),
+        (3_600, "TIME_OUT_WF")
+    );
+
+    let bad = r#"{"name": "package", "retryLogic": "SOMETIMES", "timeoutPolicy": "PANIC",
+                  "timeoutSeconds": 60, "responseTimeoutSeconds": 120}"#;
+    match task_defs_from_json(bad, "tasks.json") {
+        Err(DefinitionError::Invalid { problems }) => {
+            assert_eq!(problems.len(), 3, "{problems:#?}");
+            for want in [
+                "tasks.json: task package: retryLogic: expected one of FIXED, EXPONENTIAL_BACKOFF, LINEAR_BACKOFF, got \"SOMETIMES\"",
+                "tasks.json: task package: timeoutPolicy: expected one of RETRY, TIME_OUT_WF, ALERT_ONLY, got \"PANIC\"",
+                "tasks.json: task package: responseTimeoutSeconds: expected at most timeoutSeconds (60), got 120",
+            ] {
+                assert!(problems.iter().any(|p| p == want), "{want} in {problems:#?}");
+            }
+        }
+        other => panic!("expected problems, got {other:?}"),
     }
 }
