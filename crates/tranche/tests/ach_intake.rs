@@ -339,15 +339,7 @@ fn an_unknown_bank_and_an_over_long_id_are_refused_with_their_limit() {
 fn a_huge_field_is_said_and_stored_as_an_excerpt() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("e.csv");
-    let mut rng = 7u64;
-    let name: String = (0..10 << 20)
-        .map(|_| {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            char::from(b'A' + (rng >> 59) as u8 % 26)
-        })
-        .collect();
+    let name = tranche_ach_ledger::conformance::noise(7, 10 << 20);
     std::fs::write(
         &csv,
         [

@@ -203,15 +203,7 @@ async fn a_value_of_the_wrong_type_is_never_said_back() {
 async fn a_huge_field_is_answered_and_stored_as_an_excerpt() {
     let s = start_with_ledger(ServerConfig::default()).await;
     let before = s.ledger_bytes();
-    let mut rng = 11u64;
-    let name: String = (0..50 << 20)
-        .map(|_| {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            char::from(b'A' + (rng >> 59) as u8 % 26)
-        })
-        .collect();
+    let name = tranche_ach_ledger::conformance::noise(11, 50 << 20);
     let mut e = entry("H1", "4001234567", 1000);
     e["individual_name"] = json!(name);
     let out = s
