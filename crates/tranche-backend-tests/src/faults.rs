@@ -12,10 +12,10 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
-    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
-    RunProgress, StoredSchedule, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
 
 /// The calls a test can script faults for.
@@ -164,6 +164,21 @@ impl Backend for Faulty {
             }
             Some(Fault::LoseLeases) | None => self.inner.complete(batch).await,
         }
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError> {
+        match self.next(Op::Complete) {
+            Some(Fault::Refuse) => Err(unavailable("commit", false)),
+            Some(Fault::LoseReply) => {
+                self.inner.commit(commit).await?;
+                Err(unavailable("commit", true))
+            }
+            Some(Fault::LoseLeases) | None => self.inner.commit(commit).await,
+        }
+    }
+
+    async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
+        self.inner.records(keys).await
     }
 
     async fn heartbeat(

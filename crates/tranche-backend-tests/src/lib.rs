@@ -12,6 +12,7 @@
 
 pub mod cancel;
 pub mod chains;
+pub mod commits;
 pub mod crash;
 pub mod effects;
 pub mod enqueue;
@@ -75,6 +76,7 @@ pub async fn exercise(make: &dyn MakeBackend) {
     outcomes::all(make).await;
     chains::all(make).await;
     groups::all(make).await;
+    commits::all(make).await;
     runs::all(make).await;
     cancel::all(make).await;
     locks::all(make).await;

@@ -5,10 +5,10 @@ use async_trait::async_trait;
 
 use crate::Hints;
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
-    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
-    RunProgress, StoredSchedule, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
 
 /// The one seam between the engine and where job state lives. Every implementation
@@ -55,6 +55,19 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Apply a batch of attempt results, one ack per completion in order.
     async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError>;
+
+    /// Apply a [`Commit`] in one transaction: its completion, record writes, enqueue and
+    /// gate arrivals all, or nothing. A stale completion applies nothing
+    /// ([`CommitAck::Stale`]); a record whose version is not the one expected fails the
+    /// whole commit with [`BackendError::Conflict`]; an invalid enqueue fails it as
+    /// [`Backend::enqueue`] would. Concurrent commits serialise: of two that expect the
+    /// same version of a record, one is applied. A gate's arrivals are counted O(1)
+    /// each. Costs what its parts cost on their own.
+    async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError>;
+
+    /// The records under `keys`, in order; `None` for a key never written. Reads only,
+    /// of committed state.
+    async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError>;
 
     /// Extend the given leases to now + `lease`. Returns the ones no longer held (lease
     /// lost, or job cancelled), whose handlers should stop.

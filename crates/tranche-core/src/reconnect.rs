@@ -44,10 +44,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueItem,
-    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
-    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest,
-    ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
+    EnqueueItem, EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage,
+    JobRecord, LeaseRef, Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats,
+    Record, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
 
 use tranche_backend::Backend;
@@ -218,6 +218,7 @@ fn repeatable(req: &EnqueueRequest) -> bool {
             EnqueueItem::Job(spec) => Some(spec),
             EnqueueItem::Chain(steps) => steps.first(),
             EnqueueItem::Group { callback, .. } => Some(callback),
+            EnqueueItem::Gate { job, .. } => Some(job),
         };
         identity.is_some_and(|spec| spec.unique_key.is_some())
     })
@@ -250,6 +251,22 @@ impl Backend for Reconnecting {
     async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError> {
         self.call(Repeat::Always, || self.inner.complete(batch.clone()))
             .await
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError> {
+        // With a completion a repeat is harmless: applied once already, it is stale.
+        // Without one, a lost reply leaves the caller to read what was written.
+        let repeat = if commit.completion.is_some() {
+            Repeat::Always
+        } else {
+            Repeat::IfNotApplied
+        };
+        self.call(repeat, || self.inner.commit(commit.clone()))
+            .await
+    }
+
+    async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
+        self.call(Repeat::Always, || self.inner.records(keys)).await
     }
 
     async fn heartbeat(

@@ -34,10 +34,10 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 use tranche_backend::{long_poll, Answer, Backend, Notifier};
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
-    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
-    RunProgress, StoredSchedule, SystemClock, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
 
 use error::AtPath;
@@ -236,6 +236,15 @@ impl Backend for SqliteBackend {
 
     async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError> {
         self.call(|r| Command::Complete(batch, r)).await
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError> {
+        self.call(|r| Command::Commit(Box::new(commit), r)).await
+    }
+
+    async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
+        let keys = keys.to_vec();
+        self.read(move |c| read::records(c, &keys)).await
     }
 
     async fn heartbeat(

@@ -26,6 +26,7 @@ const HISTORY: &[M<'static>] = &[
     M::up(JOB_TRACES).comment("7: trace contexts of traced jobs (job_traces), none on upgrade"),
     M::up(LIMITS)
         .comment("8: rate limits and running caps (limits, limit_starts), none on upgrade"),
+    M::up(COMMITS).comment("9: records and gates, for workflows' commits, none on upgrade"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -212,6 +213,22 @@ CREATE TABLE IF NOT EXISTS limit_starts (
     n     INTEGER NOT NULL,
     PRIMARY KEY (scope, name, at)
 ) WITHOUT ROWID;
+"#;
+
+/// See write/commit.rs. `records` are versioned documents (a workflow's state),
+/// written only by commits; `gates` count the arrivals a pending job still awaits (a
+/// workflow's JOIN), a row per gate until it is released. A version of its own: an
+/// older writer would not release a gate.
+const COMMITS: &str = r#"
+CREATE TABLE IF NOT EXISTS records (
+    key     TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    value   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gates (
+    job_id    INTEGER PRIMARY KEY,
+    remaining INTEGER NOT NULL
+);
 "#;
 
 #[cfg(test)]

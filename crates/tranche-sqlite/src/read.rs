@@ -4,8 +4,8 @@
 use const_format::formatcp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tranche_types::{
-    AttemptError, Effect, JobFailure, JobId, JobRecord, JobState, QueueDepth, RunName, RunProgress,
-    Timestamp,
+    AttemptError, Effect, JobFailure, JobId, JobRecord, JobState, QueueDepth, Record, RunName,
+    RunProgress, Timestamp,
 };
 
 use crate::states::{AVAILABLE, FAILED};
@@ -201,6 +201,24 @@ pub fn effect(conn: &Connection, key: &str) -> OpResult<Option<Effect>> {
             .optional()
         })
         .map_err(db("read effect"))
+}
+
+pub fn records(conn: &Connection, keys: &[String]) -> OpResult<Vec<Option<Record>>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT version, value FROM records WHERE key = ?1")
+        .map_err(db("read record"))?;
+    keys.iter()
+        .map(|key| {
+            stmt.query_row([key], |r| {
+                Ok(Record {
+                    version: r.get(0)?,
+                    value: r.get(1)?,
+                })
+            })
+            .optional()
+            .map_err(db("read record"))
+        })
+        .collect()
 }
 
 pub fn queue_depth(conn: &Connection, queue: &str, cap: u64) -> OpResult<u64> {

@@ -18,8 +18,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, EnqueueItem, EnqueueRequest,
-    Enqueued, JobId, JobSpec, JobState, LeaseRef, LockClaim, RunName, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, EnqueueItem,
+    EnqueueRequest, Enqueued, JobId, JobSpec, JobState, LeaseRef, LockClaim, RunName, Timestamp,
 };
 
 use crate::error::RolledBack;
@@ -40,6 +40,7 @@ pub enum Command {
         reply: Reply<Reserved>,
     },
     Complete(Vec<Completion>, Reply<Vec<CompletionAck>>),
+    Commit(Box<Commit>, Reply<CommitAck>),
     Heartbeat(Vec<LeaseRef>, Duration, Reply<Vec<LeaseRef>>),
     Release(Vec<LeaseRef>, Reply<u64>),
     Cancel(CancelTarget, String, Reply<u64>),
@@ -411,6 +412,12 @@ fn apply(
         Command::Complete(batch, reply) => answer(
             reply,
             step(conn, now, cache, fx, |op| complete::complete(op, &batch)),
+        ),
+        Command::Commit(commit, reply) => answer(
+            reply,
+            step(conn, now, cache, fx, |op| {
+                write::commit::commit(op, &commit)
+            }),
         ),
         Command::Heartbeat(leases, lease, reply) => answer(
             reply,

@@ -45,6 +45,7 @@ area!(
     outcomes,
     chains,
     groups,
+    commits,
     runs,
     cancel,
     locks,

@@ -66,6 +66,17 @@ pub enum BackendError {
     /// The backend was shut down.
     #[error("backend is closed")]
     Closed,
+    /// A [`Commit`](crate::Commit) wrote a record that had changed since its writer
+    /// read it: nothing of the commit was applied. Read again and decide again.
+    #[error("record {key} changed since it was read (expected version {expected}, found {found})")]
+    Conflict {
+        /// The record's key.
+        key: String,
+        /// The version the writer read.
+        expected: u64,
+        /// The version found.
+        found: u64,
+    },
 }
 
 impl BackendError {

@@ -188,6 +188,18 @@ pub enum EnqueueItem {
         /// Gets a JSON array of [`MemberOutcome`](crate::MemberOutcome)s as input.
         callback: JobSpec,
     },
+    /// `job` waits, pending, until `awaits` arrivals have been committed with
+    /// [`Commit::arrive`](crate::Commit::arrive) naming it, then becomes available with
+    /// `[]` as input; with `awaits` 0 it is available at once. A workflow's JOIN: each
+    /// branch that ends arrives once, O(1), whatever the number of branches, and the
+    /// branches need not exist when the gate is enqueued (a branch's last step is known
+    /// only when it runs).
+    Gate {
+        /// Arrivals before it is released.
+        awaits: u32,
+        /// The job released.
+        job: JobSpec,
+    },
 }
 
 /// Items to enqueue into one run, in one transaction.

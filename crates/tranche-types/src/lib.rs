@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+mod commit;
 mod error;
 mod event;
 mod ids;
@@ -47,6 +48,7 @@ mod stats;
 pub mod unique;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use commit::{Commit, CommitAck, Record, RecordWrite};
 pub use error::{one_line, BackendError, Cause, TooLong};
 pub use event::{JobEvent, QueueDepth};
 pub use ids::{InvalidName, JobId, RunName};

@@ -81,6 +81,7 @@ impl EnqueueItem {
             EnqueueItem::Job(spec) => Some(spec),
             EnqueueItem::Chain(steps) => steps.first(),
             EnqueueItem::Group { callback, .. } => Some(callback),
+            EnqueueItem::Gate { job, .. } => Some(job),
         }
     }
 
@@ -115,6 +116,7 @@ impl EnqueueRequest {
                     None => continue,
                 },
                 EnqueueItem::Group { members, callback } => (callback, Box::new(members.iter())),
+                EnqueueItem::Gate { job, .. } => (job, Box::new(std::iter::empty())),
             };
             identity.check_unique_for()?;
             if others.into_iter().any(|s| s.unique_for.is_some()) {

@@ -254,6 +254,12 @@ pub fn enqueue_item(op: &mut Op<'_>, run: i64, item: &EnqueueItem) -> OpResult<E
             }
             ids
         }
+        EnqueueItem::Gate { awaits, job } => {
+            let id = insert(op, run, job, JobState::Pending, None, None)?;
+            super::trace::store_chain(op, &[id], std::slice::from_ref(job))?;
+            super::commit::open_gate(op, id.0, *awaits)?;
+            vec![id]
+        }
     };
     if let Some((key, window)) = window {
         let identity = match item {

@@ -3,6 +3,7 @@
 //! effects to apply only if the operation (and then the transaction) succeeds —
 //! counter deltas per run, per-queue statistics, runs created, queues to wake.
 
+pub mod commit;
 pub mod complete;
 pub mod enqueue;
 pub mod events;

@@ -124,6 +124,7 @@ pub fn delete_job(op: &mut Op<'_>, id: JobId) -> OpResult<bool> {
         .and_then(|mut s| s.execute([id.0]))
         .map_err(db("delete job errors"))?;
     super::trace::forget(op, id.0)?;
+    super::commit::forget_gates(op, &[id.0])?;
     op.conn
         .prepare_cached("DELETE FROM unique_windows WHERE job_id = ?1")
         .and_then(|mut s| s.execute([id.0]))

@@ -124,6 +124,9 @@ fn remove_jobs(op: &Op<'_>, run: i64, max: usize) -> OpResult<usize> {
         }
     }
     super::trace::forget_all(op, removed.iter().map(|&(id, _)| id))?;
+    // A gate of a cancelled workflow is never released: its row goes with its job.
+    let ids: Vec<i64> = removed.iter().map(|&(id, _)| id).collect();
+    super::commit::forget_gates(op, &ids)?;
     Ok(removed.len())
 }
 
