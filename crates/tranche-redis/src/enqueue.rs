@@ -70,7 +70,7 @@ pub async fn enqueue(
 }
 
 /// Check `req`, then add its arguments as `enqueue.lua` reads them (shared with
-/// `fire_schedule.lua`, which enqueues through the same code).
+/// `fire_schedule.lua` and `commit.lua`, which enqueue through the same code).
 pub(crate) fn push_request(
     inv: &mut ScriptInvocation<'_>,
     req: &EnqueueRequest,
@@ -102,6 +102,7 @@ pub(crate) fn push_request(
                 members.iter().try_for_each(check)?;
                 check(callback)?;
             }
+            EnqueueItem::Gate { job, .. } => check(job)?,
         }
     }
     inv.arg(req.run.as_str());
@@ -137,6 +138,10 @@ pub(crate) fn push_request(
                     .iter()
                     .for_each(|s| push_spec(inv, s, s.trace.as_deref()));
                 push_spec(inv, callback, callback.trace.as_deref());
+            }
+            EnqueueItem::Gate { awaits, job } => {
+                inv.arg("a").arg(*awaits);
+                push_spec(inv, job, job.trace.as_deref());
             }
         }
     }

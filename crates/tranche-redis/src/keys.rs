@@ -41,6 +41,10 @@ impl Keys {
     pub fn effect(&self, key: &str) -> String {
         format!("{}eff:{key}", self.prefix)
     }
+    /// A record (see `scripts/commit.lua`): hash of `v` (version) and `d` (value).
+    pub fn record(&self, key: &str) -> String {
+        format!("{}rec:{key}", self.prefix)
+    }
     pub fn feed(&self) -> String {
         format!("{}feed", self.prefix)
     }

@@ -32,7 +32,11 @@
 //!   instead of two set writes per job on the hot path), `P fail:<run>` failed jobs
 //!   (zset by id),
 //!   `P cfail:<run>` steps cancelled by a failure, `P uq:<run>` unique keys,
-//!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups.
+//!   `P hook:<run>` claimed finish hooks; `P g:<id>`/`P gm:<id>` groups. A gate's
+//!   count of arrivals still awaited is the field `g<id>` of its job's bucket (so it
+//!   goes with the job; see `scripts/common.lua`), removed when the gate opens.
+//! - `P rec:<key>` a record written by commits (hash: `v` its version, `d` its value;
+//!   see `scripts/commit.lua`), kept: records have no expiry yet.
 //! - `P uw:<key>` a unique key with a window, across runs (string: the newest windowed
 //!   job's id and window end; see `scripts/enqueue.lua`), expiring when the window
 //!   ends.
@@ -56,8 +60,9 @@
 //! of its thousand jobs ended, so one job that never ends keeps its bucket's thousand),
 //! released groups and finished runs expire after the retention, the feed is trimmed
 //! to about [`RedisOptions::feed_max_len`] events and locks expire after their TTL
-//! plus the retention; effects (proof of what was done), one `P runs` entry per run
-//! and one statistics hash per queue are kept; a failed job can thus be revived by
+//! plus the retention; effects (proof of what was done), records (a workflow's state,
+//! no expiry for now), one `P runs` entry per run and one statistics hash per queue
+//! are kept; a failed job can thus be revived by
 //! `retry_run` only within the retention. [`Backend::prune`] does the same removal on
 //! demand, for runs finished before a given time (`scripts/prune.lua`), and also drops
 //! the run's `P runs` entry (as it does for runs whose keys already expired). Needs Redis 6.2 or newer, with
@@ -70,6 +75,7 @@
 
 #![deny(missing_docs)]
 
+mod commit;
 mod complete;
 mod enqueue;
 mod failure;
@@ -98,10 +104,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::task::JoinHandle;
 use tranche_backend::{Backend, Hints, Notifier};
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
-    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
-    RunProgress, StoredSchedule, SystemClock, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
 
 pub(crate) use failure::store;
@@ -275,6 +281,14 @@ impl Backend for RedisBackend {
 
     async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionAck>, BackendError> {
         complete::complete(self, &batch).await
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError> {
+        commit::commit(self, &commit).await
+    }
+
+    async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
+        commit::records(self, keys).await
     }
 
     async fn heartbeat(

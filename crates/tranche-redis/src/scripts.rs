@@ -56,7 +56,8 @@ fn bounds() -> String {
 }
 
 macro_rules! script {
-    // A guard run before another script's body, in one script (`fire_schedule.lua`).
+    // A guard run before another script's body, in one script (`fire_schedule.lua`,
+    // `commit.lua`).
     ($guard:literal + $file:literal) => {
         Script::new(&format!(
             "{}\n{}\n{}\n{}",
@@ -98,6 +99,7 @@ pub struct Scripts {
     pub put_schedule: Script,
     pub delete_schedule: Script,
     pub fire_schedule: Script,
+    pub commit: Script,
     pub put_limit: Script,
     pub delete_limit: Script,
     pub read_limits: Script,
@@ -127,6 +129,7 @@ impl Scripts {
             put_schedule: script!("put_schedule.lua"),
             delete_schedule: script!("delete_schedule.lua"),
             fire_schedule: script!("fire_schedule.lua" + "enqueue.lua"),
+            commit: script!("commit.lua" + "enqueue.lua"),
             put_limit: script!("limits.lua" + "put_limit.lua"),
             delete_limit: script!("limits.lua" + "delete_limit.lua"),
             read_limits: script!("limits.lua" + "read_limits.lua"),

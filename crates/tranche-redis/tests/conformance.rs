@@ -61,8 +61,8 @@ macro_rules! area {
 }
 
 area!(
-    make: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks, effects, queues, stats,
-    feed, worker, worker_faults, unique, retention, pause, jobs, schedules, trace, limits
+    make: enqueue, reserve, outcomes, chains, groups, commits, runs, cancel, locks, effects, queues,
+    stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules, trace, limits
 );
 
 /// A resume wakes a reserve waiting on the queue through the wake channel, not its
@@ -141,8 +141,8 @@ mod reconnecting {
     }
 
     area!(
-        make_reconnecting: enqueue, reserve, outcomes, chains, groups, runs, cancel, locks,
-        effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules,
+        make_reconnecting: enqueue, reserve, outcomes, chains, groups, commits, runs, cancel,
+        locks, effects, queues, stats, feed, worker, worker_faults, unique, retention, pause, jobs, schedules,
         trace, limits
     );
 }

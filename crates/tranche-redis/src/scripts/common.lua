@@ -65,7 +65,8 @@ end
 -- Jobs live in bucket hashes, a thousand to a bucket: `P b:<id without its last three
 -- digits>`, the job being the field `<id>`. The field `#` counts the bucket's jobs
 -- that have not ended; a bucket where it reaches 0 expires after the retention and
--- one where it rises again is kept. Why: looking up a key among millions costs Redis
+-- one where it rises again is kept. A gate's job also has the field `g<id>`, its
+-- arrivals still awaited (see `open_gate`). Why: looking up a key among millions costs Redis
 -- ~2 µs (a cache miss or several), a field of a bucket that a batch of consecutive
 -- ids just touched ~0.2 µs; a job costs one key lookup in the whole keyspace per batch
 -- instead of six of its own, no EXPIRE of its own, and less than half the memory.
@@ -735,6 +736,34 @@ end
 local function member_ended(group)
   local left = redis.call('HINCRBY', P .. 'g:' .. group, 'left', -1)
   if left == 0 then release_callback(group) end
+end
+
+-- Gates (EnqueueItem::Gate, a workflow's JOIN): a pending job released, as a group's
+-- callback is, with '[]' as its input, at the last of the arrivals it awaits
+-- (commit.lua). What is left to arrive is the field `g<id>` of the job's bucket,
+-- beside its record, so it goes with the job: expired with its bucket, removed by a
+-- delete or a prune; the gate's opening drops it. An arrival costs an HGET and an
+-- HINCRBY (or HDEL), however many it awaits.
+local function gate_field(id) return 'g' .. id end
+
+-- Gate `id` (a string), its job just inserted pending, awaits `awaits` arrivals; one
+-- awaiting none opens at once.
+local function open_gate(id, awaits)
+  if awaits == 0 then
+    release_pending(id, '[]')
+  else
+    redis.call('HSET', bucket_key(id), gate_field(id), S(awaits))
+  end
+end
+
+-- One arrival at gate `id` (a string): its last releases the job. A no-op at a job
+-- that is no gate, or a gate already open (its job released, ended or gone).
+local function arrive(id)
+  local b, f = bucket_key(id), gate_field(id)
+  if not redis.call('HGET', b, f) then return end
+  if redis.call('HINCRBY', b, f, -1) > 0 then return end
+  redis.call('HDEL', b, f)
+  release_pending(id, '[]')
 end
 
 -- End a job that has not ended yet as cancelled. Returns its next step and group.

@@ -1,5 +1,6 @@
--- Delete one ended job: its record, its attempt errors and what indexes it (failures,
--- revivable steps, its unique key); its run counts it no more. The later steps of its
+-- Delete one ended job: its record, its attempt errors, its gate's count if it never
+-- opened, and what indexes it (failures, revivable steps, its unique key); its run
+-- counts it no more. The later steps of its
 -- chain that its failure cancelled can no longer be revived. ARGV[A]: the job id.
 -- Returns { status, state }: 'ok'; 'missing' (no such job); 'state' and the job's
 -- state when it has not ended.
@@ -7,7 +8,7 @@ local id = ARGV[A]
 local state, _, _, _, _, _, _, _, upstream_failed, next_step, _, run, _, texts = job(id)
 if not state then return { 'missing', 0 } end
 if state < SUCCEEDED then return { 'state', state } end
-redis.call('HDEL', bucket_key(id), id)
+redis.call('HDEL', bucket_key(id), id, gate_field(id))
 records[id] = false
 redis.call('DEL', errors_key(id))
 if state == FAILED then redis.call('ZREM', P .. 'fail:' .. run, id) end

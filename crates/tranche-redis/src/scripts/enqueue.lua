@@ -1,8 +1,9 @@
 -- Enqueue items into one run, all or nothing: the caller validated every spec, so
 -- nothing below can fail half way. ARGV from A: run, has on_done ('1'/'0'), the
 -- on_done spec (SPEC_ARGS), then per item: type (c: a chain, a single job being a chain
--- of one; g: a group), step or member count, specs (a group's callback last). Returns
--- per item: existed ('1'/'0'), first id, id count.
+-- of one; g: a group; a: a gate), step or member count (a gate's: the arrivals it
+-- awaits), specs (a group's callback last; a gate's one job). Returns per item:
+-- existed ('1'/'0'), first id, id count.
 local run = ARGV[A]
 ensure_run(run)
 if ARGV[A + 1] == '1' then
@@ -51,7 +52,7 @@ end
 local total, j = 0, i
 while j <= #ARGV do
   local n = tonumber(ARGV[j + 1])
-  if ARGV[j] == 'g' then n = n + 1 end
+  if ARGV[j] == 'g' then n = n + 1 elseif ARGV[j] == 'a' then n = 1 end
   total = total + n
   j = j + 2 + n * SPEC_ARGS
 end
@@ -62,12 +63,13 @@ while i <= #ARGV do
   -- Specs by their first argument's index: no table per spec.
   local specs = {}
   local count = n
-  if kind == 'g' then count = n + 1 end
+  if kind == 'g' then count = n + 1 elseif kind == 'a' then count = 1 end
   for s = 1, count do
     specs[s] = i
     i = i + SPEC_ARGS
   end
-  -- The item's identity for a unique key: the job, a chain's head, a group's callback.
+  -- The item's identity for a unique key: the job, a chain's head, a group's callback,
+  -- a gate's job.
   local identity = specs[count]
   if kind == 'c' then identity = specs[1] end
   local existing = false
@@ -100,6 +102,10 @@ while i <= #ARGV do
       call_chunked('RPUSH', P .. 'gm:' .. group, members)
       if n == 0 then release_callback(group) end
       if window then open_window(ARGV[identity + SPEC_UNIQUE_KEY], callback, window) end
+    elseif kind == 'a' then
+      insert(run, specs[1], PENDING, first, nil, nil)
+      open_gate(S(first), n)
+      if window then open_window(ARGV[identity + SPEC_UNIQUE_KEY], first, window) end
     else
       for s = 1, n do
         local id = first + s - 1

@@ -1,7 +1,8 @@
 -- Retention on demand: remove runs that finished before a cut-off, with their jobs
--- (their fields in the buckets, attempt errors, groups) and every key of the run
--- (RUN_KEYS) and its `P runs` entry. What the retention's key expiry does, earlier.
--- Effects, statistics and the feed (bounded by length) are kept.
+-- (their fields in the buckets, attempt errors, groups, the counts of gates that never
+-- opened) and every key of the run (RUN_KEYS) and its `P runs` entry. What the
+-- retention's key expiry does, earlier. Effects, statistics, records and the feed
+-- (bounded by length) are kept.
 --
 -- Bounded per call: it looks at up to SCAN entries of `P runs` from ARGV[A + 1] (a
 -- position), removes up to ARGV[A + 2] runs and up to ARGV[A + 3] job ids; a large
@@ -41,6 +42,8 @@ local function remove_jobs(run)
           fields[b] = l
         end
         l[#l + 1] = id
+        -- A gate of a cancelled workflow never opens: its count goes with its job.
+        l[#l + 1] = gate_field(id)
         if has_errors == 1 then redis.call('DEL', errors_key(id)) end
         if group ~= '' then groups[group] = true end
         jobs_removed = jobs_removed + 1
