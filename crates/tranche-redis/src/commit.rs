@@ -78,7 +78,10 @@ pub async fn commit(b: &RedisBackend, commit: &Commit) -> Result<CommitAck, Back
 }
 
 /// One HMGET per key, in one MULTI: the records as of one moment.
-pub async fn records(b: &RedisBackend, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
+pub async fn records(
+    b: &RedisBackend,
+    keys: &[String],
+) -> Result<Vec<Option<Record>>, BackendError> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }

@@ -1,5 +1,5 @@
 //! What only the Redis backend has: prefix checks, on-done names and job kinds checked
-//! up front, and the retention of ended data.
+//! up front, the retention of ended data, and where gates and records are kept.
 
 use crate::server;
 
@@ -9,8 +9,8 @@ use std::time::Duration;
 use tranche_backend::Backend;
 use tranche_redis::{RedisBackend, RedisOptions};
 use tranche_types::{
-    BackendError, Completion, EnqueueItem, EnqueueRequest, JobSpec, ReserveRequest, Resolution,
-    RunName,
+    BackendError, Commit, Completion, EnqueueItem, EnqueueRequest, JobId, JobSpec, RecordWrite,
+    ReserveRequest, Resolution, RunName, Timestamp,
 };
 
 fn shared() -> Option<&'static str> {
@@ -352,4 +352,123 @@ async fn a_run_enqueued_in_several_calls_is_cancelled_whole() {
     assert_eq!(n, 1201);
     let p = b.run_progress(&run).await.unwrap().unwrap();
     assert_eq!((p.cancelled, p.available), (1201, 0));
+}
+
+/// A gate's count of arrivals is the field `g<id>` of its job's bucket: dropped when
+/// the gate opens, or with its job (a delete, a prune) when it never does; an arrival
+/// at an id that is no gate writes nothing. A record is the hash `P rec:<key>`.
+#[tokio::test]
+async fn a_gate_count_goes_with_its_job_and_records_are_hashes() {
+    let Some(url) = shared() else { return };
+    let prefix = server::fresh_prefix();
+    let b = Arc::new(RedisBackend::connect(options(url, &prefix)).await.unwrap());
+    let run = RunName::new("gates/a").unwrap();
+    let gate = || EnqueueItem::Gate {
+        awaits: 2,
+        job: JobSpec::new("join", "{}").queue("joins"),
+    };
+    let out = b
+        .enqueue(EnqueueRequest {
+            run: run.clone(),
+            items: vec![gate(), gate(), gate()],
+            on_done: None,
+        })
+        .await
+        .unwrap();
+    let (opened, deleted, pruned) = (out[0].ids[0], out[1].ids[0], out[2].ids[0]);
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut left = async |id: JobId| -> Option<i64> {
+        redis::cmd("HGET")
+            .arg(bucket_key(&prefix, id.0))
+            .arg(format!("g{}", id.0))
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    };
+    assert_eq!(left(opened).await, Some(2));
+    let unknown = JobId(7_654_321);
+    b.commit(Commit {
+        records: vec![RecordWrite {
+            key: "wf/gates".into(),
+            expect: 0,
+            value: "{\"n\":1}".into(),
+        }],
+        arrive: vec![opened, opened, deleted, unknown],
+        ..Commit::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(left(opened).await, None, "an open gate has no count");
+    assert_eq!(left(deleted).await, Some(1));
+    assert_eq!(left(unknown).await, None);
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(bucket_key(&prefix, unknown.0))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "an arrival at no gate writes nothing");
+    let record: (String, String) = redis::cmd("HMGET")
+        .arg(format!("{prefix}rec:wf/gates"))
+        .arg("v")
+        .arg("d")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(record, ("1".to_string(), "{\"n\":1}".to_string()));
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(format!("{prefix}rec:wf/gates"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(ttl, -1, "records have no expiry");
+
+    let joins = b
+        .reserve(ReserveRequest {
+            queue: "joins".into(),
+            max: 10,
+            lease: Duration::from_secs(10),
+            wait: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    assert_eq!(joins.len(), 1);
+    assert_eq!(joins[0].id, opened);
+    b.complete(vec![Completion {
+        lease: joins[0].lease(),
+        resolution: Resolution::Succeeded {
+            result: "null".into(),
+        },
+    }])
+    .await
+    .unwrap();
+    // The workflow is cancelled: its closed gates never open.
+    b.cancel(tranche_types::CancelTarget::Run(run.clone()), "stop")
+        .await
+        .unwrap();
+    let mut left = async |id: JobId| -> Option<i64> {
+        redis::cmd("HGET")
+            .arg(bucket_key(&prefix, id.0))
+            .arg(format!("g{}", id.0))
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        (left(deleted).await, left(pruned).await),
+        (Some(1), Some(2))
+    );
+    assert!(b.delete_job(deleted).await.unwrap());
+    assert_eq!(left(deleted).await, None, "deleted with its job");
+    let pruned_runs = b.prune(Timestamp(i64::MAX / 2), 10).await.unwrap().runs;
+    assert_eq!(pruned_runs, 1);
+    assert_eq!(left(pruned).await, None, "pruned with its job");
 }
