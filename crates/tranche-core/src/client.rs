@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tranche_backend::{Backend, Hints};
 use tranche_types::{
-    BackendError, CancelTarget, Clock, Completion, CompletionAck, Effect, EnqueueRequest, Enqueued,
-    JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef, Limit, LimitScope,
-    LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, ReserveRequest, ReservedJob, RunName,
-    RunProgress, StoredSchedule, Timestamp,
+    BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
+    EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
+    Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
+    ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
 
 use crate::reconnect::{Outage, Reconnecting};
@@ -279,6 +279,17 @@ impl Client {
         batch: Vec<Completion>,
     ) -> Result<Vec<CompletionAck>, BackendError> {
         self.backend.complete(batch).await
+    }
+
+    /// Apply a completion with the records, jobs and gate arrivals it brings, all in
+    /// one transaction or nothing (workflows; see `Backend::commit`).
+    pub async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError> {
+        self.backend.commit(commit).await
+    }
+
+    /// Versioned records under `keys`, in order (`None` for a key never written).
+    pub async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
+        self.backend.records(keys).await
     }
 
     /// Extend leases; the ones no longer held (remote workers).

@@ -47,6 +47,19 @@ pub async fn poll_until(what: &str, within: Duration, mut done: impl FnMut() -> 
     }
 }
 
+/// As [`poll_until`], for a check that must await (a backend read, an HTTP call):
+/// tried every 10 ms until it holds, failing naming `what` after `within`.
+pub async fn poll_until_async(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done().await {
+        assert!(
+            Instant::now() < deadline,
+            "not reached in {within:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The name libtest runs a test by, given the `module_path!()` of the module that
 /// defines it: that path without its first segment (the test binary's crate). A test that
 /// runs its own binary again as a child (`--exact NAME --ignored`) needs the full name,

@@ -24,6 +24,11 @@ pub struct Schedule {
     pub kind: TaskType,
     /// Its input: the definition's `inputParameters`, resolved.
     pub input: Value,
+    /// For a step a dynamic fork made (in no definition): that fork's reference name,
+    /// which places its end ([`decide_end_forked`]).
+    pub fork: Option<String>,
+    /// A failure of it does not fail the workflow.
+    pub optional: bool,
 }
 
 /// One thing the engine does, in order, in the transaction of the start or end decided.
@@ -245,6 +250,8 @@ impl<'g, 'd> Decider<'g, 'd> {
                 name: step.name,
                 kind,
                 input,
+                fork: Some(reference.to_string()),
+                optional: step.optional,
             }));
         }
     }
@@ -357,6 +364,8 @@ impl<'g, 'd> Decider<'g, 'd> {
                 name: task.name.clone(),
                 kind,
                 input,
+                fork: None,
+                optional: task.optional,
             })),
         }
     }

@@ -343,6 +343,8 @@ mod tests {
                 name: "import".into(),
                 kind: TaskType::Simple,
                 input: json!({"date": "2026-03-03"}),
+                fork: None,
+                optional: false,
             })]
         );
         // A fork: its join told how many arrivals, each branch's first step scheduled.

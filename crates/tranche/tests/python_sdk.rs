@@ -73,14 +73,6 @@ fn start_python(python: &str, base: &str, mode: &str, markers: &Path) -> Proc {
     Proc(child)
 }
 
-async fn wait_for(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Wait for the process to exit, at most `limit`.
 async fn exit_status(p: &mut Proc, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
@@ -126,7 +118,7 @@ async fn submit_one(client: &reqwest::Client, base: &str, run: &str, kind: &str)
 /// Waits until a Python worker writing its markers into `dir` has started job `id`.
 async fn wait_started(dir: &Path, id: &Value) {
     let marker = dir.join(format!("started-{id}"));
-    wait_for(
+    tranche_test_support::poll_until_async(
         "a worker to start the job",
         Duration::from_secs(30),
         async || marker.exists(),
@@ -243,9 +235,11 @@ async fn a_python_step_between_two_rust_steps() {
         .await
         .unwrap();
     let last = out["ids"][2].clone();
-    wait_for("the chain to finish", Duration::from_secs(60), async || {
-        job(&client, &base, &last).await["state"] == "succeeded"
-    })
+    tranche_test_support::poll_until_async(
+        "the chain to finish",
+        Duration::from_secs(60),
+        async || job(&client, &base, &last).await["state"] == "succeeded",
+    )
     .await;
     let rec = job(&client, &base, &last).await;
     assert_eq!(rec["result"], "<ADA via python>");
@@ -282,7 +276,7 @@ async fn a_killed_python_worker_loses_its_job_to_another() {
     hung.0.kill().unwrap();
     hung.0.wait().unwrap();
     let _finisher = start_python(python, &base, "finish", dir.path());
-    wait_for(
+    tranche_test_support::poll_until_async(
         "another worker to finish the job",
         Duration::from_secs(60),
         async || job(&client, &base, &id).await["state"] == "succeeded",
@@ -383,7 +377,7 @@ async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands()
     let id = submit_one(&client, &base, "sdk/restart", "py.report").await;
     let mut py = start_python(python, &base, "report", dir.path());
     let marker = |what: &str| dir.path().join(format!("{what}-{id}"));
-    wait_for(
+    tranche_test_support::poll_until_async(
         "the worker to start the job",
         Duration::from_secs(30),
         async || marker("started").exists(),
@@ -397,7 +391,7 @@ async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands()
         .await
         .success());
     std::fs::write(marker("release"), "").unwrap();
-    wait_for(
+    tranche_test_support::poll_until_async(
         "the handler to return",
         Duration::from_secs(30),
         async || marker("returned").exists(),
@@ -405,9 +399,11 @@ async fn a_result_reported_while_the_server_restarts_is_retried_until_it_lands()
     .await;
     let (_server, again) = start_server_at(&data, &listen);
     assert_eq!(again, base);
-    wait_for("the result to land", Duration::from_secs(60), async || {
-        job(&client, &base, &id).await["state"] == "succeeded"
-    })
+    tranche_test_support::poll_until_async(
+        "the result to land",
+        Duration::from_secs(60),
+        async || job(&client, &base, &id).await["state"] == "succeeded",
+    )
     .await;
     let rec = job(&client, &base, &id).await;
     assert_eq!(
@@ -430,17 +426,21 @@ async fn an_idle_worker_starts_a_lone_job_at_once() {
     let (_server, base) = start_server(&dir.path().join("data"));
     let _py = start_python(python, &base, "idle", dir.path());
     let ready = dir.path().join("ready-idle");
-    wait_for("the worker to start", Duration::from_secs(30), async || {
-        ready.exists()
-    })
+    tranche_test_support::poll_until_async(
+        "the worker to start",
+        Duration::from_secs(30),
+        async || ready.exists(),
+    )
     .await;
     // The worker has 4 free slots and long-polls for 20 s: a poll for 4 would hold
     // this one job until then.
     let client = reqwest::Client::new();
     let id = submit_one(&client, &base, "sdk/idle", "py.quick").await;
-    wait_for("the job to be done", Duration::from_secs(10), async || {
-        job(&client, &base, &id).await["state"] == "succeeded"
-    })
+    tranche_test_support::poll_until_async(
+        "the job to be done",
+        Duration::from_secs(10),
+        async || job(&client, &base, &id).await["state"] == "succeeded",
+    )
     .await;
 }
 

@@ -1,0 +1,406 @@
+//! Definitions, stored as backend records so every process sharing the backend sees
+//! the same ones, and cached here: a step's end reads its workflow's definition, and a
+//! record read per step would be most of a step's cost.
+//!
+//! Records: `def/wf/<name>/<version>` (a workflow definition), `def/task/<name>` (a task
+//! definition) and `def/index` (the names and versions, for listing and for the latest
+//! version). A definition written by another process is seen here within
+//! [`CACHE_FOR`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tranche_core::Client;
+use tranche_types::{BackendError, Commit, RecordWrite};
+use tranche_workflow_def::{TaskDef, TaskType, WorkflowDef, WorkflowTask};
+
+use crate::WorkflowError;
+
+/// How long a definition read from the backend is used before it is read again.
+pub const CACHE_FOR: Duration = Duration::from_secs(2);
+
+const INDEX: &str = "def/index";
+
+/// The names and versions stored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Index {
+    workflows: BTreeMap<String, Vec<u32>>,
+    tasks: Vec<String>,
+}
+
+/// A workflow definition with what the engine derives from it once.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The definition.
+    pub def: WorkflowDef,
+    /// The reference names its mappings read outputs of (`${ref.output…}`,
+    /// `${ref.input…}`): a decision needs those steps' outputs and no others.
+    pub mentioned: Vec<String>,
+}
+
+impl Prepared {
+    fn of(def: WorkflowDef) -> Prepared {
+        let mut mentioned = HashSet::new();
+        let mut templates: Vec<&Value> = def.output_parameters.values().collect();
+        collect_templates(&def.tasks, &mut templates);
+        for t in templates {
+            mentioned_refs(t, &mut mentioned);
+        }
+        mentioned.remove("workflow");
+        let mut mentioned: Vec<String> = mentioned.into_iter().collect();
+        mentioned.sort();
+        Prepared { def, mentioned }
+    }
+}
+
+fn collect_templates<'a>(tasks: &'a [WorkflowTask], out: &mut Vec<&'a Value>) {
+    for t in tasks {
+        out.extend(t.input_parameters.values());
+        for case in t.decision_cases.values() {
+            collect_templates(case, out);
+        }
+        collect_templates(&t.default_case, out);
+        for branch in &t.fork_tasks {
+            collect_templates(branch, out);
+        }
+        collect_templates(&t.loop_over, out);
+    }
+}
+
+/// The first names of the paths `${…}` mappings in `template` read.
+fn mentioned_refs(template: &Value, out: &mut HashSet<String>) {
+    match template {
+        Value::String(s) => {
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find("${") {
+                let path = &rest[at + 2..];
+                let end = path.find(['.', '}', '[']).unwrap_or(path.len());
+                out.insert(path[..end].to_string());
+                rest = &path[end..];
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| mentioned_refs(v, out)),
+        Value::Object(map) => map.values().for_each(|v| mentioned_refs(v, out)),
+        _ => {}
+    }
+}
+
+struct Cached<T> {
+    value: T,
+    at: Instant,
+}
+
+impl<T: Clone> Cached<T> {
+    fn fresh(&self) -> Option<T> {
+        (self.at.elapsed() < CACHE_FOR).then(|| self.value.clone())
+    }
+}
+
+/// The definitions store.
+pub struct Definitions {
+    client: Client,
+    workflows: Mutex<HashMap<(String, u32), Cached<Arc<Prepared>>>>,
+    tasks: Mutex<HashMap<String, Cached<Option<Arc<TaskDef>>>>>,
+    index: Mutex<Option<Cached<Arc<IndexRead>>>>,
+}
+
+struct IndexRead {
+    version: u64,
+    index: Index,
+}
+
+impl Definitions {
+    /// Definitions kept in `client`'s backend.
+    pub fn new(client: Client) -> Self {
+        Definitions {
+            client,
+            workflows: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(HashMap::new()),
+            index: Mutex::new(None),
+        }
+    }
+
+    async fn read_index(&self, fresh: bool) -> Result<Arc<IndexRead>, BackendError> {
+        if !fresh {
+            if let Some(cached) = self.index.lock().unwrap().as_ref().and_then(Cached::fresh) {
+                return Ok(cached);
+            }
+        }
+        let record = self.client.records(&[INDEX.to_string()]).await?.remove(0);
+        let read = Arc::new(match record {
+            Some(r) => IndexRead {
+                version: r.version,
+                index: serde_json::from_str(&r.value)
+                    .map_err(|e| BackendError::store("read the definitions' index", e))?,
+            },
+            None => IndexRead {
+                version: 0,
+                index: Index::default(),
+            },
+        });
+        *self.index.lock().unwrap() = Some(Cached {
+            value: read.clone(),
+            at: Instant::now(),
+        });
+        Ok(read)
+    }
+
+    /// Store workflow definitions (already checked), replacing a stored one of the same
+    /// name and version. The sub-workflows and task definitions they name must exist
+    /// (or be among them), as Conductor requires of `SIMPLE` steps' task definitions.
+    pub async fn put_workflows(&self, defs: Vec<WorkflowDef>) -> Result<(), WorkflowError> {
+        let mut problems = Vec::new();
+        for def in &defs {
+            for name in simple_task_names(&def.tasks) {
+                if self.task(&name).await?.is_none() {
+                    problems.push(format!(
+                        "{} v{}: a SIMPLE step runs task {name:?}: expected a task definition of that name (POST /api/metadata/taskdefs), got none",
+                        def.name, def.version
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(WorkflowError::Invalid(problems.join("\n")));
+        }
+        self.update_index(
+            |index| {
+                for def in &defs {
+                    let versions = index.workflows.entry(def.name.clone()).or_default();
+                    if !versions.contains(&def.version) {
+                        versions.push(def.version);
+                        versions.sort_unstable();
+                    }
+                }
+            },
+            defs.iter()
+                .map(|d| {
+                    let text = serde_json::to_string(d).expect("a definition serialises");
+                    (workflow_key(&d.name, d.version), text)
+                })
+                .collect(),
+        )
+        .await?;
+        let mut cache = self.workflows.lock().unwrap();
+        for def in defs {
+            cache.insert(
+                (def.name.clone(), def.version),
+                Cached {
+                    value: Arc::new(Prepared::of(def)),
+                    at: Instant::now(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Store task definitions (already checked), replacing stored ones of those names.
+    pub async fn put_tasks(&self, defs: Vec<TaskDef>) -> Result<(), WorkflowError> {
+        self.update_index(
+            |index| {
+                for def in &defs {
+                    if !index.tasks.contains(&def.name) {
+                        index.tasks.push(def.name.clone());
+                    }
+                }
+                index.tasks.sort();
+            },
+            defs.iter()
+                .map(|d| {
+                    let text = serde_json::to_string(d).expect("a task definition serialises");
+                    (task_key(&d.name), text)
+                })
+                .collect(),
+        )
+        .await?;
+        let mut cache = self.tasks.lock().unwrap();
+        for def in defs {
+            cache.insert(
+                def.name.clone(),
+                Cached {
+                    value: Some(Arc::new(def)),
+                    at: Instant::now(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Write `records` (key, value; whatever their versions: a definition replaces the
+    /// one stored) with the index changed by `change`, in one commit; a concurrent
+    /// change of the index is read again and the commit repeated.
+    async fn update_index(
+        &self,
+        change: impl Fn(&mut Index),
+        records: Vec<(String, String)>,
+    ) -> Result<(), WorkflowError> {
+        for _ in 0..100 {
+            let read = self.read_index(true).await?;
+            let mut index = read.index.clone();
+            change(&mut index);
+            let keys: Vec<String> = records.iter().map(|(k, _)| k.clone()).collect();
+            let current = self.client.records(&keys).await?;
+            let mut writes: Vec<RecordWrite> = records
+                .iter()
+                .zip(current)
+                .map(|((key, value), cur)| RecordWrite {
+                    key: key.clone(),
+                    expect: cur.map_or(0, |c| c.version),
+                    value: value.clone(),
+                })
+                .collect();
+            writes.push(RecordWrite {
+                key: INDEX.into(),
+                expect: read.version,
+                value: serde_json::to_string(&index).expect("the index serialises"),
+            });
+            match self
+                .client
+                .commit(Commit {
+                    records: writes,
+                    ..Commit::default()
+                })
+                .await
+            {
+                Ok(_) => {
+                    *self.index.lock().unwrap() = None;
+                    return Ok(());
+                }
+                Err(BackendError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(WorkflowError::Busy("the definitions' index"))
+    }
+
+    /// Workflow definition `name` at `version`, or its latest version.
+    pub async fn workflow(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Arc<Prepared>, WorkflowError> {
+        let version = match version {
+            Some(v) => v,
+            None => self
+                .read_index(false)
+                .await?
+                .index
+                .workflows
+                .get(name)
+                .and_then(|v| v.last().copied())
+                .ok_or_else(|| WorkflowError::NotFound(format!("workflow definition {name:?}")))?,
+        };
+        let key = (name.to_string(), version);
+        if let Some(hit) = self
+            .workflows
+            .lock()
+            .unwrap()
+            .get(&key)
+            .and_then(Cached::fresh)
+        {
+            return Ok(hit);
+        }
+        let record = self
+            .client
+            .records(&[workflow_key(name, version)])
+            .await?
+            .remove(0)
+            .ok_or_else(|| {
+                WorkflowError::NotFound(format!("workflow definition {name:?} version {version}"))
+            })?;
+        let def: WorkflowDef = serde_json::from_str(&record.value)
+            .map_err(|e| BackendError::store("read a workflow definition", e))?;
+        let prepared = Arc::new(Prepared::of(def));
+        self.workflows.lock().unwrap().insert(
+            key,
+            Cached {
+                value: prepared.clone(),
+                at: Instant::now(),
+            },
+        );
+        Ok(prepared)
+    }
+
+    /// Task definition `name`, if stored.
+    pub async fn task(&self, name: &str) -> Result<Option<Arc<TaskDef>>, BackendError> {
+        if let Some(hit) = self.tasks.lock().unwrap().get(name).and_then(Cached::fresh) {
+            return Ok(hit);
+        }
+        let record = self.client.records(&[task_key(name)]).await?.remove(0);
+        let def = match record {
+            Some(r) => Some(Arc::new(
+                serde_json::from_str::<TaskDef>(&r.value)
+                    .map_err(|e| BackendError::store("read a task definition", e))?,
+            )),
+            None => None,
+        };
+        self.tasks.lock().unwrap().insert(
+            name.to_string(),
+            Cached {
+                value: def.clone(),
+                at: Instant::now(),
+            },
+        );
+        Ok(def)
+    }
+
+    /// Every workflow definition's name with its versions.
+    pub async fn workflow_names(&self) -> Result<BTreeMap<String, Vec<u32>>, BackendError> {
+        Ok(self.read_index(true).await?.index.workflows.clone())
+    }
+
+    /// Every task definition's name.
+    pub async fn task_names(&self) -> Result<Vec<String>, BackendError> {
+        Ok(self.read_index(true).await?.index.tasks.clone())
+    }
+}
+
+fn workflow_key(name: &str, version: u32) -> String {
+    format!("def/wf/{name}/{version}")
+}
+
+fn task_key(name: &str) -> String {
+    format!("def/task/{name}")
+}
+
+/// The task names of every `SIMPLE` step, nested ones too.
+fn simple_task_names(tasks: &[WorkflowTask]) -> Vec<String> {
+    let mut names = Vec::new();
+    fn walk(tasks: &[WorkflowTask], names: &mut Vec<String>) {
+        for t in tasks {
+            if t.task_type() == Some(TaskType::Simple) && !names.contains(&t.name) {
+                names.push(t.name.clone());
+            }
+            for case in t.decision_cases.values() {
+                walk(case, names);
+            }
+            walk(&t.default_case, names);
+            for branch in &t.fork_tasks {
+                walk(branch, names);
+            }
+            walk(&t.loop_over, names);
+        }
+    }
+    walk(tasks, &mut names);
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steps_mappings_read_are_found() {
+        let mut found = HashSet::new();
+        mentioned_refs(
+            &serde_json::json!({"a": "${t01.output.v}", "b": ["x ${t02.output} ${workflow.input.n}"], "c": "${t03['k']}", "d": "$${lit}"}),
+            &mut found,
+        );
+        let mut found: Vec<_> = found.into_iter().collect();
+        found.sort();
+        assert_eq!(found, ["lit", "t01", "t02", "t03", "workflow"]);
+    }
+}

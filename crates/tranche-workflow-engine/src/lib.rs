@@ -1,0 +1,489 @@
+//! Workflows run by the engine (issue 33; see `docs/workflows.md`).
+//!
+//! A workflow is data (a Conductor definition, stored as a backend record) and its
+//! steps are ordinary jobs: a worker's step (`SIMPLE`) is a job on the queue named
+//! after its task, which workers poll; the steps the engine runs itself (joins,
+//! sub-workflows, waits, scripts) are jobs on [`SYSTEM_QUEUE`], run by
+//! [`Workflows::run_system_steps`]. Leases, retries, limits, pause and metrics apply to
+//! them as they are.
+//!
+//! What is kept: a workflow's header (`wf/<id>`: its input, status, variables,
+//! output), rewritten only when its status or variables change; its steps' jobs, all in
+//! the run `wf/<root id>` (a sub-workflow's steps in its root's run), each under the
+//! unique key `<workflow>:<generation>:<reference name>`, so a decision made twice
+//! enqueues a step once, and the output a mapping reads is one lookup away. A JOIN is a
+//! gate enqueued when its fork starts and opened by the last of its branches'
+//! arrivals, each O(1); a sub-workflow's step is a gate its child's end opens.
+//!
+//! Every step's end is decided by the pure decider (`tranche-workflow`) on the header
+//! and the outputs the definition's mappings read, and committed with the step's
+//! completion in one transaction ([`Commit`](tranche_types::Commit)). A header that
+//! moved since it was read (two branches setting variables, a terminate racing a
+//! step) fails the commit, and the decision is made again on what is there.
+
+#![deny(missing_docs)]
+
+mod defs;
+mod engine;
+mod state;
+mod system;
+mod tasks;
+mod views;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use tranche_core::Client;
+use tranche_types::{BackendError, JobFilter, JobId, RecordWrite};
+use tranche_workflow_def::{TaskDef, WorkflowDef};
+
+pub use defs::{Prepared, CACHE_FOR};
+pub use engine::{conductor_status, new_id, SYSTEM_QUEUE};
+pub use state::{parse_task_id, task_id, Header, HeldEnd, Parent, StepArgs, WorkflowStatus};
+pub use tasks::{PolledTask, TaskStatus, TaskUpdate};
+pub use views::{StepView, WorkflowView};
+
+use engine::Engine;
+
+/// Why a workflow call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkflowError {
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// What was named does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The request is not valid (a definition's problems, a bad argument).
+    #[error("{0}")]
+    Invalid(String),
+    /// The workflow is not in a state that allows it.
+    #[error("{0}")]
+    Conflict(String),
+    /// A record kept changing under concurrent writers: the call may be repeated.
+    #[error("{0} kept changing under concurrent writers; try again")]
+    Busy(&'static str),
+}
+
+/// A workflow to start.
+#[derive(Clone, Debug, Default)]
+pub struct StartRequest {
+    /// The definition's name.
+    pub name: String,
+    /// Its version; the latest when absent.
+    pub version: Option<u32>,
+    /// The workflow's input.
+    pub input: Map<String, Value>,
+    /// The caller's correlation id.
+    pub correlation_id: Option<String>,
+    /// Its steps' priority (lower runs first).
+    pub priority: i16,
+    /// Starting twice with one key starts one workflow: the second start answers the
+    /// first's id.
+    pub idempotency_key: Option<String>,
+}
+
+/// Workflows over a [`Client`]'s backend. Cheap to clone.
+#[derive(Clone)]
+pub struct Workflows {
+    engine: Arc<Engine>,
+}
+
+impl Workflows {
+    /// Workflows kept in `client`'s backend.
+    pub fn new(client: Client) -> Self {
+        Workflows {
+            engine: Arc::new(Engine::new(client)),
+        }
+    }
+
+    /// The client the workflows run on.
+    pub fn client(&self) -> &Client {
+        &self.engine.client
+    }
+
+    /// Store workflow definitions (checked first; every problem said at once).
+    pub async fn put_workflow_defs(&self, defs: Vec<WorkflowDef>) -> Result<(), WorkflowError> {
+        let problems: Vec<String> = defs
+            .iter()
+            .flat_map(|d| {
+                d.problems()
+                    .into_iter()
+                    .map(move |p| format!("{} v{}: {p}", d.name, d.version))
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(WorkflowError::Invalid(problems.join("\n")));
+        }
+        self.engine.defs.put_workflows(defs).await
+    }
+
+    /// Store task definitions (checked first).
+    pub async fn put_task_defs(&self, defs: Vec<TaskDef>) -> Result<(), WorkflowError> {
+        let problems: Vec<String> = defs
+            .iter()
+            .flat_map(|d| {
+                d.problems()
+                    .into_iter()
+                    .map(move |p| format!("task {}: {p}", d.name))
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(WorkflowError::Invalid(problems.join("\n")));
+        }
+        self.engine.defs.put_tasks(defs).await
+    }
+
+    /// Workflow definition `name` at `version`, or its latest.
+    pub async fn workflow_def(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<WorkflowDef, WorkflowError> {
+        Ok(self.engine.defs.workflow(name, version).await?.def.clone())
+    }
+
+    /// Every workflow definition, each version.
+    pub async fn workflow_defs(&self) -> Result<Vec<WorkflowDef>, WorkflowError> {
+        let mut out = Vec::new();
+        for (name, versions) in self.engine.defs.workflow_names().await? {
+            for v in versions {
+                out.push(self.workflow_def(&name, Some(v)).await?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Task definition `name`.
+    pub async fn task_def(&self, name: &str) -> Result<TaskDef, WorkflowError> {
+        self.engine
+            .defs
+            .task(name)
+            .await?
+            .map(|d| (*d).clone())
+            .ok_or_else(|| WorkflowError::NotFound(format!("task definition {name:?}")))
+    }
+
+    /// Every task definition.
+    pub async fn task_defs(&self) -> Result<Vec<TaskDef>, WorkflowError> {
+        let mut out = Vec::new();
+        for name in self.engine.defs.task_names().await? {
+            if let Some(d) = self.engine.defs.task(&name).await? {
+                out.push((*d).clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Start a workflow; its id. Its header and first steps commit together.
+    pub async fn start(&self, req: StartRequest) -> Result<String, WorkflowError> {
+        let prepared = self.engine.defs.workflow(&req.name, req.version).await?;
+        let id = new_id();
+        let mut extra = Vec::new();
+        let idem_key = req
+            .idempotency_key
+            .as_ref()
+            .map(|k| format!("wf-idem/{}/{k}", req.name));
+        if let Some(key) = &idem_key {
+            extra.push(RecordWrite {
+                key: key.clone(),
+                expect: 0,
+                value: id.clone(),
+            });
+        }
+        let header = Header {
+            id: id.clone(),
+            root: id.clone(),
+            parent: None,
+            name: prepared.def.name.clone(),
+            version: prepared.def.version,
+            input: Value::Object(req.input),
+            correlation_id: req.correlation_id,
+            priority: req.priority,
+            status: WorkflowStatus::Running,
+            variables: Map::new(),
+            output: Value::Null,
+            reason: None,
+            failed_step: None,
+            generation: 0,
+            held: Vec::new(),
+            start_time: self.engine.now_ms(),
+            end_time: None,
+        };
+        match self.engine.start(&prepared, header, extra).await {
+            Ok(()) => Ok(id),
+            Err(WorkflowError::Backend(BackendError::Conflict { key, .. }))
+                if Some(&key) == idem_key.as_ref() =>
+            {
+                let existing = self.engine.client.records(&[key]).await?.remove(0);
+                existing
+                    .map(|r| r.value)
+                    .ok_or(WorkflowError::Busy("an idempotency key"))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Workflow `id` with its steps when `with_steps`.
+    pub async fn workflow(
+        &self,
+        id: &str,
+        with_steps: bool,
+    ) -> Result<WorkflowView, WorkflowError> {
+        let (header, _) = self.engine.header(id).await?;
+        let steps = if with_steps {
+            self.steps(&header).await?
+        } else {
+            Vec::new()
+        };
+        Ok(WorkflowView { header, steps })
+    }
+
+    /// The steps of `header`'s workflow (this generation's), in the order they were
+    /// made ready.
+    async fn steps(&self, header: &Header) -> Result<Vec<StepView>, WorkflowError> {
+        let filter = JobFilter {
+            run: Some(header.run()),
+            ..JobFilter::default()
+        };
+        let prefix = format!("{}:{}:", header.id, header.generation);
+        let mut after: Option<JobId> = None;
+        let mut out = Vec::new();
+        loop {
+            let page = self.engine.client.list_jobs(&filter, after, 500).await?;
+            for summary in &page.jobs {
+                let Some(job) = self.engine.client.job(summary.id).await? else {
+                    continue;
+                };
+                if job
+                    .unique_key
+                    .as_deref()
+                    .is_some_and(|k| k.starts_with(&prefix))
+                {
+                    out.push(StepView::of(&job));
+                }
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Workflows, newest first, that `keep` keeps; at most `limit` of the newest
+    /// `scan` roots looked at.
+    pub async fn search(
+        &self,
+        scan: usize,
+        keep: impl Fn(&Header) -> bool,
+    ) -> Result<Vec<Header>, WorkflowError> {
+        let runs = self.engine.client.list_runs(scan).await?;
+        let ids: Vec<String> = runs
+            .iter()
+            .filter_map(|r| r.run.as_ref())
+            .filter_map(|r| r.as_str().strip_prefix("wf/").map(str::to_string))
+            .collect();
+        let keys: Vec<String> = ids.iter().map(|id| Header::key(id)).collect();
+        let mut out = Vec::new();
+        for chunk in keys.chunks(500) {
+            for record in self
+                .engine
+                .client
+                .records(chunk)
+                .await?
+                .into_iter()
+                .flatten()
+            {
+                if let Ok(header) = serde_json::from_str::<Header>(&record.value) {
+                    if keep(&header) {
+                        out.push(header);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// End a running or paused workflow from outside: it is `TERMINATED` and the
+    /// steps it leaves are cancelled.
+    pub async fn terminate(&self, id: &str, reason: &str) -> Result<(), WorkflowError> {
+        let now = self.engine.now_ms();
+        let header = self
+            .engine
+            .change_header(id, |h| {
+                if h.status.is_terminal() {
+                    return Err(WorkflowError::Conflict(format!(
+                        "workflow {id} has already ended ({})",
+                        h.status.as_str()
+                    )));
+                }
+                h.status = WorkflowStatus::Terminated;
+                h.reason = Some(reason.to_string());
+                h.end_time = Some(now);
+                Ok(())
+            })
+            .await?;
+        self.engine.cancel_rest(&header).await;
+        Ok(())
+    }
+
+    /// Hold a running workflow: steps that end are kept, what they make ready waits
+    /// for [`resume`](Self::resume).
+    pub async fn pause(&self, id: &str) -> Result<(), WorkflowError> {
+        self.engine
+            .change_header(id, |h| match h.status {
+                WorkflowStatus::Running => {
+                    h.status = WorkflowStatus::Paused;
+                    Ok(())
+                }
+                other => Err(WorkflowError::Conflict(format!(
+                    "workflow {id} is {}, not RUNNING",
+                    other.as_str()
+                ))),
+            })
+            .await
+            .map(drop)
+    }
+
+    /// Resume a paused workflow, deciding the step ends held meanwhile.
+    pub async fn resume(&self, id: &str) -> Result<(), WorkflowError> {
+        self.engine.resume(id).await
+    }
+
+    /// Retry a failed workflow from its failed step: the step runs again with fresh
+    /// attempts, and the workflow is running again.
+    pub async fn retry(&self, id: &str) -> Result<(), WorkflowError> {
+        let (header, _) = self.engine.header(id).await?;
+        if !matches!(
+            header.status,
+            WorkflowStatus::Failed | WorkflowStatus::TimedOut | WorkflowStatus::Terminated
+        ) {
+            return Err(WorkflowError::Conflict(format!(
+                "workflow {id} is {}: only a failed, timed-out or terminated one is retried",
+                header.status.as_str()
+            )));
+        }
+        let failed: Vec<JobId> = self
+            .steps(&header)
+            .await?
+            .into_iter()
+            .filter(|s| matches!(s.status, "FAILED" | "CANCELED"))
+            .map(|s| s.job)
+            .collect();
+        if failed.is_empty() {
+            return Err(WorkflowError::Conflict(format!(
+                "workflow {id} has no failed step to retry"
+            )));
+        }
+        self.engine
+            .change_header(id, |h| {
+                h.status = WorkflowStatus::Running;
+                h.reason = None;
+                h.failed_step = None;
+                h.end_time = None;
+                Ok(())
+            })
+            .await?;
+        for job in failed {
+            match self.engine.client.retry_job(job).await {
+                Ok(_) | Err(BackendError::Invalid { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Run an ended workflow again from its start, under the same id, with the same
+    /// input (`input` replaces it when given): a new generation of its steps.
+    pub async fn restart(
+        &self,
+        id: &str,
+        input: Option<Map<String, Value>>,
+    ) -> Result<(), WorkflowError> {
+        let (header, version) = self.engine.header(id).await?;
+        if !header.status.is_terminal() {
+            return Err(WorkflowError::Conflict(format!(
+                "workflow {id} is {}: only an ended one is restarted",
+                header.status.as_str()
+            )));
+        }
+        if header.parent.is_some() {
+            return Err(WorkflowError::Invalid(format!(
+                "workflow {id} is a sub-workflow: restart its parent"
+            )));
+        }
+        let prepared = self
+            .engine
+            .defs
+            .workflow(&header.name, Some(header.version))
+            .await?;
+        let mut next = header.clone();
+        next.generation += 1;
+        next.status = WorkflowStatus::Running;
+        next.variables = Map::new();
+        next.output = Value::Null;
+        next.reason = None;
+        next.failed_step = None;
+        next.held.clear();
+        next.end_time = None;
+        next.start_time = self.engine.now_ms();
+        if let Some(input) = input {
+            next.input = Value::Object(input);
+        }
+        // The start writes the header against the version read: a racing restart
+        // conflicts instead of starting twice.
+        self.engine.start_again(&prepared, next, version).await
+    }
+
+    /// Run the steps the engine runs itself (joins, sub-workflows' ends, waits,
+    /// scripts) until `shutdown`.
+    pub async fn run_system_steps(&self, shutdown: CancellationToken) {
+        system::run(self.engine.clone(), shutdown).await
+    }
+
+    /// Lease up to `count` steps of task `task_type` to a worker, waiting up to `wait`
+    /// for one.
+    pub async fn poll(
+        &self,
+        task_type: &str,
+        count: usize,
+        wait: std::time::Duration,
+        worker_id: Option<&str>,
+    ) -> Result<Vec<PolledTask>, WorkflowError> {
+        tasks::poll(&self.engine, task_type, count, wait, worker_id).await
+    }
+
+    /// A worker's update of a step it polled.
+    pub async fn update_task(&self, update: TaskUpdate) -> Result<(), WorkflowError> {
+        tasks::update(&self.engine, update).await
+    }
+
+    /// Complete (or fail) a step waiting for the outside (a `WAIT`) by its workflow and
+    /// reference name, with `output`.
+    pub async fn complete_waiting(
+        &self,
+        workflow: &str,
+        reference: &str,
+        status: TaskStatus,
+        output: Map<String, Value>,
+    ) -> Result<(), WorkflowError> {
+        tasks::complete_waiting(&self.engine, workflow, reference, status, output).await
+    }
+
+    /// How many steps of each task type wait to be polled.
+    pub async fn queue_sizes(
+        &self,
+        task_types: &[String],
+    ) -> Result<Vec<(String, u64)>, WorkflowError> {
+        let mut out = Vec::new();
+        for t in task_types {
+            out.push((
+                t.clone(),
+                self.engine.client.queue_depth(t, 1_000_000).await?,
+            ));
+        }
+        Ok(out)
+    }
+}

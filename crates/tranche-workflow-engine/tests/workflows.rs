@@ -1,0 +1,456 @@
+//! Workflows end to end on the embedded backend: definitions stored, workflows
+//! started, steps polled and updated as a Conductor worker does, system steps run by
+//! the engine, and each workflow's end, output and steps checked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+use tranche_core::Client;
+use tranche_sqlite::{SqliteBackend, SqliteOptions};
+use tranche_test_support::poll_until_async;
+use tranche_workflow_def::{task_defs_from_json, workflows_from_json};
+use tranche_workflow_engine::{
+    StartRequest, TaskStatus, TaskUpdate, WorkflowError, WorkflowStatus, Workflows,
+};
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+struct Harness {
+    workflows: Workflows,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn harness() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = SqliteBackend::open(dir.path(), SqliteOptions::default()).unwrap();
+    let workflows = Workflows::new(Client::new(backend));
+    let stop = CancellationToken::new();
+    let system = workflows.clone();
+    let token = stop.clone();
+    tokio::spawn(async move { system.run_system_steps(token).await });
+    Harness {
+        workflows,
+        stop,
+        _dir: dir,
+    }
+}
+
+impl Harness {
+    async fn define(&self, tasks: &[&str], workflows: Value) {
+        let defs: Vec<Value> = tasks
+            .iter()
+            .map(|t| json!({"name": t, "retryCount": 0, "responseTimeoutSeconds": 30, "timeoutSeconds": 60}))
+            .collect();
+        let defs = task_defs_from_json(&Value::Array(defs).to_string(), "tasks").unwrap();
+        self.workflows.put_task_defs(defs).await.unwrap();
+        let defs = workflows_from_json(&workflows.to_string(), "workflows").unwrap();
+        self.workflows.put_workflow_defs(defs).await.unwrap();
+    }
+
+    async fn start(&self, name: &str, input: Value) -> String {
+        self.workflows
+            .start(StartRequest {
+                name: name.into(),
+                input: input.as_object().cloned().unwrap_or_default(),
+                ..StartRequest::default()
+            })
+            .await
+            .unwrap()
+    }
+
+    /// A worker of `task_types` answering each step with `answer(reference, input)`,
+    /// until the harness stops.
+    fn work(
+        &self,
+        task_types: &[&str],
+        answer: impl Fn(&str, &Value) -> (TaskStatus, Value) + Send + Sync + 'static,
+    ) {
+        let answer = Arc::new(answer);
+        for t in task_types {
+            let (workflows, stop, t, answer) = (
+                self.workflows.clone(),
+                self.stop.clone(),
+                t.to_string(),
+                answer.clone(),
+            );
+            tokio::spawn(async move {
+                while !stop.is_cancelled() {
+                    let polled = workflows
+                        .poll(&t, 10, Duration::from_millis(100), Some("test"))
+                        .await
+                        .unwrap();
+                    for task in polled {
+                        let args = task.args.clone().unwrap();
+                        let (status, output) = answer(&args.reference, &args.input);
+                        let output = output.as_object().cloned().unwrap_or_default();
+                        let reason = output
+                            .get("reason")
+                            .and_then(Value::as_str)
+                            .map(String::from);
+                        workflows
+                            .update_task(TaskUpdate {
+                                task_id: task.to_conductor()["taskId"].as_str().unwrap().into(),
+                                status,
+                                output,
+                                reason,
+                                callback_after_seconds: 0,
+                            })
+                            .await
+                            .unwrap();
+                    }
+                }
+            });
+        }
+    }
+
+    async fn ended(&self, id: &str) -> tranche_workflow_engine::WorkflowView {
+        let mut view = None;
+        poll_until_async(&format!("workflow {id} to end"), WITHIN, async || {
+            let w = self.workflows.workflow(id, true).await.unwrap();
+            let done = w.header.status.is_terminal();
+            view = Some(w);
+            done
+        })
+        .await;
+        view.unwrap()
+    }
+}
+
+fn ok(reference: &str, _: &Value) -> (TaskStatus, Value) {
+    (
+        TaskStatus::Completed,
+        json!({"v": format!("{reference}-ok")}),
+    )
+}
+
+fn simple(name: &str, reference: &str, input: Value) -> Value {
+    json!({"name": name, "taskReferenceName": reference, "type": "SIMPLE", "inputParameters": input})
+}
+
+/// The shape of Conductor's benchmark: steps passing outputs on, a sub-workflow in the
+/// middle, the workflow's output mapped from its last step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_with_a_sub_workflow_completes_with_its_outputs() {
+    let h = harness();
+    let mut tasks = vec![simple("a", "t1", json!({"seq": "${workflow.input.seq}"}))];
+    tasks.push(simple("a", "t2", json!({"prev": "${t1.output.v}"})));
+    tasks.push(json!({"name": "child", "taskReferenceName": "sub", "type": "SUB_WORKFLOW",
+        "inputParameters": {"from": "${t2.output.v}"}, "subWorkflowParam": {"name": "child", "version": 1}}));
+    tasks.push(simple("a", "t3", json!({"prev": "${sub.output.out}"})));
+    h.define(
+        &["a", "c"],
+        json!([
+            {"name": "child", "version": 1, "tasks": [simple("c", "c1", json!({"from": "${workflow.input.from}"}))],
+             "outputParameters": {"out": "${c1.output.v}", "got": "${workflow.input.from}"}},
+            {"name": "parent", "version": 1, "tasks": tasks,
+             "outputParameters": {"last": "${t3.output.v}", "sub": "${sub.output}"}}
+        ]),
+    )
+    .await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let inputs = seen.clone();
+    h.work(&["a", "c"], move |r, input| {
+        inputs.lock().unwrap().push((r.to_string(), input.clone()));
+        ok(r, input)
+    });
+    let id = h.start("parent", json!({"seq": 7})).await;
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    assert_eq!(
+        w.header.output,
+        json!({"last": "t3-ok", "sub": {"out": "c1-ok", "got": "t2-ok"}})
+    );
+    let refs: Vec<_> = w
+        .steps
+        .iter()
+        .map(|s| s.args.as_ref().unwrap().reference.clone())
+        .collect();
+    assert_eq!(
+        refs,
+        ["t1", "t2", "sub", "t3"],
+        "the parent's own steps, in order"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            ("t1".into(), json!({"seq": 7})),
+            ("t2".into(), json!({"prev": "t1-ok"})),
+            ("c1".into(), json!({"from": "t2-ok"})),
+            ("t3".into(), json!({"prev": "c1-ok"})),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_joins_when_every_branch_has_arrived() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "fork", "version": 1, "tasks": [
+            {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [
+                [simple("w", "a1", json!({})), simple("w", "a2", json!({"p": "${a1.output.v}"}))],
+                [simple("w", "b1", json!({}))],
+                [{"name": "set", "taskReferenceName": "set", "type": "SET_VARIABLE", "inputParameters": {"x": 1}}]
+            ]},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["a2", "b1"]},
+            simple("w", "after", json!({"joined": "${join.output}", "x": "${workflow.variables.x}"}))
+        ], "outputParameters": {"after": "${after.input}"}}),
+    )
+    .await;
+    h.work(&["w"], ok);
+    let id = h.start("fork", json!({})).await;
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    assert_eq!(
+        w.header.output,
+        json!({"after": {"joined": {"a2": {"v": "a2-ok"}, "b1": {"v": "b1-ok"}}, "x": 1}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_takes_its_case_and_terminate_ends_the_workflow() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "switch", "version": 1, "tasks": [
+            {"name": "sw", "taskReferenceName": "sw", "type": "SWITCH", "evaluatorType": "value-param",
+             "expression": "kind", "inputParameters": {"kind": "${workflow.input.kind}"},
+             "decisionCases": {
+                "stop": [{"name": "t", "taskReferenceName": "stop", "type": "TERMINATE",
+                          "inputParameters": {"terminationStatus": "FAILED", "terminationReason": "asked to stop"}}],
+                "go": [simple("w", "go", json!({}))]
+             },
+             "defaultCase": [simple("w", "other", json!({}))]},
+            simple("w", "end", json!({}))
+        ]}),
+    )
+    .await;
+    h.work(&["w"], ok);
+    let go = h.start("switch", json!({"kind": "go"})).await;
+    let other = h.start("switch", json!({"kind": "?"})).await;
+    let stop = h.start("switch", json!({"kind": "stop"})).await;
+    let refs = |w: &tranche_workflow_engine::WorkflowView| -> Vec<String> {
+        w.steps
+            .iter()
+            .map(|s| s.args.as_ref().unwrap().reference.clone())
+            .collect()
+    };
+    let w = h.ended(&go).await;
+    assert_eq!(
+        (w.header.status, refs(&w)),
+        (
+            WorkflowStatus::Completed,
+            vec!["go".to_string(), "end".into()]
+        )
+    );
+    let w = h.ended(&other).await;
+    assert_eq!(
+        (w.header.status, refs(&w)),
+        (
+            WorkflowStatus::Completed,
+            vec!["other".to_string(), "end".into()]
+        )
+    );
+    let w = h.ended(&stop).await;
+    assert_eq!(w.header.status, WorkflowStatus::Failed);
+    assert_eq!(w.header.reason.as_deref(), Some("FAILED: asked to stop"));
+    assert!(refs(&w).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_fails_the_workflow_and_a_retry_runs_it_again() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "fails", "version": 1, "tasks": [
+            simple("w", "first", json!({})), simple("w", "flaky", json!({})), simple("w", "last", json!({}))
+        ]}),
+    )
+    .await;
+    let healed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let h2 = healed.clone();
+    h.work(&["w"], move |r, input| {
+        if r == "flaky" && !h2.load(std::sync::atomic::Ordering::SeqCst) {
+            (TaskStatus::Failed, json!({"reason": "the bank said no"}))
+        } else {
+            ok(r, input)
+        }
+    });
+    let id = h.start("fails", json!({})).await;
+    let w = h.ended(&id).await;
+    assert_eq!(w.header.status, WorkflowStatus::Failed);
+    assert_eq!(w.header.failed_step.as_deref(), Some("flaky"));
+    assert_eq!(w.header.reason.as_deref(), Some("the bank said no"));
+    healed.store(true, std::sync::atomic::Ordering::SeqCst);
+    h.workflows.retry(&id).await.unwrap();
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    assert!(matches!(
+        h.workflows.retry(&id).await,
+        Err(WorkflowError::Conflict(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_is_completed_from_outside_and_a_paused_workflow_holds_its_steps() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "waits", "version": 1, "tasks": [
+            {"name": "approve", "taskReferenceName": "approve", "type": "WAIT"},
+            simple("w", "after", json!({"by": "${approve.output.by}"}))
+        ], "outputParameters": {"by": "${after.input.by}"}}),
+    )
+    .await;
+    let id = h.start("waits", json!({})).await;
+    h.workflows.pause(&id).await.unwrap();
+    h.workflows
+        .complete_waiting(
+            &id,
+            "approve",
+            TaskStatus::Completed,
+            Map::from_iter([("by".to_string(), json!("ops"))]),
+        )
+        .await
+        .unwrap();
+    poll_until_async("the wait to be ended and held", WITHIN, async || {
+        !h.workflows
+            .workflow(&id, false)
+            .await
+            .unwrap()
+            .header
+            .held
+            .is_empty()
+    })
+    .await;
+    assert_eq!(
+        h.workflows.workflow(&id, true).await.unwrap().steps.len(),
+        1,
+        "nothing made ready while paused"
+    );
+    h.workflows.resume(&id).await.unwrap();
+    h.work(&["w"], ok);
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    assert_eq!(w.header.output, json!({"by": "ops"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_fork_of_many_joins_once() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "fan", "version": 1, "tasks": [
+            {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"tasks": "${workflow.input.tasks}", "inputs": "${workflow.input.inputs}"},
+             "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs"},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+            simple("w", "after", json!({}))
+        ]}),
+    )
+    .await;
+    let n = 300;
+    let tasks: Vec<Value> = (0..n)
+        .map(|i| json!({"name": "w", "taskReferenceName": format!("d{i}"), "type": "SIMPLE"}))
+        .collect();
+    let inputs: Map<String, Value> = (0..n).map(|i| (format!("d{i}"), json!({"i": i}))).collect();
+    h.work(&["w"], ok);
+    let id = h
+        .start("fan", json!({"tasks": tasks, "inputs": inputs}))
+        .await;
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    let kinds: Vec<&str> = w
+        .steps
+        .iter()
+        .map(|s| s.args.as_ref().unwrap().kind.as_str())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "SIMPLE").count(), n + 1);
+    assert_eq!(kinds.iter().filter(|k| **k == "JOIN").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_starts_one_workflow() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "once", "version": 1, "tasks": [simple("w", "a", json!({}))]}),
+    )
+    .await;
+    let start = || {
+        h.workflows.start(StartRequest {
+            name: "once".into(),
+            idempotency_key: Some("file-2026-12-07".into()),
+            ..StartRequest::default()
+        })
+    };
+    let first = start().await.unwrap();
+    assert_eq!(start().await.unwrap(), first);
+    let unknown = h
+        .workflows
+        .start(StartRequest {
+            name: "nope".into(),
+            ..StartRequest::default()
+        })
+        .await;
+    assert!(
+        matches!(unknown, Err(WorkflowError::NotFound(_))),
+        "{unknown:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_naming_an_unknown_task_is_refused() {
+    let h = harness();
+    let defs = workflows_from_json(
+        &json!({"name": "bad", "version": 1, "tasks": [simple("nobody", "a", json!({}))]})
+            .to_string(),
+        "bad.json",
+    )
+    .unwrap();
+    let err = h
+        .workflows
+        .put_workflow_defs(defs)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("task \"nobody\"") && err.contains("bad v1"),
+        "{err}"
+    );
+}
