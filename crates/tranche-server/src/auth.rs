@@ -49,7 +49,7 @@ pub fn is_open(path: &str) -> bool {
 }
 
 pub fn is_worker_endpoint(path: &str) -> bool {
-    path.starts_with("/v1/workers/")
+    path.starts_with("/v1/workers/") || crate::conductor::is_worker_endpoint(path)
 }
 
 pub async fn require_token(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -82,7 +82,7 @@ pub async fn require_token(State(app): State<AppState>, mut req: Request, next: 
         Some(Scope::Worker) if !is_worker_endpoint(path) => ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::Forbidden,
-            "this token may only use the worker endpoints (/v1/workers/...)",
+            "this token may only use the worker endpoints (/v1/workers/... and /api/tasks...)",
         )
         .into_response(),
         Some(scope) => {

@@ -52,6 +52,9 @@ pub enum ErrorCode {
     NoLedger,
     /// Too late: the entry's file has begun its submission to the bank (409).
     TooLate,
+    /// The thing is not in a state that allows the call (a workflow already ended),
+    /// or it changed while the call ran (409).
+    Conflict,
     /// The body did not arrive within the server's body timeout (408).
     BodyTimeout,
     /// The body is over the server's size limit (413).
@@ -130,6 +133,9 @@ impl From<BackendError> for ApiError {
             // The caller's mistakes: their text is about the request, not the store.
             BackendError::Invalid { field, .. } => ApiError::invalid(*field, e.to_string()),
             BackendError::NotFound { .. } => ApiError::not_found(e.to_string()),
+            BackendError::Conflict { .. } => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, e.to_string())
+            }
             // A broker outage is transient: 503 tells clients to try again.
             BackendError::Closed | BackendError::Unavailable { .. } => ApiError::server(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -15,6 +15,9 @@
 //! - **ACH entries** (`/v1/ach/entries`): import up to 10,000 payment entries per
 //!   request into the entry ledger (per-entry results), read one, cancel one; and
 //!   `/v1/ach/status`, a submission date's entries and files per bank and window.
+//! - **Conductor's API** under `/api` (metadata, workflows, tasks): Conductor's SDKs
+//!   and workers run against it unchanged; the workflows are
+//!   `tranche-workflow-engine`'s, on the same backend.
 //! - **Change feed** of job-state events with a cursor that never skips or reorders.
 //! - Bearer-token auth (optional only on loopback; tokens may be limited to worker
 //!   endpoints), `/metrics` (Prometheus), `/healthz`, `/readyz`.
@@ -38,6 +41,7 @@
 mod ach;
 mod auth;
 mod body;
+mod conductor;
 mod config;
 mod dashboard;
 mod error;
@@ -133,7 +137,7 @@ fn app(backend: Client, config: ServerConfig) -> AppState {
 fn with_routes(app: AppState) -> Router {
     let body_limit = app.config().body_limit;
     let mut router = Router::new();
-    for (_, path, handler) in routes() {
+    for (_, path, handler) in routes().into_iter().chain(conductor::routes()) {
         router = router.route(path, handler);
     }
     router
@@ -159,6 +163,10 @@ pub async fn serve(
     let limits = config.door;
     let app = app(backend, config);
     telemetry::spawn_upkeep(shutdown.clone());
+    // Workflows' joins, sub-workflows' ends, waits and scripts run in every server.
+    let workflows = app.workflows().clone();
+    let system = shutdown.clone();
+    tokio::spawn(async move { workflows.run_system_steps(system).await });
     tranche_http_door::serve(listener, with_routes(app), limits, shutdown)
         .await
         .map_err(|e| ServeError::Config(e.into()))

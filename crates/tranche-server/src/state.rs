@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use tranche_core::Client;
+use tranche_workflow_engine::Workflows;
 
 use crate::config::ServerConfig;
 use crate::intake::Intake;
@@ -11,6 +12,7 @@ pub struct AppState(Arc<Inner>);
 
 struct Inner {
     backend: Client,
+    workflows: Workflows,
     config: ServerConfig,
     intake: Intake,
 }
@@ -19,6 +21,7 @@ impl AppState {
     pub fn new(backend: Client, config: ServerConfig) -> Self {
         AppState(Arc::new(Inner {
             intake: Intake::new(config.queue_limits.clone()),
+            workflows: Workflows::new(backend.clone()),
             backend,
             config,
         }))
@@ -26,6 +29,11 @@ impl AppState {
 
     pub fn backend(&self) -> &Client {
         &self.0.backend
+    }
+
+    /// Conductor-compatible workflows on the same backend.
+    pub fn workflows(&self) -> &Workflows {
+        &self.0.workflows
     }
 
     pub fn config(&self) -> &ServerConfig {

@@ -225,6 +225,38 @@ impl Workflows {
         }
     }
 
+    /// The workflow started under idempotency key `key` for definition `name`, if any.
+    pub async fn idempotent_start(
+        &self,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, WorkflowError> {
+        let record = self
+            .engine
+            .client
+            .records(&[format!("wf-idem/{name}/{key}")])
+            .await?
+            .remove(0);
+        Ok(record.map(|r| r.value))
+    }
+
+    /// One step by the task id a poll or a workflow's view gave.
+    pub async fn task(&self, task_id: &str) -> Result<StepView, WorkflowError> {
+        let (job, _) = parse_task_id(task_id).ok_or_else(|| {
+            WorkflowError::Invalid(format!(
+                "taskId: expected <job>-<attempt>, got {:?}",
+                task_id.chars().take(40).collect::<String>()
+            ))
+        })?;
+        let record = self
+            .engine
+            .client
+            .job(job)
+            .await?
+            .ok_or_else(|| WorkflowError::NotFound(format!("task {task_id}")))?;
+        Ok(StepView::of(&record))
+    }
+
     /// Workflow `id` with its steps when `with_steps`.
     pub async fn workflow(
         &self,
