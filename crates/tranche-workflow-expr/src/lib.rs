@@ -19,6 +19,10 @@
 
 #![deny(missing_docs)]
 
+mod script;
+
+pub use script::{eval_javascript, Language, Limits, Position, Script, ScriptError};
+
 use serde_json::{Map, Value};
 
 /// A workflow's state as mappings see it: `{"workflow": {"input": …, "variables": …,
