@@ -113,19 +113,12 @@ pub enum ScriptError {
         /// The limit.
         limit: usize,
     },
-}
-
-impl ScriptError {
-    /// The script's language.
-    pub fn language(&self) -> Language {
-        match self {
-            ScriptError::Syntax { language, .. }
-            | ScriptError::Failed { language, .. }
-            | ScriptError::Timeout { language, .. } => *language,
-            ScriptError::Memory { .. } => Language::JavaScript,
-            ScriptError::TooManyResults { .. } => Language::Jq,
-        }
-    }
+    /// A step's input does not name a script as its type says (`INLINE` without an
+    /// `expression`, an evaluator that does not exist).
+    Input {
+        /// What is missing or wrong.
+        message: String,
+    },
 }
 
 impl fmt::Display for ScriptError {
@@ -158,6 +151,7 @@ impl fmt::Display for ScriptError {
             ScriptError::TooManyResults { limit } => {
                 write!(f, "jq gave more than its limit of {limit} results")
             }
+            ScriptError::Input { message } => f.write_str(message),
         }
     }
 }
