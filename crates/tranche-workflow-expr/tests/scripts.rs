@@ -509,3 +509,54 @@ fn compiled_queries_are_shared() {
         json!(3)
     );
 }
+
+/// Per-call cost, for docs/workflows.md ("Scripts"): `cargo test -p
+/// tranche-workflow-expr --release --test scripts -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check: run it by name"]
+fn per_call_cost() {
+    let per_call = |what: &str, n: u32, mut f: Box<dyn FnMut(u32)>| {
+        let started = Instant::now();
+        for i in 0..n {
+            f(i);
+        }
+        println!("{what}: {:?} a call", started.elapsed() / n);
+    };
+    let limits = Limits::default();
+    let input = json!({"value": 3, "kind": "late", "rows": [{"id": "E1"}, {"id": "E2"}]});
+    let switch = Script::javascript("$.value > 1 ? 'big' : 'small'").unwrap();
+    per_call(
+        "JavaScript switch expression, eval",
+        2_000,
+        Box::new(|_| assert_eq!(switch.eval(&input, &limits).unwrap(), json!("big"))),
+    );
+    per_call(
+        "JavaScript syntax check (Script::javascript)",
+        2_000,
+        Box::new(|_| {
+            Script::javascript("$.value > 1 ? 'big' : 'small'").unwrap();
+        }),
+    );
+    let query = Script::jq("{key: .kind, ids: [.rows[].id]}").unwrap();
+    per_call(
+        "jq small filter, eval",
+        20_000,
+        Box::new(|_| {
+            query.eval(&input, &limits).unwrap();
+        }),
+    );
+    per_call(
+        "jq compile, not cached",
+        200,
+        Box::new(|i| {
+            Script::jq(&format!(".value + {i}")).unwrap();
+        }),
+    );
+    per_call(
+        "jq compile, cached",
+        20_000,
+        Box::new(|_| {
+            Script::jq(".value + 0").unwrap();
+        }),
+    );
+}
