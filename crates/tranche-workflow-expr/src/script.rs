@@ -6,7 +6,7 @@
 //! ([`crate::script_problems`]). [`Script::eval`] runs it on a step's input (JSON) with
 //! [`Limits`]: a time limit, a memory limit (JavaScript) and a result cap (jq). Neither
 //! engine can reach a file, the network, the environment or the process: see the
-//! modules [`js`](self::js) and [`jq`](self::jq) for what each leaves out and why.
+//! modules `script/js.rs` and `script/jq.rs` for what each leaves out and why.
 //!
 //! A [`ScriptError`] says what went wrong and where (the line and column in the script,
 //! when the engine gives them). It never holds the input: messages that would quote a
@@ -25,7 +25,7 @@ pub(crate) mod js;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// How long one evaluation may run (JavaScript: the engine's interrupt handler stops
-    /// it; jq: checked between results and in the generators, see [`jq`](self::jq)).
+    /// it; jq: checked between results and in the generators, see `script/jq.rs`).
     pub time: Duration,
     /// The JavaScript runtime's memory (its heap, the input given to it included).
     pub memory_bytes: usize,

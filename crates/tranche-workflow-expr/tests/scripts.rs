@@ -133,10 +133,9 @@ fn a_script_that_does_not_parse_is_refused_with_its_place() {
             .starts_with("JavaScript syntax error at line 1, column 7"),
         "{err}"
     );
-    // Checking runs nothing: a script that would loop for ever checks at once.
-    let started = Instant::now();
+    // Checking runs nothing: a script that would loop for ever passes its check (run,
+    // it would have met the time limit, an error).
     Script::javascript("while (true) {}").unwrap();
-    assert!(started.elapsed() < Duration::from_millis(50));
     // Early errors are syntax errors too.
     assert!(matches!(
         Script::javascript("let a = 1; let a = 2;"),
@@ -511,7 +510,7 @@ fn compiled_queries_are_shared() {
 }
 
 /// Per-call cost, for docs/workflows.md ("Scripts"): `cargo test -p
-/// tranche-workflow-expr --release --test scripts -- --ignored --nocapture`.
+/// tranche-workflow-expr --release --test integration -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check: run it by name"]
 fn per_call_cost() {
