@@ -52,9 +52,22 @@ pub fn workflows_from_json(
     text: &str,
     source_name: &str,
 ) -> Result<Vec<WorkflowDef>, DefinitionError> {
+    workflows_from_json_with(text, source_name, |_| Vec::new())
+}
+
+/// [`workflows_from_json`] with more checks: `more`'s problems are said with each
+/// definition's own. The checks of a later stage go there, this crate not depending
+/// on it: `tranche_workflow_expr::script_problems` (scripts that do not parse).
+pub fn workflows_from_json_with(
+    text: &str,
+    source_name: &str,
+    more: impl Fn(&WorkflowDef) -> Vec<Problem>,
+) -> Result<Vec<WorkflowDef>, DefinitionError> {
     load_checked(text, source_name, |d: &WorkflowDef| {
         let name = format!("{} v{}", d.name, d.version);
-        (name, d.problems())
+        let mut problems = d.problems();
+        problems.extend(more(d));
+        (name, problems)
     })
 }
 

@@ -55,6 +55,35 @@ impl WorkflowDef {
     }
 }
 
+impl WorkflowDef {
+    /// Every step with its path (`tasks[3].forkTasks[1][0]`, as a [`Problem`] names
+    /// it), in the order of the file: a step before the steps it holds (its branches,
+    /// its cases in their order, its default case, its loop's body).
+    pub fn steps(&self) -> Vec<(String, &WorkflowTask)> {
+        fn walk<'d>(
+            tasks: &'d [WorkflowTask],
+            path: &str,
+            out: &mut Vec<(String, &'d WorkflowTask)>,
+        ) {
+            for (i, task) in tasks.iter().enumerate() {
+                let here = format!("{path}[{i}]");
+                out.push((here.clone(), task));
+                for (b, branch) in task.fork_tasks.iter().enumerate() {
+                    walk(branch, &format!("{here}.forkTasks[{b}]"), out);
+                }
+                for (case, steps) in &task.decision_cases {
+                    walk(steps, &format!("{here}.decisionCases[{case:?}]"), out);
+                }
+                walk(&task.default_case, &format!("{here}.defaultCase"), out);
+                walk(&task.loop_over, &format!("{here}.loopOver"), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.tasks, "tasks", &mut out);
+        out
+    }
+}
+
 impl TaskDef {
     /// Every problem of the task definition; empty when it is valid. As Conductor
     /// checks them: known retry logic and timeout policy, and a response timeout within
@@ -101,6 +130,11 @@ impl TaskDef {
         check.problems
     }
 }
+
+/// The evaluators an `INLINE` step may name: `javascript` and `graaljs` (Conductor's
+/// later name for the same language) run the script, `value-param` takes the input key
+/// `expression` names.
+const INLINE_EVALUATORS: [&str; 3] = ["javascript", "graaljs", "value-param"];
 
 #[derive(Default)]
 struct Check {
@@ -268,6 +302,21 @@ impl Check {
                             "none".into(),
                         );
                     }
+                }
+                // Checked when written out; a mapping is the run's to resolve.
+                match task.input_parameters.get("evaluatorType") {
+                    Some(Value::String(e))
+                        if e.contains("${") || INLINE_EVALUATORS.contains(&e.as_str()) => {}
+                    None => {}
+                    Some(other) => self.say(
+                        here,
+                        "inputParameters",
+                        &format!(
+                            "an \"evaluatorType\" of {}",
+                            INLINE_EVALUATORS.map(quoted).join(", ")
+                        ),
+                        other.to_string(),
+                    ),
                 }
             }
             TaskType::JsonJqTransform => {

@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 use tranche_workflow_def::{
-    task_defs_from_json, workflows_from_json, DefinitionError, TaskType, WorkflowDef,
+    task_defs_from_json, workflows_from_json, workflows_from_json_with, DefinitionError, Problem,
+    TaskType, WorkflowDef,
 };
 
 /// A payroll day as a workflow: every step type this engine runs, nested as users nest
@@ -157,6 +158,11 @@ fn each_mistake_is_named_by_path_field_expected_and_got() {
             "tasks[8].inputParameters: expected a \"queryExpression\" (the jq program), got none",
         ),
         (
+            "an inline step on an evaluator that does not exist",
+            Box::new(|d| d["tasks"][7]["inputParameters"]["evaluatorType"] = json!("python")),
+            "tasks[7].inputParameters: expected an \"evaluatorType\" of \"javascript\", \"graaljs\", \"value-param\", got \"python\"",
+        ),
+        (
             "a case inside a switch inside a loop",
             Box::new(|d| {
                 d["tasks"][5]["loopOver"][0]["decisionCases"]["late"][0]["type"] = json!("SLEEP")
@@ -228,4 +234,61 @@ fn task_definitions_load_with_conductors_defaults_and_bad_ones_are_named() {
         }
         other => panic!("expected problems, got {other:?}"),
     }
+}
+
+#[test]
+fn every_step_is_listed_with_its_path() {
+    let def = &load(&every_type()).unwrap()[0];
+    let steps: Vec<(String, &str)> = def
+        .steps()
+        .into_iter()
+        .map(|(path, t)| (path, t.task_reference_name.as_str()))
+        .collect();
+    let want = [
+        ("tasks[0]", "import"),
+        ("tasks[1]", "per_bank"),
+        ("tasks[1].forkTasks[0][0]", "package_first"),
+        ("tasks[1].forkTasks[0][1]", "submit_first"),
+        ("tasks[1].forkTasks[1][0]", "package_second"),
+        ("tasks[2]", "banks_done"),
+        ("tasks[3]", "files"),
+        ("tasks[4]", "files_done"),
+        ("tasks[5]", "retry_loop"),
+        ("tasks[5].loopOver[0]", "route"),
+        (
+            "tasks[5].loopOver[0].decisionCases[\"late\"][0]",
+            "wait_window",
+        ),
+        ("tasks[5].loopOver[0].defaultCase[0]", "note"),
+        ("tasks[6]", "old_decision"),
+        ("tasks[6].decisionCases[\"FAILED\"][0]", "stop"),
+        ("tasks[7]", "sum"),
+        ("tasks[8]", "shape"),
+    ];
+    let want: Vec<(String, &str)> = want.iter().map(|(p, r)| (p.to_string(), *r)).collect();
+    assert_eq!(steps, want);
+}
+
+#[test]
+fn a_later_stage_adds_its_checks_to_the_load() {
+    let more = |d: &WorkflowDef| {
+        d.steps()
+            .into_iter()
+            .filter(|(_, t)| t.task_reference_name == "sum")
+            .map(|(path, _)| Problem {
+                path,
+                field: "inputParameters",
+                expected: "a script that parses".into(),
+                got: "one that does not".into(),
+            })
+            .collect()
+    };
+    match workflows_from_json_with(&every_type().to_string(), "payroll.json", more) {
+        Err(DefinitionError::Invalid { problems }) => assert_eq!(
+            problems,
+            ["payroll.json: payroll_day v3: tasks[7].inputParameters: expected a script that parses, got one that does not"]
+        ),
+        other => panic!("expected the added problem, got {other:?}"),
+    }
+    assert!(workflows_from_json_with(&every_type().to_string(), "p.json", |_| Vec::new()).is_ok());
 }

@@ -14,10 +14,24 @@
 //!   path that leads nowhere is `null`, never an error, as in Conductor, since a
 //!   step's optional input is commonly mapped from a step that may not have run.
 //!
-//! Pure: no I/O, no clock. Scripts (`javascript` evaluators, `INLINE`) and jq come in
-//! this crate later, sandboxed.
+//! Scripts ([`Script`]): JavaScript in QuickJS (`javascript` switches, loop conditions,
+//! `INLINE` steps) and jq in jaq (`JSON_JQ_TRANSFORM`), checked when a definition is
+//! applied ([`script_problems`]) and evaluated in a sandbox with [`Limits`]: no I/O, a
+//! time limit, a memory limit (JavaScript) and a result cap (jq). What each engine
+//! leaves out, and why, is in the `script` module's `js` and `jq` submodules; the step
+//! types' rules (Conductor's) are [`case_label`], [`condition_holds`], [`inline`] and
+//! [`json_jq_transform`].
+//!
+//! Pure: no I/O. The mappings have no clock; a script has one only through
+//! JavaScript's `Date` and `Math.random`, which Conductor's scripts use.
 
 #![deny(missing_docs)]
+
+mod script;
+mod steps;
+
+pub use script::{eval_javascript, Language, Limits, Position, Script, ScriptError};
+pub use steps::{case_label, condition_holds, inline, json_jq_transform, script_problems};
 
 use serde_json::{Map, Value};
 

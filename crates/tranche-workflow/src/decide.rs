@@ -1,15 +1,25 @@
 //! What a workflow's start and a step's end do, each step type by its own rule.
 //!
-//! Steps a worker (or the engine, for a sub-workflow, a wait, a script) runs are
-//! scheduled. Steps that only route are decided on the spot, as Conductor decides
-//! them within one decide: a fork schedules its branches' first steps and tells the
-//! engine how many arrivals its join waits for; a `value-param` switch picks its case
-//! from its input; `SET_VARIABLE` sets; `TERMINATE` ends the workflow. A step's input
-//! is resolved from the workflow's state ([`Context`]) when it is scheduled.
+//! Steps a worker (or the engine, for a sub-workflow, a wait, an `INLINE` script or a
+//! jq transform) runs are scheduled. Steps that only route are decided on the spot, as
+//! Conductor decides them within one decide: a fork schedules its branches' first steps
+//! and tells the engine how many arrivals its join waits for; a switch picks its case
+//! from its input (`value-param`: an input key's value; `javascript`: its expression
+//! evaluated with `$` its input, in the sandbox of `tranche-workflow-expr`, within the
+//! graph's [`Limits`](tranche_workflow_expr::Limits)); `SET_VARIABLE` sets; `TERMINATE`
+//! ends the workflow. A loop's condition is evaluated when the engine has recorded the
+//! end of an iteration ([`decide_loop_end`]). A step's input is resolved from the
+//! workflow's state ([`Context`]) when it is scheduled.
+//!
+//! Still pure: a script sees only the input it is given, and is bounded in time and
+//! memory; only JavaScript's `Date` and `Math.random` can make it answer differently
+//! on the same input.
 
 use serde_json::{Map, Value};
-use tranche_workflow_def::TaskType;
-use tranche_workflow_expr::{resolve, Context};
+use tranche_workflow_def::{TaskType, WorkflowTask};
+use tranche_workflow_expr::{
+    case_label, condition_holds, eval_javascript, resolve, Context, ScriptError,
+};
 
 use crate::{After, Graph};
 
@@ -51,7 +61,9 @@ pub enum Action {
     },
     /// Set these workflow variables.
     SetVariables(Map<String, Value>),
-    /// A loop's iteration ended: its condition (a script) decides whether it goes again.
+    /// A loop's iteration ended: the engine records it (the loop's output keeps its
+    /// `iteration`, as Conductor's does), then [`decide_loop_end`] evaluates the loop's
+    /// condition and says what follows.
     EvaluateLoop {
         /// The `DO_WHILE` step's reference name.
         loop_ref: String,
@@ -140,6 +152,76 @@ pub fn decide_loop(
     decider.actions
 }
 
+/// What the end of a loop's iteration does ([`Action::EvaluateLoop`]), once the engine
+/// has recorded it: the loop's `loopCondition` evaluated ([`loop_goes_again`]), then
+/// [`decide_loop`]. A condition that fails (it throws, it does not parse, it runs out
+/// of time) fails the workflow, naming the loop, as Conductor fails the loop.
+pub fn decide_loop_end(graph: &Graph<'_>, context: &Context, loop_ref: &str) -> Vec<Action> {
+    match loop_goes_again(graph, context, loop_ref) {
+        Ok(again) => decide_loop(graph, context, loop_ref, again),
+        Err(e) => vec![Action::Fail {
+            step: loop_ref.to_string(),
+            reason: format!("loopCondition: {e}"),
+        }],
+    }
+}
+
+/// Whether loop `loop_ref` goes again: its `loopCondition` evaluated on
+/// [`loop_condition_input`], within the graph's limits, read as Conductor's `evalBool`
+/// reads it (`true`, or a number above 0).
+pub fn loop_goes_again(
+    graph: &Graph<'_>,
+    context: &Context,
+    loop_ref: &str,
+) -> Result<bool, ScriptError> {
+    let condition = graph
+        .task(loop_ref)
+        .filter(|t| t.task_type() == Some(TaskType::DoWhile))
+        .and_then(|t| t.loop_condition.as_deref())
+        .ok_or_else(|| ScriptError::Input {
+            message: format!("no DO_WHILE step {loop_ref:?} with a loopCondition"),
+        })?;
+    let input = loop_condition_input(graph, context, loop_ref);
+    let value = eval_javascript(condition, &input, graph.limits())?;
+    Ok(condition_holds(&value))
+}
+
+/// What a loop's condition sees as `$`, as Conductor gives it: the loop's
+/// `inputParameters`, resolved, and under each reference name of the loop and of the
+/// steps in its body (at any depth) that step's output, for those the context holds.
+/// The loop's own output is where Conductor keeps its `iteration`
+/// (`$.loop_ref['iteration']`): the engine is to keep it there.
+pub fn loop_condition_input(graph: &Graph<'_>, context: &Context, loop_ref: &str) -> Value {
+    let Some(task) = graph.task(loop_ref) else {
+        return Value::Object(Map::new());
+    };
+    let mut input = match resolve(&Value::Object(task.input_parameters.clone()), context) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    fn refs<'t>(task: &'t WorkflowTask, out: &mut Vec<&'t str>) {
+        out.push(&task.task_reference_name);
+        let held = task
+            .fork_tasks
+            .iter()
+            .flatten()
+            .chain(task.decision_cases.values().flatten())
+            .chain(&task.default_case)
+            .chain(&task.loop_over);
+        for t in held {
+            refs(t, out);
+        }
+    }
+    let mut names = Vec::new();
+    refs(task, &mut names);
+    for name in names {
+        if let Some(output) = context.get(name).and_then(|step| step.get("output")) {
+            input.insert(name.to_string(), output.clone());
+        }
+    }
+    Value::Object(input)
+}
+
 /// What the end of a step a dynamic fork made does: one arrival at the fork's join
 /// (such a step is in no definition, so [`decide_end`] cannot place it). A failed one
 /// fails the workflow unless it was made optional.
@@ -204,12 +286,7 @@ impl<'g, 'd> Decider<'g, 'd> {
     /// `dynamicForkTasksInputParamName` names (by reference name), and its join told
     /// how many. A list that is not steps fails the workflow, naming the fork and the
     /// first step that is not one; an empty list makes the join ready at once.
-    fn fork_dynamic(
-        &mut self,
-        reference: &str,
-        task: &tranche_workflow_def::WorkflowTask,
-        input: &Value,
-    ) {
+    fn fork_dynamic(&mut self, reference: &str, task: &WorkflowTask, input: &Value) {
         let key = |k: &Option<String>| k.clone().unwrap_or_default();
         let listed = input
             .get(key(&task.dynamic_fork_tasks_param))
@@ -219,7 +296,7 @@ impl<'g, 'd> Decider<'g, 'd> {
             .get(key(&task.dynamic_fork_tasks_input_param_name))
             .cloned()
             .unwrap_or(Value::Null);
-        let steps: Vec<tranche_workflow_def::WorkflowTask> = match serde_json::from_value(listed) {
+        let steps: Vec<WorkflowTask> = match serde_json::from_value(listed) {
             Ok(steps) => steps,
             Err(e) => {
                 self.actions.push(Action::Fail {
@@ -256,6 +333,19 @@ impl<'g, 'd> Decider<'g, 'd> {
         }
     }
 
+    /// Switch `reference` picked `case`: its first step, or (an empty case) what
+    /// follows the switch.
+    fn case(&mut self, reference: &str, case: &str, after: Option<After>) {
+        match self.graph.case_first(reference, case) {
+            Some(first) => self.reach(first),
+            None => {
+                if let Some(after) = after {
+                    self.go_on(&after);
+                }
+            }
+        }
+    }
+
     /// Control reaches step `reference`.
     fn reach(&mut self, reference: &str) {
         let Some(task) = self.graph.task(reference) else {
@@ -283,9 +373,18 @@ impl<'g, 'd> Decider<'g, 'd> {
                     self.reach(first);
                 }
             }
-            TaskType::Switch | TaskType::Decision
-                if task.evaluator_type.as_deref() != Some("javascript") =>
-            {
+            TaskType::Switch if task.evaluator_type.as_deref() == Some("javascript") => {
+                // The case is the expression's value, `$` the switch's input.
+                let expression = task.expression.as_deref().unwrap_or_default();
+                match eval_javascript(expression, &input, self.graph.limits()) {
+                    Ok(value) => self.case(reference, &case_label(&value), after),
+                    Err(e) => self.actions.push(Action::Fail {
+                        step: reference.to_string(),
+                        reason: format!("expression: {e}"),
+                    }),
+                }
+            }
+            TaskType::Switch | TaskType::Decision => {
                 // `value-param` (and DECISION's `caseValueParam`): the case is the
                 // value of that input key.
                 let key = match kind {
@@ -298,14 +397,7 @@ impl<'g, 'd> Decider<'g, 'd> {
                     Some(Value::Null) | None => String::new(),
                     Some(other) => other.to_string(),
                 };
-                match self.graph.case_first(reference, &case) {
-                    Some(first) => self.reach(first),
-                    None => {
-                        if let Some(after) = after {
-                            self.go_on(&after);
-                        }
-                    }
-                }
+                self.case(reference, &case, after);
             }
             TaskType::SetVariable => {
                 let Value::Object(set) = input else {

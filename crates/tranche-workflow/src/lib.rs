@@ -20,10 +20,12 @@ mod decide;
 use std::collections::HashMap;
 
 pub use decide::{
-    decide_end, decide_end_forked, decide_loop, decide_start, Action, Ended, Schedule,
+    decide_end, decide_end_forked, decide_loop, decide_loop_end, decide_start,
+    loop_condition_input, loop_goes_again, Action, Ended, Schedule,
 };
 
 use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
+use tranche_workflow_expr::Limits;
 
 /// What follows the end of a step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +53,9 @@ pub struct Graph<'d> {
     def: &'d WorkflowDef,
     first: Option<&'d str>,
     steps: HashMap<&'d str, Node<'d>>,
+    /// The bounds of the scripts the decider evaluates (`javascript` switches, loop
+    /// conditions).
+    limits: Limits,
 }
 
 #[derive(Debug)]
@@ -79,9 +84,22 @@ impl<'d> Graph<'d> {
             def,
             first: def.tasks.first().map(|t| t.task_reference_name.as_str()),
             steps: HashMap::new(),
+            limits: Limits::default(),
         };
         graph.sequence(&def.tasks, &After::WorkflowEnd);
         graph
+    }
+
+    /// The same index, its scripts evaluated within `limits` (else
+    /// [`Limits::default`]).
+    pub fn with_limits(mut self, limits: Limits) -> Graph<'d> {
+        self.limits = limits;
+        self
+    }
+
+    /// The bounds of the scripts the decider evaluates.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The definition indexed.
@@ -455,5 +473,135 @@ mod tests {
             scheduled(&decide_end(&g, &c, "import", &failed)),
             ["package_first", "package_second"]
         );
+    }
+
+    /// A definition whose switch and loop run JavaScript.
+    fn scripted() -> WorkflowDef {
+        serde_json::from_value(json!({
+            "name": "scripted",
+            "tasks": [
+                {"name": "route", "taskReferenceName": "route", "type": "SWITCH",
+                 "evaluatorType": "javascript",
+                 "expression": "$.rows > 100 ? 'big' : ($.rows > 0 ? 'small' : 'none')",
+                 "inputParameters": {"rows": "${workflow.input.rows}"},
+                 "decisionCases": {
+                    "big": [{"name": "split", "taskReferenceName": "split"}],
+                    "none": []
+                 },
+                 "defaultCase": [{"name": "send", "taskReferenceName": "send"}]},
+                {"name": "poll", "taskReferenceName": "poll", "type": "DO_WHILE",
+                 "inputParameters": {"most": "${workflow.input.most}"},
+                 "loopCondition": "(function () { if ($.check.done) return false; return $.poll['iteration'] < $.most; })()",
+                 "loopOver": [{"name": "check", "taskReferenceName": "check"}]},
+                {"name": "report", "taskReferenceName": "report"}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn state(value: serde_json::Value) -> tranche_workflow_expr::Context {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_javascript_switch_is_decided_on_the_spot() {
+        let d = scripted();
+        assert!(d.problems().is_empty(), "{:?}", d.problems());
+        assert_eq!(tranche_workflow_expr::script_problems(&d), []);
+        let g = Graph::of(&d);
+        let rows = |n: i64| state(json!({"workflow": {"input": {"rows": n, "most": 3}}}));
+        assert_eq!(scheduled(&decide_start(&g, &rows(500))), ["split"]);
+        // No case of that name: the default case.
+        assert_eq!(scheduled(&decide_start(&g, &rows(5))), ["send"]);
+        // An empty case: on after the switch, into the loop's body.
+        assert_eq!(scheduled(&decide_start(&g, &rows(0))), ["check"]);
+        // A mapping to nothing is null, and `null > 0` is false: the "none" case.
+        let none = state(json!({"workflow": {"input": {}}}));
+        assert_eq!(scheduled(&decide_start(&g, &none)), ["check"]);
+    }
+
+    #[test]
+    fn a_switch_whose_script_fails_fails_the_workflow() {
+        let mut d = scripted();
+        d.tasks[0].expression = Some("$.rows.toFixed(1) + $.nope.x".into());
+        let g = Graph::of(&d);
+        let c = state(json!({"workflow": {"input": {"rows": 5}}}));
+        match &decide_start(&g, &c)[..] {
+            [Action::Fail { step, reason }] => {
+                assert_eq!(step, "route");
+                assert!(
+                    reason.starts_with("expression: JavaScript failed at line 1"),
+                    "{reason}"
+                );
+                assert!(reason.contains("TypeError"), "{reason}");
+            }
+            other => panic!("expected the workflow failed, got {other:?}"),
+        }
+        // The graph's limits bound the script.
+        d.tasks[0].expression = Some("while (true) {}".into());
+        let limits = tranche_workflow_expr::Limits {
+            time: std::time::Duration::from_millis(20),
+            ..Default::default()
+        };
+        let g = Graph::of(&d).with_limits(limits);
+        assert_eq!(
+            decide_start(&g, &c),
+            [Action::Fail {
+                step: "route".into(),
+                reason: "expression: JavaScript ran past its time limit of 20 ms".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_loop_condition_sees_the_loop_and_its_body_and_decides() {
+        let d = scripted();
+        let g = Graph::of(&d);
+        let at = |iteration: u32, done: bool| {
+            state(json!({
+                "workflow": {"input": {"rows": 0, "most": 3}},
+                "poll": {"output": {"iteration": iteration}, "status": "IN_PROGRESS"},
+                "check": {"output": {"done": done}, "status": "COMPLETED"}
+            }))
+        };
+        assert_eq!(
+            decide_end(&g, &at(1, false), "check", &Ended::Completed),
+            [Action::EvaluateLoop {
+                loop_ref: "poll".into()
+            }]
+        );
+        // As Conductor gives it: the loop's input, and each step's output by its name.
+        assert_eq!(
+            loop_condition_input(&g, &at(1, false), "poll"),
+            json!({"most": 3, "poll": {"iteration": 1}, "check": {"done": false}})
+        );
+        assert_eq!(loop_goes_again(&g, &at(1, false), "poll"), Ok(true));
+        assert_eq!(
+            scheduled(&decide_loop_end(&g, &at(1, false), "poll")),
+            ["check"]
+        );
+        assert_eq!(
+            scheduled(&decide_loop_end(&g, &at(3, false), "poll")),
+            ["report"]
+        );
+        assert_eq!(
+            scheduled(&decide_loop_end(&g, &at(1, true), "poll")),
+            ["report"]
+        );
+        // A condition that fails fails the workflow, naming the loop.
+        let mut broken = scripted();
+        broken.tasks[1].loop_condition = Some("$.check.done.x.y".into());
+        let g = Graph::of(&broken);
+        match &decide_loop_end(&g, &at(1, false), "poll")[..] {
+            [Action::Fail { step, reason }] => {
+                assert_eq!(step, "poll");
+                assert!(
+                    reason.starts_with("loopCondition: JavaScript failed"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected the workflow failed, got {other:?}"),
+        }
+        assert!(loop_goes_again(&g, &at(1, false), "route").is_err());
     }
 }
