@@ -15,8 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put, MethodRouter};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tranche_workflow_def::{task_defs_from_json, workflows_from_json, DefinitionError};
+use tranche_workflow_def::{task_defs_from_json, workflows_from_json_with, DefinitionError};
 use tranche_workflow_engine::{StartRequest, TaskStatus, TaskUpdate, WorkflowError, WorkflowView};
+use tranche_workflow_expr::script_problems;
 
 use crate::body::parse;
 use crate::error::{ApiError, ErrorCode};
@@ -145,7 +146,8 @@ async fn task_def(
 }
 
 async fn put_workflow_defs(State(app): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let defs = workflows_from_json(text(&body)?, "request body").map_err(definition_error)?;
+    let defs = workflows_from_json_with(text(&body)?, "request body", script_problems)
+        .map_err(definition_error)?;
     let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
     app.workflows().put_workflow_defs(defs).await?;
     Ok(json_response(

@@ -17,6 +17,7 @@ use tranche_core::Client;
 use tranche_types::{BackendError, Commit, RecordWrite};
 use tranche_workflow_def::{TaskDef, TaskType, WorkflowDef, WorkflowTask};
 
+use crate::state::Header;
 use crate::WorkflowError;
 
 /// How long a definition read from the backend is used before it is read again.
@@ -39,6 +40,28 @@ pub struct Prepared {
     /// The reference names its mappings read outputs of (`${ref.output…}`,
     /// `${ref.input…}`): a decision needs those steps' outputs and no others.
     pub mentioned: Vec<String>,
+    /// The loops each step is in, outermost first (only steps in a loop).
+    loops: HashMap<String, Vec<String>>,
+}
+
+impl Prepared {
+    /// The unique key of step `reference` of `header`'s workflow: its generation, and
+    /// the iteration of each loop it is in.
+    pub fn step_key(&self, header: &Header, reference: &str) -> String {
+        header.step_key_in(
+            reference,
+            self.loops.get(reference).map_or(&[][..], Vec::as_slice),
+        )
+    }
+
+    /// Every step in loop `loop_ref`'s body, nested ones too.
+    pub fn body_of(&self, loop_ref: &str) -> Vec<String> {
+        self.loops
+            .iter()
+            .filter(|(_, loops)| loops.iter().any(|l| l == loop_ref))
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
 }
 
 impl Prepared {
@@ -52,7 +75,37 @@ impl Prepared {
         mentioned.remove("workflow");
         let mut mentioned: Vec<String> = mentioned.into_iter().collect();
         mentioned.sort();
-        Prepared { def, mentioned }
+        let mut loops = HashMap::new();
+        collect_loops(&def.tasks, &mut Vec::new(), &mut loops);
+        Prepared {
+            def,
+            mentioned,
+            loops,
+        }
+    }
+}
+
+fn collect_loops(
+    tasks: &[WorkflowTask],
+    within: &mut Vec<String>,
+    out: &mut HashMap<String, Vec<String>>,
+) {
+    for t in tasks {
+        if !within.is_empty() {
+            out.insert(t.task_reference_name.clone(), within.clone());
+        }
+        for case in t.decision_cases.values() {
+            collect_loops(case, within, out);
+        }
+        collect_loops(&t.default_case, within, out);
+        for branch in &t.fork_tasks {
+            collect_loops(branch, within, out);
+        }
+        if !t.loop_over.is_empty() {
+            within.push(t.task_reference_name.clone());
+            collect_loops(&t.loop_over, within, out);
+            within.pop();
+        }
     }
 }
 

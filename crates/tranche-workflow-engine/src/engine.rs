@@ -15,7 +15,8 @@ use tranche_types::{
     JobSpec, JobState, LeaseRef, RecordWrite, Resolution, Timestamp,
 };
 use tranche_workflow::{
-    decide_end, decide_end_forked, decide_start, Action, Ended, Graph, Schedule,
+    decide_end, decide_end_forked, decide_loop, decide_start, loop_goes_again, Action, Ended,
+    Graph, Schedule,
 };
 use tranche_workflow_def::TaskType;
 use tranche_workflow_expr::Context;
@@ -129,7 +130,8 @@ impl Engine {
         let actions = decide_start(&graph, &context);
         let mut plan = Plan::new(header);
         plan.header_changed = true;
-        self.plan(&mut plan, &graph, actions).await?;
+        self.plan(&mut plan, prepared, &graph, &context, actions)
+            .await?;
         let mut commit = plan.commit(None, version)?;
         commit.records.extend(extra);
         self.client.commit(commit).await?;
@@ -179,7 +181,8 @@ impl Engine {
             let context = self.context(&header, &prepared, Some(&end)).await?;
             let actions = decided(&graph, &context, &end.args, failed);
             let mut plan = Plan::new(header);
-            self.plan(&mut plan, &graph, actions).await?;
+            self.plan(&mut plan, &prepared, &graph, &context, actions)
+                .await?;
             match self
                 .client
                 .commit(plan.commit(end.completion.clone(), version)?)
@@ -233,7 +236,8 @@ impl Engine {
                     child: None,
                 };
                 let actions = decided(&graph, &context, &args, end.failed);
-                self.plan(&mut plan, &graph, actions).await?;
+                self.plan(&mut plan, &prepared, &graph, &context, actions)
+                    .await?;
             }
             match self.client.commit(plan.commit(None, version)?).await {
                 Err(BackendError::Conflict { .. }) => continue,
@@ -341,43 +345,14 @@ impl Engine {
     ) -> Result<Context, WorkflowError> {
         let mut context = Context::new();
         context.insert("workflow".into(), header.mapping_view());
-        let mut missing = Vec::new();
-        {
-            let outputs = self.outputs.lock().unwrap();
-            let known = outputs.get(&header.id);
-            for reference in &prepared.mentioned {
-                match known.and_then(|k| k.get(reference)) {
-                    Some(view) => {
-                        context.insert(reference.clone(), view.clone());
-                    }
-                    None => missing.push(reference.clone()),
-                }
-            }
-        }
-        if let Some(end) = ended {
-            missing.retain(|r| *r != end.args.reference);
-        }
-        if !missing.is_empty() {
-            let keys: Vec<String> = missing.iter().map(|r| header.step_key(r)).collect();
-            let ids = self.client.unique_jobs(&header.run(), &keys).await?;
-            for (reference, id) in missing.iter().zip(ids) {
-                let Some(id) = id else { continue };
-                if let Some(job) = self.client.job(id).await? {
-                    let input = serde_json::from_str::<StepArgs>(&job.args)
-                        .map(|a| a.input)
-                        .unwrap_or(Value::Null);
-                    let output = job
-                        .result
-                        .as_deref()
-                        .and_then(|r| serde_json::from_str(r).ok())
-                        .unwrap_or(Value::Null);
-                    context.insert(
-                        reference.clone(),
-                        step_view(&input, &output, conductor_status(job.state)),
-                    );
-                }
-            }
-        }
+        let wanted: Vec<String> = prepared
+            .mentioned
+            .iter()
+            .filter(|r| ended.is_none_or(|e| e.args.reference != **r))
+            .cloned()
+            .collect();
+        self.add_steps(&mut context, header, prepared, &wanted)
+            .await?;
         if let Some(end) = ended {
             let (output, status) = match &end.outcome {
                 Ok(output) => (output.clone(), "COMPLETED"),
@@ -391,11 +366,68 @@ impl Engine {
         Ok(context)
     }
 
+    /// Put the steps `references` (those that ran) into `context`: from what this
+    /// process saw end, else read from the backend.
+    async fn add_steps(
+        &self,
+        context: &mut Context,
+        header: &Header,
+        prepared: &Prepared,
+        references: &[String],
+    ) -> Result<(), WorkflowError> {
+        let mut missing = Vec::new();
+        {
+            let outputs = self.outputs.lock().unwrap();
+            let known = outputs.get(&header.id);
+            // A step already there (the one whose end is decided) is the newest word.
+            let absent: Vec<&String> = references
+                .iter()
+                .filter(|r| !context.contains_key(*r))
+                .collect();
+            for reference in absent {
+                match known.and_then(|k| k.get(reference)) {
+                    Some(view) => {
+                        context.insert(reference.clone(), view.clone());
+                    }
+                    None => missing.push(reference.clone()),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = missing
+            .iter()
+            .map(|r| prepared.step_key(header, r))
+            .collect();
+        let ids = self.client.unique_jobs(&header.run(), &keys).await?;
+        for (reference, id) in missing.iter().zip(ids) {
+            let Some(id) = id else { continue };
+            if let Some(job) = self.client.job(id).await? {
+                let input = serde_json::from_str::<StepArgs>(&job.args)
+                    .map(|a| a.input)
+                    .unwrap_or(Value::Null);
+                let output = job
+                    .result
+                    .as_deref()
+                    .and_then(|r| serde_json::from_str(r).ok())
+                    .unwrap_or(Value::Null);
+                context.insert(
+                    reference.clone(),
+                    step_view(&input, &output, conductor_status(job.state)),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Turn a decision's actions into the plan's writes.
     async fn plan(
         &self,
         plan: &mut Plan,
+        prepared: &Prepared,
         graph: &Graph<'_>,
+        context: &Context,
         actions: Vec<Action>,
     ) -> Result<(), WorkflowError> {
         // A workflow's own steps are planned with its header; a sub-workflow started
@@ -404,11 +436,13 @@ impl Engine {
             match action {
                 Action::Schedule(step) => {
                     let header = plan.header.clone();
-                    self.schedule(plan, &header, graph, step).await?;
+                    self.schedule(plan, &header, prepared, graph, step).await?;
                 }
                 Action::AwaitJoin { join, arrivals } => {
                     let header = plan.header.clone();
+                    let key = prepared.step_key(&header, &join);
                     let spec = self.system_step(
+                        key.clone(),
                         &header,
                         StepArgs {
                             wf: header.id.clone(),
@@ -422,15 +456,14 @@ impl Engine {
                             child: None,
                         },
                     );
-                    plan.gates
-                        .insert(header.step_key(&join), (plan.items.len(), arrivals as u32));
+                    plan.gates.insert(key, (plan.items.len(), arrivals as u32));
                     plan.items.push(EnqueueItem::Gate {
                         awaits: arrivals as u32,
                         job: spec,
                     });
                 }
                 Action::Arrive { join } => {
-                    let key = plan.header.step_key(&join);
+                    let key = prepared.step_key(&plan.header, &join);
                     self.arrive(plan, key).await?;
                 }
                 Action::SetVariables(set) => {
@@ -438,16 +471,25 @@ impl Engine {
                     plan.header_changed = true;
                 }
                 Action::EvaluateLoop { loop_ref } => {
-                    self.end_workflow(
-                        plan,
-                        WorkflowStatus::Failed,
-                        Value::Null,
-                        Some((
-                            loop_ref,
-                            "DO_WHILE loops are not run by this engine yet".into(),
-                        )),
-                    )
-                    .await?;
+                    // The condition reads the body's outputs of this iteration.
+                    let mut context = context.clone();
+                    let body = prepared.body_of(&loop_ref);
+                    self.add_steps(&mut context, &plan.header, prepared, &body)
+                        .await?;
+                    let actions = match loop_goes_again(graph, &context, &loop_ref) {
+                        Ok(again) => {
+                            if again {
+                                *plan.header.iterations.entry(loop_ref.clone()).or_insert(1) += 1;
+                                plan.header_changed = true;
+                            }
+                            decide_loop(graph, &context, &loop_ref, again)
+                        }
+                        Err(e) => vec![Action::Fail {
+                            step: loop_ref.clone(),
+                            reason: format!("loopCondition: {e}"),
+                        }],
+                    };
+                    Box::pin(self.plan(plan, prepared, graph, &context, actions)).await?;
                 }
                 Action::Complete { output } => {
                     self.end_workflow(plan, WorkflowStatus::Completed, output, None)
@@ -512,8 +554,7 @@ impl Engine {
         plan.header_changed = true;
         plan.cancel_run = status != WorkflowStatus::Completed;
         if let Some(parent) = header.parent.clone() {
-            let key = crate::state::step_key(&parent.workflow, parent.generation, &parent.step);
-            self.arrive(plan, key).await?;
+            self.arrive(plan, parent.gate.clone()).await?;
         }
         Ok(())
     }
@@ -524,9 +565,11 @@ impl Engine {
         &self,
         plan: &mut Plan,
         header: &Header,
+        prepared: &Prepared,
         graph: &Graph<'_>,
         step: Schedule,
     ) -> Result<(), WorkflowError> {
+        let key = prepared.step_key(header, &step.reference);
         let mut args = StepArgs {
             wf: header.id.clone(),
             wf_type: header.name.clone(),
@@ -546,7 +589,7 @@ impl Engine {
                     .queue(step.name.clone())
                     .max_attempts(attempts)
                     .priority(header.priority)
-                    .unique_key(header.step_key(&step.reference));
+                    .unique_key(key);
                 plan.items.push(EnqueueItem::Job(spec));
             }
             TaskType::SubWorkflow => {
@@ -572,7 +615,7 @@ impl Engine {
                     parent: Some(Parent {
                         workflow: header.id.clone(),
                         step: step.reference.clone(),
-                        generation: header.generation,
+                        gate: key.clone(),
                     }),
                     name: child_def.def.name.clone(),
                     version: child_def.def.version,
@@ -585,14 +628,14 @@ impl Engine {
                     reason: None,
                     failed_step: None,
                     generation: 0,
+                    iterations: Default::default(),
                     held: Vec::new(),
                     start_time: self.now_ms(),
                     end_time: None,
                 };
                 args.child = Some(child.id.clone());
-                let gate_key = header.step_key(&step.reference);
-                let spec = self.system_step(header, args);
-                plan.gates.insert(gate_key, (plan.items.len(), 1));
+                let spec = self.system_step(key.clone(), header, args);
+                plan.gates.insert(key, (plan.items.len(), 1));
                 plan.items.push(EnqueueItem::Gate {
                     awaits: 1,
                     job: spec,
@@ -601,7 +644,7 @@ impl Engine {
             }
             TaskType::Wait => {
                 let until = wait_until(&args.input, self.now_ms());
-                let spec = self.system_step(header, args);
+                let spec = self.system_step(key, header, args);
                 match until {
                     Some(at_ms) => plan.items.push(EnqueueItem::Job(
                         spec.not_before(Timestamp(at_ms.saturating_mul(1_000))),
@@ -613,7 +656,7 @@ impl Engine {
                 }
             }
             _ => {
-                let spec = self.system_step(header, args);
+                let spec = self.system_step(key, header, args);
                 plan.items.push(EnqueueItem::Job(spec));
             }
         }
@@ -634,7 +677,8 @@ impl Engine {
         // Planned on a plan of its own (its header), then merged into the parent's.
         let mut sub = Plan::new(child);
         sub.gates = std::mem::take(&mut plan.gates);
-        self.plan(&mut sub, &graph, actions).await?;
+        self.plan(&mut sub, &prepared, &graph, &context, actions)
+            .await?;
         plan.gates = std::mem::take(&mut sub.gates);
         plan.items.append(&mut sub.items);
         plan.arrive.append(&mut sub.arrive);
@@ -643,9 +687,8 @@ impl Engine {
         Ok(())
     }
 
-    /// A step the engine runs itself, on the system queue.
-    fn system_step(&self, header: &Header, args: StepArgs) -> JobSpec {
-        let key = header.step_key(&args.reference);
+    /// A step the engine runs itself, on the system queue, under `key`.
+    fn system_step(&self, key: String, header: &Header, args: StepArgs) -> JobSpec {
         JobSpec::new(args.kind.clone(), to_text(&args))
             .queue(SYSTEM_QUEUE)
             .max_attempts(3)

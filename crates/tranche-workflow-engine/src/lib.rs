@@ -110,6 +110,7 @@ impl Workflows {
             .flat_map(|d| {
                 d.problems()
                     .into_iter()
+                    .chain(tranche_workflow_expr::script_problems(d))
                     .map(move |p| format!("{} v{}: {p}", d.name, d.version))
             })
             .collect();
@@ -207,6 +208,7 @@ impl Workflows {
             reason: None,
             failed_step: None,
             generation: 0,
+            iterations: Default::default(),
             held: Vec::new(),
             start_time: self.engine.now_ms(),
             end_time: None,
@@ -279,7 +281,7 @@ impl Workflows {
             run: Some(header.run()),
             ..JobFilter::default()
         };
-        let prefix = format!("{}:{}:", header.id, header.generation);
+        let prefix = header.generation_prefix();
         let mut after: Option<JobId> = None;
         let mut out = Vec::new();
         loop {
@@ -459,6 +461,7 @@ impl Workflows {
         next.reason = None;
         next.failed_step = None;
         next.held.clear();
+        next.iterations.clear();
         next.end_time = None;
         next.start_time = self.engine.now_ms();
         if let Some(input) = input {

@@ -61,9 +61,8 @@ pub struct Parent {
     pub workflow: String,
     /// The parent's step's reference name.
     pub step: String,
-    /// The parent's generation when it started this child (its gate's key has it).
-    #[serde(default)]
-    pub generation: u32,
+    /// The unique key of the parent's gate (its generation and loop iterations in it).
+    pub gate: String,
 }
 
 /// A workflow's header: everything about it but its steps (which are jobs). The record
@@ -108,6 +107,10 @@ pub struct Header {
     /// steps are new jobs beside the old ones.
     #[serde(default)]
     pub generation: u32,
+    /// The iteration each of its loops is at (from 1), by the loop's reference name:
+    /// the steps of an iteration are keyed with it, so each iteration's are new jobs.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub iterations: std::collections::BTreeMap<String, u32>,
     /// Step ends that came while it was paused, decided when it is resumed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<HeldEnd>,
@@ -134,9 +137,20 @@ impl Header {
         Self::run_of(&self.root)
     }
 
-    /// The unique key of its step `reference` in its run.
-    pub fn step_key(&self, reference: &str) -> String {
-        step_key(&self.id, self.generation, reference)
+    /// The unique key of its step `reference` in its run, within the loops `loops`
+    /// (outermost first; see `Prepared::step_key`).
+    pub fn step_key_in(&self, reference: &str, loops: &[String]) -> String {
+        let mut key = step_key(&self.id, self.generation, reference);
+        for l in loops {
+            let n = self.iterations.get(l).copied().unwrap_or(1);
+            key.push_str(&format!("__{n}"));
+        }
+        key
+    }
+
+    /// The prefix of the keys of this generation's steps.
+    pub fn generation_prefix(&self) -> String {
+        format!("{}:{}:", self.id, self.generation)
     }
 
     /// The state mappings see as `workflow`.

@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tranche_types::{Completion, JobState, ReserveRequest, ReservedJob, Resolution};
 use tranche_workflow::Graph;
+use tranche_workflow_expr::{inline, json_jq_transform, Limits};
 
 use crate::engine::{succeeded, Engine, StepEnd, SYSTEM_QUEUE};
 use crate::state::{StepArgs, WorkflowStatus};
@@ -142,7 +143,10 @@ async fn outcome_of(
                 None => Ok(Value::Object(Map::new())),
             }
         }
-        other => Err(format!("a {other} step is not run by this engine yet")),
+        "INLINE" => inline(&args.input, &Limits::default()).map_err(|e| format!("INLINE: {e}")),
+        "JSON_JQ_TRANSFORM" => json_jq_transform(&args.input, &Limits::default())
+            .map_err(|e| format!("JSON_JQ_TRANSFORM: {e}")),
+        other => Err(format!("a {other} step is not run by this engine")),
     })
 }
 
@@ -158,7 +162,10 @@ async fn join_output(engine: &Engine, args: &StepArgs) -> Result<Value, Workflow
         .task(&args.reference)
         .map(|t| t.join_on.clone())
         .unwrap_or_default();
-    let keys: Vec<String> = joined.iter().map(|r| header.step_key(r)).collect();
+    let keys: Vec<String> = joined
+        .iter()
+        .map(|r| prepared.step_key(&header, r))
+        .collect();
     let ids = engine.client.unique_jobs(&header.run(), &keys).await?;
     let mut output = Map::new();
     for (reference, id) in joined.iter().zip(ids) {
@@ -233,7 +240,10 @@ async fn decide_expired(engine: &Engine, id: tranche_types::JobId) -> Result<(),
     let (header, _) = engine.header(&args.wf).await?;
     // A step of an earlier generation (the workflow was restarted since) decides
     // nothing.
-    let current_step = job.unique_key.as_deref() == Some(header.step_key(&args.reference).as_str());
+    let current_step = job
+        .unique_key
+        .as_deref()
+        .is_some_and(|k| k.starts_with(&header.generation_prefix()));
     if header.status.is_terminal() || !current_step {
         return Ok(());
     }

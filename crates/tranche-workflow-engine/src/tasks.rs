@@ -315,7 +315,11 @@ pub async fn complete_waiting(
     output: Map<String, Value>,
 ) -> Result<(), WorkflowError> {
     let (header, _) = engine.header(workflow).await?;
-    let key = header.step_key(reference);
+    let prepared = engine
+        .defs
+        .workflow(&header.name, Some(header.version))
+        .await?;
+    let key = prepared.step_key(&header, reference);
     let job = engine
         .client
         .unique_jobs(&Header::run_of(&header.root), &[key])

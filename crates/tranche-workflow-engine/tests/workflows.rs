@@ -454,3 +454,78 @@ async fn a_definition_naming_an_unknown_task_is_refused() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_runs_its_body_until_its_condition_fails_and_scripts_run() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "loops", "version": 1, "tasks": [
+            {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+             "inputParameters": {"times": "${workflow.input.times}"},
+             "loopCondition": "$.body['n'] < $.times",
+             "loopOver": [simple("w", "body", json!({}))]},
+            {"name": "js", "taskReferenceName": "js", "type": "INLINE",
+             "inputParameters": {"evaluatorType": "javascript", "n": "${body.output.n}",
+                                 "expression": "(function(){ return $.n * 10; })()"}},
+            {"name": "jq", "taskReferenceName": "jq", "type": "JSON_JQ_TRANSFORM",
+             "inputParameters": {"x": "${js.output.result}", "queryExpression": "{doubled: (.x * 2)}"}}
+        ], "outputParameters": {"js": "${js.output.result}", "jq": "${jq.output.result}"}}),
+    )
+    .await;
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = count.clone();
+    h.work(&["w"], move |_, _| {
+        let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        (TaskStatus::Completed, json!({"n": n}))
+    });
+    let id = h.start("loops", json!({"times": 3})).await;
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    assert_eq!(
+        count.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "three iterations"
+    );
+    assert_eq!(w.header.output, json!({"js": 30, "jq": {"doubled": 60}}));
+    let bodies = w
+        .steps
+        .iter()
+        .filter(|s| s.args.as_ref().unwrap().reference == "body")
+        .count();
+    assert_eq!(bodies, 3, "each iteration's step is a job of its own");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_does_not_parse_is_refused_with_its_path() {
+    let h = harness();
+    h.define(
+        &["w"],
+        json!({"name": "ok", "version": 1, "tasks": [simple("w", "a", json!({}))]}),
+    )
+    .await;
+    let defs = workflows_from_json(
+        &json!({"name": "badjs", "version": 1, "tasks": [
+            {"name": "js", "taskReferenceName": "js", "type": "INLINE",
+             "inputParameters": {"evaluatorType": "javascript", "expression": "return ((("}}
+        ]})
+        .to_string(),
+        "badjs.json",
+    )
+    .unwrap();
+    let err = h
+        .workflows
+        .put_workflow_defs(defs)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tasks[0]") && err.contains("expression"),
+        "{err}"
+    );
+}
