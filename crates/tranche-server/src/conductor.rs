@@ -49,6 +49,7 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/api/workflow/{id}", post(start_by_name)),
         ("GET", "/api/workflow/{id}", get(workflow)),
         ("DELETE", "/api/workflow/{id}", delete(terminate)),
+        ("DELETE", "/api/workflow/{id}/remove", delete(remove)),
         ("PUT", "/api/workflow/{id}/pause", put(pause)),
         ("PUT", "/api/workflow/{id}/resume", put(resume)),
         ("POST", "/api/workflow/{id}/retry", post(retry)),
@@ -61,9 +62,11 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("GET", "/api/tasks/poll/{task_type}", get(poll_one)),
         ("GET", "/api/tasks/poll/batch/{task_type}", get(poll_batch)),
         ("POST", "/api/tasks", post(update_task)),
+        ("POST", "/api/tasks/update-v2", post(update_task_v2)),
         ("GET", "/api/tasks/queue/sizes", get(queue_sizes)),
         ("GET", "/api/tasks/{id}", get(task)),
         ("POST", "/api/tasks/{id}/log", post(task_log)),
+        ("GET", "/api/tasks/{id}/log", get(task_logs)),
         (
             "POST",
             "/api/tasks/{id}/{reference}/{status}",
@@ -300,6 +303,11 @@ async fn terminate(
     Ok(StatusCode::OK.into_response())
 }
 
+async fn remove(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    app.workflows().remove(&id).await?;
+    Ok(StatusCode::OK.into_response())
+}
+
 async fn pause(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     app.workflows().pause(&id).await?;
     Ok(StatusCode::OK.into_response())
@@ -393,11 +401,12 @@ async fn correlated(
 /// Conductor's search query: clauses joined by `AND`, each `field IN (a,b)`,
 /// `field = a`, `field > n` or `field < n`, on `workflowType`, `status`,
 /// `correlationId`, `workflowId`, `startTime` and `endTime`.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct SearchFilter {
     clauses: Vec<(String, Op)>,
 }
 
+#[derive(Debug)]
 enum Op {
     In(Vec<String>),
     Above(i64),
@@ -552,8 +561,20 @@ fn task_status(status: Option<&str>) -> Result<TaskStatus, ApiError> {
     })
 }
 
+/// `POST /api/tasks/update-v2`: an update answered with the worker's next step of the
+/// same type, or 204 for none; this server answers 204 (the worker polls again).
+async fn update_task_v2(State(app): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    update(&app, &body).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 async fn update_task(State(app): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let result: TaskResultBody = parse(&body)?;
+    Ok(plain(update(&app, &body).await?))
+}
+
+/// Apply a `TaskResult`; its task id.
+async fn update(app: &AppState, body: &[u8]) -> Result<String, ApiError> {
+    let result: TaskResultBody = parse(body)?;
     let status = task_status(result.status.as_deref())?;
     app.workflows()
         .update_task(TaskUpdate {
@@ -564,7 +585,7 @@ async fn update_task(State(app): State<AppState>, body: Bytes) -> Result<Respons
             callback_after_seconds: result.callback_after_seconds.unwrap_or(0),
         })
         .await?;
-    Ok(plain(result.task_id))
+    Ok(result.task_id)
 }
 
 async fn complete_by_reference(
@@ -589,9 +610,24 @@ async fn task(State(app): State<AppState>, Path(id): Path<String>) -> Result<Res
     Ok(json_response(step.to_conductor()))
 }
 
-async fn task_log(Path(_id): Path<String>, _body: Bytes) -> Result<Response, ApiError> {
-    // Logs are accepted and not kept: a worker's log lines belong in its own logs.
+/// The body is the line as raw text (Conductor's SDKs send it so, whatever the
+/// content type says), kept as it came.
+async fn task_log(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    app.workflows().add_log(&id, text(&body)?).await?;
     Ok(StatusCode::OK.into_response())
+}
+
+async fn task_logs(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(json_response(Value::Array(
+        app.workflows().logs(&id).await?,
+    )))
 }
 
 async fn queue_sizes(

@@ -89,6 +89,8 @@ impl Engine {
             .records(&[Header::key(id)])
             .await?
             .remove(0)
+            // A removed workflow's header is an empty record (records are not deleted).
+            .filter(|r| !r.value.is_empty())
             .ok_or_else(|| WorkflowError::NotFound(format!("workflow {id}")))?;
         let header: Header = serde_json::from_str(&record.value)
             .map_err(|e| BackendError::store("read a workflow's header", e))?;

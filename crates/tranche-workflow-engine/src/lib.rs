@@ -66,6 +66,11 @@ pub enum WorkflowError {
     Busy(&'static str),
 }
 
+/// Most log lines kept per step.
+pub const MAX_LOG_LINES: usize = 100;
+/// Longest log line kept, in bytes.
+pub const MAX_LOG_LINE: usize = 4_096;
+
 /// A workflow to start.
 #[derive(Clone, Debug, Default)]
 pub struct StartRequest {
@@ -244,6 +249,13 @@ impl Workflows {
 
     /// One step by the task id a poll or a workflow's view gave.
     pub async fn task(&self, task_id: &str) -> Result<StepView, WorkflowError> {
+        Ok(StepView::of(&self.step_job(task_id).await?.1))
+    }
+
+    async fn step_job(
+        &self,
+        task_id: &str,
+    ) -> Result<(JobId, tranche_types::JobRecord), WorkflowError> {
         let (job, _) = parse_task_id(task_id).ok_or_else(|| {
             WorkflowError::Invalid(format!(
                 "taskId: expected <job>-<attempt>, got {:?}",
@@ -256,7 +268,7 @@ impl Workflows {
             .job(job)
             .await?
             .ok_or_else(|| WorkflowError::NotFound(format!("task {task_id}")))?;
-        Ok(StepView::of(&record))
+        Ok((job, record))
     }
 
     /// Workflow `id` with its steps when `with_steps`.
@@ -303,7 +315,12 @@ impl Workflows {
                 None => break,
             }
         }
-        Ok(out)
+        let prepared = self
+            .engine
+            .defs
+            .workflow(&header.name, Some(header.version))
+            .await?;
+        Ok(views::with_routing_steps(out, &prepared.def, header))
     }
 
     /// Workflows, newest first, that `keep` keeps; at most `limit` of the newest
@@ -404,7 +421,7 @@ impl Workflows {
             .await?
             .into_iter()
             .filter(|s| matches!(s.status, "FAILED" | "CANCELED"))
-            .map(|s| s.job)
+            .filter_map(|s| s.job)
             .collect();
         if failed.is_empty() {
             return Err(WorkflowError::Conflict(format!(
@@ -470,6 +487,119 @@ impl Workflows {
         // The start writes the header against the version read: a racing restart
         // conflicts instead of starting twice.
         self.engine.start_again(&prepared, next, version).await
+    }
+
+    /// Remove an ended workflow: its steps' jobs are deleted and it is found no more. A
+    /// sub-workflow is removed with its root (its steps are in the root's run).
+    pub async fn remove(&self, id: &str) -> Result<(), WorkflowError> {
+        let (header, version) = self.engine.header(id).await?;
+        if !header.status.is_terminal() {
+            return Err(WorkflowError::Conflict(format!(
+                "workflow {id} is {}: terminate it before removing it",
+                header.status.as_str()
+            )));
+        }
+        if header.parent.is_none() {
+            let filter = JobFilter {
+                run: Some(header.run()),
+                ..JobFilter::default()
+            };
+            let mut after = None;
+            loop {
+                let page = self.engine.client.list_jobs(&filter, after, 500).await?;
+                for job in &page.jobs {
+                    if !job.state.is_terminal() {
+                        self.engine
+                            .client
+                            .cancel(tranche_types::CancelTarget::Job(job.id), "workflow removed")
+                            .await?;
+                    }
+                    self.engine.client.delete_job(job.id).await?;
+                }
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+        }
+        self.engine
+            .client
+            .commit(tranche_types::Commit {
+                records: vec![RecordWrite {
+                    key: Header::key(id),
+                    expect: version,
+                    value: String::new(),
+                }],
+                ..tranche_types::Commit::default()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Add a log line to a step (`POST /api/tasks/{taskId}/log`). The newest
+    /// [`MAX_LOG_LINES`] lines of at most [`MAX_LOG_LINE`] bytes each are kept.
+    pub async fn add_log(&self, task_id: &str, line: &str) -> Result<(), WorkflowError> {
+        let (job, _) = self.step_job(task_id).await?;
+        let key = format!("tasklog/{}", job.0);
+        let mut line = line.to_string();
+        if line.len() > MAX_LOG_LINE {
+            let mut end = MAX_LOG_LINE;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+        }
+        for _ in 0..20 {
+            let current = self
+                .engine
+                .client
+                .records(std::slice::from_ref(&key))
+                .await?
+                .remove(0);
+            let (version, mut lines): (u64, Vec<Value>) = match current {
+                Some(r) => (
+                    r.version,
+                    serde_json::from_str(&r.value).unwrap_or_default(),
+                ),
+                None => (0, Vec::new()),
+            };
+            lines.push(serde_json::json!({"log": line, "taskId": task_id, "createdTime": self.engine.now_ms()}));
+            if lines.len() > MAX_LOG_LINES {
+                lines.drain(..lines.len() - MAX_LOG_LINES);
+            }
+            let write = RecordWrite {
+                key: key.clone(),
+                expect: version,
+                value: Value::Array(lines).to_string(),
+            };
+            match self
+                .engine
+                .client
+                .commit(tranche_types::Commit {
+                    records: vec![write],
+                    ..tranche_types::Commit::default()
+                })
+                .await
+            {
+                Err(BackendError::Conflict { .. }) => continue,
+                other => return other.map(drop).map_err(Into::into),
+            }
+        }
+        Err(WorkflowError::Busy("a step's log"))
+    }
+
+    /// A step's log lines, oldest first.
+    pub async fn logs(&self, task_id: &str) -> Result<Vec<Value>, WorkflowError> {
+        let (job, _) = self.step_job(task_id).await?;
+        let record = self
+            .engine
+            .client
+            .records(&[format!("tasklog/{}", job.0)])
+            .await?
+            .remove(0);
+        Ok(record
+            .and_then(|r| serde_json::from_str(&r.value).ok())
+            .unwrap_or_default())
     }
 
     /// Run the steps the engine runs itself (joins, sub-workflows' ends, waits,

@@ -149,6 +149,11 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
         .await?
         .ok_or_else(|| WorkflowError::NotFound(format!("task {}", update.task_id)))?;
     let args: Option<StepArgs> = serde_json::from_str(&job.args).ok();
+    if job.state == JobState::Cancelled {
+        // Its workflow was terminated (or the step cancelled): the worker's answer is
+        // no longer wanted, and saying so as an error would only make it retry.
+        return Ok(());
+    }
     if job.state == JobState::Pending {
         if let Some(args) = args.as_ref().filter(|a| a.kind == "WAIT") {
             return complete_gate(engine, job_id, args, update.status, update.output).await;

@@ -1,8 +1,11 @@
 //! Workflows and their steps as Conductor shows them (`GET /api/workflow/{id}`), built
 //! from the header and the steps' jobs.
 
+use std::collections::HashMap;
+
 use serde_json::{json, Map, Value};
 use tranche_types::{JobId, JobRecord};
+use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
 
 use crate::engine::conductor_status;
 use crate::state::{task_id, Header, StepArgs};
@@ -10,31 +13,76 @@ use crate::state::{task_id, Header, StepArgs};
 /// One step of a workflow.
 #[derive(Clone, Debug)]
 pub struct StepView {
-    /// Its job.
-    pub job: JobId,
+    /// Its job; `None` for a step decided on the spot (a fork, a switch, a
+    /// `SET_VARIABLE`, a `TERMINATE`, a loop), which has none.
+    pub job: Option<JobId>,
     /// Conductor's name of its state.
     pub status: &'static str,
     /// Its arguments (workflow, reference name, type, input).
     pub args: Option<StepArgs>,
-    /// The job as stored.
-    pub record: JobRecord,
+    /// The job as stored (`None` for a step decided on the spot).
+    pub record: Option<JobRecord>,
 }
 
 impl StepView {
     /// The step of `job`.
     pub fn of(job: &JobRecord) -> StepView {
+        let args: Option<StepArgs> = serde_json::from_str(&job.args).ok();
+        // A step the engine runs (a join, a sub-workflow, a wait) is under way from
+        // the moment it is made, as Conductor shows it: its job only waits for its
+        // gate to open.
+        let system = args.as_ref().is_some_and(|a| a.kind != "SIMPLE");
+        let status = if system && !job.state.is_terminal() {
+            "IN_PROGRESS"
+        } else {
+            conductor_status(job.state)
+        };
         StepView {
-            job: job.id,
-            status: conductor_status(job.state),
-            args: serde_json::from_str(&job.args).ok(),
-            record: job.clone(),
+            job: Some(job.id),
+            status,
+            args,
+            record: Some(job.clone()),
+        }
+    }
+
+    /// A step decided on the spot, shown completed as Conductor shows it.
+    fn routed(header: &Header, task: &WorkflowTask) -> StepView {
+        StepView {
+            job: None,
+            status: "COMPLETED",
+            args: Some(StepArgs {
+                wf: header.id.clone(),
+                wf_type: header.name.clone(),
+                reference: task.task_reference_name.clone(),
+                kind: task.kind.clone(),
+                name: task.name.clone(),
+                input: Value::Object(Map::new()),
+                fork: None,
+                optional: task.optional,
+                child: None,
+            }),
+            record: None,
         }
     }
 
     /// Conductor's `Task` JSON.
     pub fn to_conductor(&self) -> Value {
-        let job = &self.record;
         let args = self.args.as_ref();
+        let Some(job) = &self.record else {
+            let a = args.expect("a routed step has its arguments");
+            return json!({
+                "taskId": format!("{}-{}", a.wf, a.reference),
+                "taskType": a.kind,
+                "taskDefName": a.name,
+                "referenceTaskName": a.reference,
+                "workflowInstanceId": a.wf,
+                "workflowType": a.wf_type,
+                "status": self.status,
+                "inputData": {},
+                "outputData": {},
+                "retryCount": 0,
+            });
+        };
         let ms = |t: Option<tranche_types::Timestamp>| t.map_or(0, |t| t.0 / 1_000);
         let output: Value = job
             .result
@@ -64,6 +112,88 @@ impl StepView {
             "attempts": job.errors.iter().map(|e| json!({"attempt": e.attempt, "at": e.at.0 / 1_000, "error": e.error})).collect::<Vec<_>>(),
         })
     }
+}
+
+/// `steps` (the jobs, in order) with the steps decided on the spot put in: each
+/// before the first job that came after it (inside it, or after it in its sequence),
+/// or at the end when it ended the workflow. Such a step is shown when it ran: some
+/// step after or inside it has a job, or it is the step that ended the workflow.
+pub fn with_routing_steps(
+    steps: Vec<StepView>,
+    def: &WorkflowDef,
+    header: &Header,
+) -> Vec<StepView> {
+    let position: HashMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.args.as_ref().map(|a| (a.reference.as_str(), i)))
+        .rev()
+        .collect();
+    let mut inserts: Vec<(usize, usize, StepView)> = Vec::new();
+    place(&def.tasks, &position, header, steps.len(), 0, &mut inserts);
+    let mut out = Vec::with_capacity(steps.len() + inserts.len());
+    // At one place, what encloses comes before what it holds.
+    inserts.sort_by_key(|(at, depth, _)| (*at, *depth));
+    let mut inserts = inserts.into_iter().peekable();
+    for (i, step) in steps.into_iter().enumerate() {
+        while inserts.peek().is_some_and(|(at, _, _)| *at <= i) {
+            out.push(inserts.next().expect("peeked").2);
+        }
+        out.push(step);
+    }
+    out.extend(inserts.map(|(_, _, s)| s));
+    out
+}
+
+/// The earliest job position within `tasks` (nested too), placing the routing steps
+/// of `tasks` on the way; `None` when no step of them has a job.
+fn place(
+    tasks: &[WorkflowTask],
+    position: &HashMap<&str, usize>,
+    header: &Header,
+    end: usize,
+    depth: usize,
+    inserts: &mut Vec<(usize, usize, StepView)>,
+) -> Option<usize> {
+    // Backwards, so each step knows the earliest job after it in its sequence.
+    let mut after: Option<usize> = None;
+    for task in tasks.iter().rev() {
+        let mut inside: Option<usize> = None;
+        let sequences = task
+            .fork_tasks
+            .iter()
+            .chain(task.decision_cases.values())
+            .chain([&task.default_case, &task.loop_over]);
+        for sequence in sequences {
+            let first = place(sequence, position, header, end, depth + 1, inserts);
+            inside = [inside, first].into_iter().flatten().min();
+        }
+        let own = position.get(task.task_reference_name.as_str()).copied();
+        let routing = matches!(
+            task.task_type(),
+            Some(
+                TaskType::ForkJoin
+                    | TaskType::ForkJoinDynamic
+                    | TaskType::Switch
+                    | TaskType::Decision
+                    | TaskType::SetVariable
+                    | TaskType::Terminate
+                    | TaskType::DoWhile
+            )
+        );
+        let mut first = [own, inside].into_iter().flatten().min();
+        if routing && own.is_none() {
+            let ended_here = header.failed_step.as_deref() == Some(&task.task_reference_name);
+            let at = [inside, after].into_iter().flatten().min();
+            if let Some(at) = at.or(ended_here.then_some(end)) {
+                inserts.push((at, depth, StepView::routed(header, task)));
+                // It ran: what encloses it ran too.
+                first = first.or(Some(at));
+            }
+        }
+        after = [first, after].into_iter().flatten().min();
+    }
+    after
 }
 
 /// A workflow with its steps.

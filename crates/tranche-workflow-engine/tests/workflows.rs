@@ -260,7 +260,7 @@ async fn a_switch_takes_its_case_and_terminate_ends_the_workflow() {
         (w.header.status, refs(&w)),
         (
             WorkflowStatus::Completed,
-            vec!["go".to_string(), "end".into()]
+            vec!["sw".to_string(), "go".into(), "end".into()]
         )
     );
     let w = h.ended(&other).await;
@@ -268,13 +268,17 @@ async fn a_switch_takes_its_case_and_terminate_ends_the_workflow() {
         (w.header.status, refs(&w)),
         (
             WorkflowStatus::Completed,
-            vec!["other".to_string(), "end".into()]
+            vec!["sw".to_string(), "other".into(), "end".into()]
         )
     );
     let w = h.ended(&stop).await;
     assert_eq!(w.header.status, WorkflowStatus::Failed);
     assert_eq!(w.header.reason.as_deref(), Some("FAILED: asked to stop"));
-    assert!(refs(&w).is_empty());
+    assert_eq!(
+        refs(&w),
+        ["sw", "stop"],
+        "the steps decided on the spot are shown"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
