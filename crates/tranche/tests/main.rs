@@ -7,6 +7,7 @@ mod ach_fleet;
 mod ach_intake;
 mod broker_restart;
 mod cli;
+mod conductor_sdk;
 mod feed;
 mod feed_emulate;
 mod feed_metrics;
