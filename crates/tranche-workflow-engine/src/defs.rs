@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tranche_core::Client;
-use tranche_types::{BackendError, Commit, RecordWrite};
+use tranche_types::{BackendError, Commit, Limit, LimitScope, RecordWrite, StartRate};
 use tranche_workflow_def::{TaskDef, TaskType, WorkflowDef, WorkflowTask};
 
 use crate::state::Header;
@@ -251,7 +251,31 @@ impl Definitions {
     }
 
     /// Store task definitions (already checked), replacing stored ones of those names.
+    /// A definition's `rateLimitPerFrequency` and `concurrentExecLimit` become the
+    /// engine's limit on the task's queue (the one mechanism: every process sharing the
+    /// backend enforces it in its reserves); a definition without them removes it.
     pub async fn put_tasks(&self, defs: Vec<TaskDef>) -> Result<(), WorkflowError> {
+        for def in &defs {
+            let scope = LimitScope::Queue(def.name.clone());
+            let starts = (def.rate_limit_per_frequency > 0).then(|| StartRate {
+                count: def.rate_limit_per_frequency,
+                per_ms: u64::from(def.rate_limit_frequency_in_seconds.max(1)) * 1_000,
+            });
+            let running = (def.concurrent_exec_limit > 0).then_some(def.concurrent_exec_limit);
+            if starts.is_some() || running.is_some() {
+                let limit = Limit {
+                    scope,
+                    starts,
+                    running,
+                };
+                limit
+                    .check()
+                    .map_err(|e| WorkflowError::Invalid(format!("task {}: {e}", def.name)))?;
+                self.client.put_limit(&limit).await?;
+            } else {
+                self.client.delete_limit(&scope).await?;
+            }
+        }
         self.update_index(
             |index| {
                 for def in &defs {

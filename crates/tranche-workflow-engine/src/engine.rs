@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use tranche_core::Client;
@@ -52,7 +52,22 @@ pub(crate) struct Engine {
     pub defs: Definitions,
     /// Outputs of steps ended in this process, by workflow then reference name.
     outputs: Mutex<HashMap<String, HashMap<String, Value>>>,
+    /// Headers this process read or wrote lately, with their versions: a step's end
+    /// decides on one younger than [`HEADER_CACHE_FOR`] instead of reading it again.
+    /// What another process changes meanwhile is seen after that at the latest, or at
+    /// once by a commit that writes the header (its version is checked); a terminated
+    /// workflow's steps are cancelled, so their completions apply nothing.
+    headers: Mutex<HashMap<String, (Arc<Header>, u64, Instant)>>,
+    /// What a poll leased, by job: its arguments and attempts, so that the update that
+    /// follows need not read the job again.
+    pub polled: Mutex<HashMap<JobId, (Arc<StepArgs>, u32)>>,
 }
+
+/// How long a header this process read or wrote is decided on without reading it.
+const HEADER_CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// Most entries of the header and poll caches before they start over.
+const CACHE_ENTRIES: usize = 200_000;
 
 /// What a decision writes, gathered while its actions are planned.
 struct Plan {
@@ -75,6 +90,8 @@ impl Engine {
             defs: Definitions::new(client.clone()),
             client,
             outputs: Mutex::new(HashMap::new()),
+            headers: Mutex::new(HashMap::new()),
+            polled: Mutex::new(HashMap::new()),
         }
     }
 
@@ -95,6 +112,34 @@ impl Engine {
         let header: Header = serde_json::from_str(&record.value)
             .map_err(|e| BackendError::store("read a workflow's header", e))?;
         Ok((header, record.version))
+    }
+
+    /// Workflow `id`'s header as this process last knew it, if that is recent, else
+    /// read.
+    async fn header_recent(&self, id: &str) -> Result<(Header, u64), WorkflowError> {
+        if let Some((h, v, at)) = self.headers.lock().unwrap().get(id) {
+            if at.elapsed() < HEADER_CACHE_FOR {
+                return Ok(((**h).clone(), *v));
+            }
+        }
+        let (h, v) = self.header(id).await?;
+        self.know_header(&h, v);
+        Ok((h, v))
+    }
+
+    fn know_header(&self, header: &Header, version: u64) {
+        let mut headers = self.headers.lock().unwrap();
+        if header.status.is_terminal() {
+            headers.remove(&header.id);
+            return;
+        }
+        if headers.len() >= CACHE_ENTRIES {
+            headers.clear();
+        }
+        headers.insert(
+            header.id.clone(),
+            (Arc::new(header.clone()), version, Instant::now()),
+        );
     }
 
     /// Start a workflow of `prepared` with `header` (status running, not yet stored):
@@ -137,6 +182,10 @@ impl Engine {
         let mut commit = plan.commit(None, version)?;
         commit.records.extend(extra);
         self.client.commit(commit).await?;
+        self.know_header(&plan.header, version + 1);
+        for child in &plan.children {
+            self.know_header(child, 1);
+        }
         if plan.cancel_run {
             self.cancel_rest(&plan.header).await;
         }
@@ -146,8 +195,15 @@ impl Engine {
     /// Decide what the end of a step does and commit it with the step's completion.
     /// `Stale` when the completion's attempt no longer held the step (nothing done).
     pub async fn step_ended(&self, end: StepEnd) -> Result<CommitAck, WorkflowError> {
-        for _ in 0..DECIDE_ATTEMPTS {
-            let (mut header, version) = self.header(&end.args.wf).await?;
+        for attempt in 0..DECIDE_ATTEMPTS {
+            // After a conflict, what is stored now.
+            let (mut header, version) = if attempt == 0 {
+                self.header_recent(&end.args.wf).await?
+            } else {
+                let (h, v) = self.header(&end.args.wf).await?;
+                self.know_header(&h, v);
+                (h, v)
+            };
             if header.status.is_terminal() {
                 // The step's end is kept; the workflow goes nowhere from it.
                 return self.commit_only(&end).await;
@@ -194,6 +250,12 @@ impl Engine {
                 Err(e) => return Err(e.into()),
                 Ok(ack) => {
                     if ack != CommitAck::Stale {
+                        if plan.header_changed {
+                            self.know_header(&plan.header, version + 1);
+                        }
+                        for child in &plan.children {
+                            self.know_header(child, 1);
+                        }
                         self.remember_output(&end);
                         self.after_commit(&plan).await;
                     }
@@ -245,6 +307,7 @@ impl Engine {
                 Err(BackendError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => {
+                    self.know_header(&plan.header, version + 1);
                     self.after_commit(&plan).await;
                     return Ok(());
                 }
@@ -278,7 +341,10 @@ impl Engine {
             {
                 Err(BackendError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
-                Ok(_) => return Ok(header),
+                Ok(_) => {
+                    self.know_header(&header, version + 1);
+                    return Ok(header);
+                }
             }
         }
         Err(WorkflowError::Busy("a workflow's header"))

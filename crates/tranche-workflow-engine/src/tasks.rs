@@ -1,5 +1,6 @@
 //! Workers' side: polling steps and updating them, as Conductor's `/api/tasks` does.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -125,7 +126,7 @@ pub async fn poll(
             wait,
         })
         .await?;
-    Ok(jobs
+    let tasks: Vec<PolledTask> = jobs
         .into_iter()
         .map(|job| PolledTask {
             args: serde_json::from_str(&job.args).ok(),
@@ -133,7 +134,17 @@ pub async fn poll(
             worker_id: worker_id.map(str::to_string),
             response_timeout_seconds: lease.as_secs(),
         })
-        .collect())
+        .collect();
+    let mut polled = engine.polled.lock().unwrap();
+    if polled.len() >= 200_000 {
+        polled.clear();
+    }
+    for t in &tasks {
+        if let Some(args) = &t.args {
+            polled.insert(t.job.id, (Arc::new(args.clone()), t.job.max_attempts));
+        }
+    }
+    Ok(tasks)
 }
 
 pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowError> {
@@ -143,22 +154,59 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
             update.task_id
         ))
     })?;
-    let job = engine
-        .client
-        .job(job_id)
-        .await?
-        .ok_or_else(|| WorkflowError::NotFound(format!("task {}", update.task_id)))?;
-    let args: Option<StepArgs> = serde_json::from_str(&job.args).ok();
-    if job.state == JobState::Cancelled {
-        // Its workflow was terminated (or the step cancelled): the worker's answer is
-        // no longer wanted, and saying so as an error would only make it retry.
-        return Ok(());
-    }
-    if job.state == JobState::Pending {
-        if let Some(args) = args.as_ref().filter(|a| a.kind == "WAIT") {
-            return complete_gate(engine, job_id, args, update.status, update.output).await;
+    let known = engine.polled.lock().unwrap().remove(&job_id);
+    let (args, max_attempts, kind) = match known {
+        // Leased by this process's poll: no need to read the job.
+        Some((args, max_attempts)) => {
+            let kind = args.name.clone();
+            (Some((*args).clone()), max_attempts, kind)
         }
+        None => {
+            let job = engine
+                .client
+                .job(job_id)
+                .await?
+                .ok_or_else(|| WorkflowError::NotFound(format!("task {}", update.task_id)))?;
+            let args: Option<StepArgs> = serde_json::from_str(&job.args).ok();
+            if job.state == JobState::Cancelled {
+                // Its workflow was terminated (or the step cancelled): the worker's
+                // answer is no longer wanted, and an error would only make it retry.
+                return Ok(());
+            }
+            if job.state == JobState::Pending {
+                if let Some(args) = args.as_ref().filter(|a| a.kind == "WAIT") {
+                    return complete_gate(engine, job_id, args, update.status, update.output).await;
+                }
+            }
+            (args, job.max_attempts, job.kind)
+        }
+    };
+    let result = apply_update(engine, &update, job_id, attempt, args, max_attempts, &kind).await;
+    match result {
+        // A step cancelled since the poll (its workflow terminated) is not the
+        // worker's error.
+        Err(WorkflowError::Conflict(_)) => {
+            let state = engine.client.job(job_id).await?.map(|j| j.state);
+            if state == Some(JobState::Cancelled) {
+                Ok(())
+            } else {
+                result
+            }
+        }
+        other => other,
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn apply_update(
+    engine: &Engine,
+    update: &TaskUpdate,
+    job_id: JobId,
+    attempt: u32,
+    args: Option<StepArgs>,
+    max_attempts: u32,
+    kind: &str,
+) -> Result<(), WorkflowError> {
     let lease = LeaseRef {
         job: job_id,
         attempt,
@@ -170,7 +218,7 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
             update.task_id
         ))
     };
-    let output = Value::Object(update.output);
+    let output = Value::Object(update.output.clone());
     let reason = update
         .reason
         .clone()
@@ -197,7 +245,7 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
                 let at = Timestamp(now.0 + update.callback_after_seconds as i64 * 1_000_000);
                 complete_alone(Resolution::Snooze { at }).await
             } else {
-                let lease_for = task_def(engine, &job.kind)
+                let lease_for = task_def(engine, kind)
                     .await?
                     .map_or(DEFAULT_RESPONSE_TIMEOUT, |d| {
                         Duration::from_secs(d.response_timeout_seconds.max(1))
@@ -210,8 +258,8 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
                 }
             }
         }
-        TaskStatus::Failed if attempt < job.max_attempts => {
-            let def = task_def(engine, &job.kind).await?;
+        TaskStatus::Failed if attempt < max_attempts => {
+            let def = task_def(engine, kind).await?;
             let delay = def
                 .as_deref()
                 .map_or(Duration::ZERO, |d| retry_delay(d, attempt));

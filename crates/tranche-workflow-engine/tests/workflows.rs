@@ -533,3 +533,27 @@ async fn a_script_that_does_not_parse_is_refused_with_its_path() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_definitions_limits_are_the_engines_limits() {
+    let h = harness();
+    let defs = task_defs_from_json(
+        &json!([{"name": "bank", "concurrentExecLimit": 2, "rateLimitPerFrequency": 10, "rateLimitFrequencyInSeconds": 60}]).to_string(),
+        "tasks",
+    )
+    .unwrap();
+    h.workflows.put_task_defs(defs).await.unwrap();
+    let limits = h.workflows.client().limits().await.unwrap();
+    assert_eq!(limits.len(), 1);
+    let limit = &limits[0].limit;
+    assert_eq!(limit.scope, tranche_types::LimitScope::Queue("bank".into()));
+    assert_eq!(limit.running, Some(2));
+    assert_eq!(
+        limit.starts.map(|s| (s.count, s.per_ms)),
+        Some((10, 60_000))
+    );
+    // Without them, the limit goes.
+    let plain = task_defs_from_json(&json!({"name": "bank"}).to_string(), "tasks").unwrap();
+    h.workflows.put_task_defs(plain).await.unwrap();
+    assert!(h.workflows.client().limits().await.unwrap().is_empty());
+}

@@ -69,7 +69,9 @@ fn conductors_python_sdk_runs_unchanged_against_the_api() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let _ = Command::new("kill").args(["-KILL", &format!("-{group}")]).status();
+    let _ = Command::new("kill")
+        .args(["-KILL", &format!("-{group}")])
+        .status();
     let output = check.wait_with_output().unwrap();
     let _ = server.kill();
     let _ = server.wait();
