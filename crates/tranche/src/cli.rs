@@ -266,6 +266,98 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Conductor-compatible workflows: apply definitions, start, show with the steps'
+    /// timeline, list, terminate, pause, resume, retry, restart. The same workflows
+    /// `tranche server` serves under /api; a server runs their joins, sub-workflows'
+    /// ends, waits and scripts.
+    #[command(subcommand)]
+    Workflow(WorkflowCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCmd {
+    /// Store workflow definitions (Conductor's JSON: one or an array per file). Every
+    /// problem of every file is said at once (file, workflow, step path, expected,
+    /// got) and nothing is stored; exit 2.
+    Apply {
+        /// Definition files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Store task definitions (Conductor's JSON: retryCount, retryLogic,
+    /// responseTimeoutSeconds, rate and concurrency limits…).
+    Tasks {
+        /// Task definition files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Start a workflow; prints its id.
+    Start {
+        /// The definition's name.
+        name: String,
+        /// Its version; the latest when absent.
+        #[arg(long)]
+        version: Option<u32>,
+        /// Its input: a JSON object, or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// A correlation id to find it by.
+        #[arg(long)]
+        correlation_id: Option<String>,
+    },
+    /// A workflow with its steps: type, status, attempts, when each started and how
+    /// long it took, and why it failed.
+    Show {
+        /// The workflow's id.
+        id: String,
+        /// Print Conductor's JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Workflows, newest first.
+    List {
+        /// Only this definition's.
+        #[arg(long)]
+        name: Option<String>,
+        /// Only those in this status (RUNNING, PAUSED, COMPLETED, FAILED, TIMED_OUT,
+        /// TERMINATED).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a running or paused workflow; its remaining steps are cancelled.
+    Terminate {
+        /// The workflow's id.
+        id: String,
+        /// Why (kept as its reason).
+        #[arg(long, default_value = "terminated from the command line")]
+        reason: String,
+    },
+    /// Hold a running workflow: steps that end are kept, nothing new is made ready.
+    Pause {
+        /// The workflow's id.
+        id: String,
+    },
+    /// Resume a paused workflow, deciding what its steps' ends made ready meanwhile.
+    Resume {
+        /// The workflow's id.
+        id: String,
+    },
+    /// Run a failed (or terminated) workflow's failed steps again, fresh attempts.
+    Retry {
+        /// The workflow's id.
+        id: String,
+    },
+    /// Run an ended workflow again from its start, same id and input.
+    Restart {
+        /// The workflow's id.
+        id: String,
+    },
 }
 
 /// Which jobs a limit applies to.

@@ -24,5 +24,6 @@ mod server;
 mod server_redis;
 mod support;
 mod traces;
+mod workflows;
 
 tranche_test_support::every_test_file_is_a_module!(include_str!("main.rs"));

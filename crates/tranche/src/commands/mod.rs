@@ -18,6 +18,7 @@ mod server;
 mod steer;
 mod wait;
 mod worker;
+mod workflow;
 
 use std::process::ExitCode;
 
@@ -88,6 +89,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }) => limits::set(at, &target, starts, Some(per), running).await,
         Command::Limit(LimitCmd::Delete { target }) => limits::delete(at, &target).await,
         Command::Limits { json } => limits::list(at, json).await,
+        Command::Workflow(cmd) => workflow::run(at, cmd).await,
         Command::Notes(Notes::Generate {
             clients,
             date,
