@@ -109,6 +109,7 @@ impl StepView {
             "updateTime": ms(job.finished_at.or(job.started_at).or(Some(job.created_at))),
             "reasonForIncompletion": job.error,
             "subWorkflowId": args.and_then(|a| a.child.clone()),
+            "dynamicFork": args.and_then(|a| a.fork.clone()),
             "attempts": job.errors.iter().map(|e| json!({"attempt": e.attempt, "at": e.at.0 / 1_000, "error": e.error})).collect::<Vec<_>>(),
         })
     }

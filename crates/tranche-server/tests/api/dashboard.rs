@@ -167,3 +167,86 @@ async fn jobs_for_the_job_pages(s: &Live) -> (i64, [i64; 2]) {
         .await;
     (ids[0], [ids[1], ids[2]])
 }
+
+/// The workflows panel: the newest workflows listed, one opened drawn as its
+/// definition (a fork's branches, a switch's cases), each step coloured by its state,
+/// a step's input and output on a click, and a failed workflow's failed step and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_draws_a_workflow_with_its_steps_states() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if browser_tools(&dir).is_none() {
+        return;
+    }
+    let s = start().await;
+    expect(
+        s.post(
+            "/api/metadata/taskdefs",
+            &json!([{"name": "dash_w", "retryCount": 0}]),
+        )
+        .await,
+        200,
+    )
+    .await;
+    let step = |r: &str| json!({"name": "dash_w", "taskReferenceName": r, "type": "SIMPLE", "inputParameters": {"who": r}});
+    let def = json!({"name": "dash_flow", "version": 1, "tasks": [
+        step("first"),
+        {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [[step("left")], [step("right")]]},
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["left", "right"]},
+        {"name": "pick", "taskReferenceName": "pick", "type": "SWITCH", "evaluatorType": "value-param", "expression": "k",
+         "inputParameters": {"k": "${workflow.input.k}"},
+         "decisionCases": {"a": [step("case_a")], "b": [step("case_b")]}}
+    ]});
+    expect(s.put("/api/metadata/workflow", &json!([def])).await, 200).await;
+    let start_one = |k: &'static str| {
+        let s = &s;
+        async move {
+            let r = s.post("/api/workflow/dash_flow", &json!({"k": k})).await;
+            assert!(r.status().is_success());
+            r.text().await.unwrap()
+        }
+    };
+    let good = start_one("a").await;
+    let bad = start_one("b").await;
+    // Work every step: `case_b` fails, so `bad` fails there.
+    let mut ended = 0;
+    while ended < 2 {
+        let tasks = s
+            .get_ok("/api/tasks/poll/batch/dash_w?count=10&timeout=200")
+            .await;
+        for t in tasks.as_array().unwrap() {
+            let r = t["referenceTaskName"].as_str().unwrap();
+            let (status, reason) = if r == "case_b" {
+                ("FAILED", "the bank refused it")
+            } else {
+                ("COMPLETED", "")
+            };
+            let body = json!({"taskId": t["taskId"], "status": status, "reasonForIncompletion": reason,
+                              "outputData": {"done": format!("{r} done")}});
+            let resp = s.post("/api/tasks", &body).await;
+            assert!(resp.status().is_success(), "{}", resp.status());
+            if r.starts_with("case_") {
+                ended += 1;
+            }
+        }
+    }
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflow-dashboard.png");
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("workflows.mjs"))
+        .arg(&s.base)
+        .arg(&shot)
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .await
+        .expect("run node");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("workflows ok"), "{stdout}");
+    eprintln!("workflow dashboard screenshot: {}", shot.display());
+}
