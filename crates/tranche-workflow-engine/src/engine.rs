@@ -678,28 +678,15 @@ impl Engine {
                 };
                 let child_def = self.defs.workflow(&params.name, params.version).await?;
                 let child = Header {
-                    id: new_id(),
                     root: header.root.clone(),
                     parent: Some(Parent {
                         workflow: header.id.clone(),
                         step: step.reference.clone(),
                         gate: key.clone(),
                     }),
-                    name: child_def.def.name.clone(),
-                    version: child_def.def.version,
-                    input: args.input.clone(),
                     correlation_id: header.correlation_id.clone(),
                     priority: header.priority,
-                    status: WorkflowStatus::Running,
-                    variables: Map::new(),
-                    output: Value::Null,
-                    reason: None,
-                    failed_step: None,
-                    generation: 0,
-                    iterations: Default::default(),
-                    held: Vec::new(),
-                    start_time: self.now_ms(),
-                    end_time: None,
+                    ..Header::running(new_id(), &child_def.def, args.input.clone(), self.now_ms())
                 };
                 args.child = Some(child.id.clone());
                 let spec = self.system_step(key.clone(), header, args);

@@ -199,24 +199,14 @@ impl Workflows {
             });
         }
         let header = Header {
-            id: id.clone(),
-            root: id.clone(),
-            parent: None,
-            name: prepared.def.name.clone(),
-            version: prepared.def.version,
-            input: Value::Object(req.input),
             correlation_id: req.correlation_id,
             priority: req.priority,
-            status: WorkflowStatus::Running,
-            variables: Map::new(),
-            output: Value::Null,
-            reason: None,
-            failed_step: None,
-            generation: 0,
-            iterations: Default::default(),
-            held: Vec::new(),
-            start_time: self.engine.now_ms(),
-            end_time: None,
+            ..Header::running(
+                id.clone(),
+                &prepared.def,
+                Value::Object(req.input),
+                self.engine.now_ms(),
+            )
         };
         match self.engine.start(&prepared, header, extra).await {
             Ok(()) => Ok(id),

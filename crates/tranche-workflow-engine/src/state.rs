@@ -122,6 +122,36 @@ pub struct Header {
 }
 
 impl Header {
+    /// A workflow of `def` just started with `input`: running, no variables, no
+    /// output, its own root (a sub-workflow's caller sets `root` and `parent`).
+    pub fn running(
+        id: String,
+        def: &tranche_workflow_def::WorkflowDef,
+        input: Value,
+        start_time: i64,
+    ) -> Header {
+        Header {
+            root: id.clone(),
+            id,
+            parent: None,
+            name: def.name.clone(),
+            version: def.version,
+            input,
+            correlation_id: None,
+            priority: 0,
+            status: WorkflowStatus::Running,
+            variables: Map::new(),
+            output: Value::Null,
+            reason: None,
+            failed_step: None,
+            generation: 0,
+            iterations: Default::default(),
+            held: Vec::new(),
+            start_time,
+            end_time: None,
+        }
+    }
+
     /// The record key of workflow `id`'s header.
     pub fn key(id: &str) -> String {
         format!("wf/{id}")
