@@ -12,7 +12,7 @@ use tranche_types::{
 };
 
 /// The schema version this binary writes: every upgrade ends there.
-const CURRENT: i64 = 8;
+const CURRENT: i64 = 9;
 
 fn user_version(file: &std::path::Path) -> i64 {
     rusqlite::Connection::open(file)
@@ -288,6 +288,68 @@ async fn a_version_7_database_gets_limits_with_its_work_kept() {
     };
     assert_eq!(reserve().await.unwrap().len(), 1, "the cap holds");
     assert!(reserve().await.unwrap().is_empty());
+    drop(b);
+    assert_eq!(user_version(&file), CURRENT);
+}
+
+/// Version 9 added records and gates (workflows' commits): a version 8 file gets them
+/// empty, keeps its work, and a commit then writes a record and releases a gate.
+#[tokio::test]
+async fn a_version_8_database_gets_records_and_gates_with_its_work_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path()).unwrap();
+    b.enqueue(EnqueueRequest {
+        run: RunName::new("v8/1").unwrap(),
+        items: vec![EnqueueItem::Job(JobSpec::new("k", "null").queue("old"))],
+        on_done: None,
+    })
+    .await
+    .unwrap();
+    drop(b);
+    // Make it what version 8 wrote: no records, no gates.
+    let file = dir.path().join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE records; DROP TABLE gates; PRAGMA user_version = 8;")
+        .unwrap();
+    drop(conn);
+
+    let b = open(dir.path()).unwrap();
+    assert_eq!(b.queue_depth("old", 10).await.unwrap(), 1, "its work kept");
+    assert_eq!(b.records(&["wf/x".into()]).await.unwrap(), vec![None]);
+    let gate = b
+        .enqueue(EnqueueRequest {
+            run: RunName::new("v8/2").unwrap(),
+            items: vec![EnqueueItem::Gate {
+                awaits: 1,
+                job: JobSpec::new("join", "null").queue("joins"),
+            }],
+            on_done: None,
+        })
+        .await
+        .unwrap()[0]
+        .ids[0];
+    b.commit(tranche_types::Commit {
+        records: vec![tranche_types::RecordWrite {
+            key: "wf/x".into(),
+            expect: 0,
+            value: "{}".into(),
+        }],
+        arrive: vec![gate],
+        ..tranche_types::Commit::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        b.queue_depth("joins", 10).await.unwrap(),
+        1,
+        "the gate opened"
+    );
+    assert_eq!(
+        b.records(&["wf/x".into()]).await.unwrap()[0]
+            .as_ref()
+            .map(|r| r.version),
+        Some(1)
+    );
     drop(b);
     assert_eq!(user_version(&file), CURRENT);
 }
