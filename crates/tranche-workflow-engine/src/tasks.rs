@@ -181,7 +181,16 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
             (args, job.max_attempts, job.kind)
         }
     };
-    let result = apply_update(engine, &update, job_id, attempt, args, max_attempts, &kind).await;
+    let step = UpdatedStep {
+        lease: LeaseRef {
+            job: job_id,
+            attempt,
+        },
+        args,
+        max_attempts,
+        kind,
+    };
+    let result = apply_update(engine, &update, step).await;
     match result {
         // A step cancelled since the poll (its workflow terminated) is not the
         // worker's error.
@@ -197,20 +206,29 @@ pub async fn update(engine: &Engine, update: TaskUpdate) -> Result<(), WorkflowE
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The step a worker's update is about: the attempt it names, and what its poll (or a
+/// read of its job) said of it.
+struct UpdatedStep {
+    lease: LeaseRef,
+    args: Option<StepArgs>,
+    max_attempts: u32,
+    /// Its task (the queue it was polled from).
+    kind: String,
+}
+
 async fn apply_update(
     engine: &Engine,
     update: &TaskUpdate,
-    job_id: JobId,
-    attempt: u32,
-    args: Option<StepArgs>,
-    max_attempts: u32,
-    kind: &str,
+    step: UpdatedStep,
 ) -> Result<(), WorkflowError> {
-    let lease = LeaseRef {
-        job: job_id,
-        attempt,
-    };
+    let UpdatedStep {
+        lease,
+        args,
+        max_attempts,
+        kind,
+    } = step;
+    let attempt = lease.attempt;
+    let kind = kind.as_str();
     let now = engine.client.clock().now();
     let stale = || {
         WorkflowError::Conflict(format!(

@@ -46,6 +46,38 @@ fn browser_tools(dir: &Path) -> Option<()> {
     None
 }
 
+/// Run browser script `script` of `dir` as `node SCRIPT BASE SHOT REST…` (`args[0]` is
+/// the base URL, the screenshot's path goes second), fail with what it printed unless
+/// it succeeds saying `ok`; the screenshot's path.
+async fn run_script(
+    dir: &Path,
+    script: &str,
+    screenshot: &str,
+    args: &[&str],
+    ok: &str,
+) -> std::path::PathBuf {
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(screenshot);
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join(script))
+        .arg(args[0])
+        .arg(&shot)
+        .args(&args[1..])
+        .output()
+        .await
+        .expect("run node");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "browser test {script} failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains(ok), "{stdout}");
+    eprintln!("{script} screenshot: {}", shot.display());
+    shot
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
@@ -102,27 +134,15 @@ async fn the_dashboard_shows_progress_and_retries_a_failed_run() {
         expect(s.put(&format!("/v1/schedules/{name}"), &body).await, 200).await;
     }
 
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
-    let out = tokio::process::Command::new("node")
-        .arg(dir.join("dashboard.mjs"))
-        .arg(&s.base)
-        .arg(&shot)
-        .arg(&no_ledger.base)
-        .arg(crate::ach_status::DAY)
-        .output()
-        .await
-        .expect("run node");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "browser test failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("dashboard ok"), "{stdout}");
+    let shot = run_script(
+        &dir,
+        "dashboard.mjs",
+        "dashboard.png",
+        &[&s.base, &no_ledger.base, crate::ach_status::DAY],
+        "dashboard ok",
+    )
+    .await;
     assert!(shot.exists());
-    eprintln!("dashboard screenshot: {}", shot.display());
     let p = s.get_ok("/v1/runs/dash%2Ffailing").await;
     assert_eq!(
         (p["failed"].as_u64(), p["available"].as_u64()),
@@ -229,24 +249,12 @@ async fn the_dashboard_draws_a_workflow_with_its_steps_states() {
             }
         }
     }
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflow-dashboard.png");
-    let out = tokio::process::Command::new("node")
-        .arg(dir.join("workflows.mjs"))
-        .arg(&s.base)
-        .arg(&shot)
-        .arg(&good)
-        .arg(&bad)
-        .output()
-        .await
-        .expect("run node");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "browser test failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("workflows ok"), "{stdout}");
-    eprintln!("workflow dashboard screenshot: {}", shot.display());
+    run_script(
+        &dir,
+        "workflows.mjs",
+        "workflow-dashboard.png",
+        &[&s.base, &good, &bad],
+        "workflows ok",
+    )
+    .await;
 }

@@ -10,6 +10,7 @@
 // files and totals; a server without a ledger says it has none. Saves a screenshot.
 // Usage: node dashboard.mjs BASE_URL SCREENSHOT_PATH NO_LEDGER_BASE_URL ACH_DAY
 import { chromium } from "playwright-core";
+import { until } from "./until.mjs";
 
 const [base, shot, noLedgerBase, achDay] = process.argv.slice(2);
 const api = async (path, body) => {
@@ -33,16 +34,6 @@ const waitFor = async (what, locator, want) => {
 const waitText = (page, run, cls, want) => waitFor(`${run} ${cls}`, cell(page, run, cls), want);
 const waiting = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.waiting`);
 const doneRate = (page, queue) => page.locator(`#queues tr[data-queue="${queue}"] td.done-rate`);
-// Polls `check` until it answers true; fails with what it last answered.
-const until = async (what, check) => {
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    const got = await check().catch((e) => "error: " + e.message);
-    if (got === true) return;
-    if (Date.now() > deadline) throw new Error(`${what}: timed out, last saw ${JSON.stringify(got)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 // A job as the API has it, or its HTTP status when there is none.
 const jobNow = async (id) => {
   const r = await fetch(`${base}/v1/jobs/${id}`);

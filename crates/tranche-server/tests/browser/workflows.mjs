@@ -4,17 +4,9 @@
 // shown). Saves a screenshot.
 // Usage: node workflows.mjs BASE_URL SCREENSHOT_PATH GOOD_ID BAD_ID
 import { chromium } from "playwright-core";
+import { until } from "./until.mjs";
 
 const [base, shot, good, bad] = process.argv.slice(2);
-const until = async (what, check) => {
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    const got = await check().catch((e) => "error: " + e.message);
-    if (got === true) return;
-    if (Date.now() > deadline) throw new Error(`${what}: timed out, last saw ${JSON.stringify(got)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium",
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
