@@ -16,7 +16,9 @@ use axum::routing::{delete, get, post, put, MethodRouter};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tranche_workflow_def::{task_defs_from_json, workflows_from_json_with, DefinitionError};
-use tranche_workflow_engine::{StartRequest, TaskStatus, TaskUpdate, WorkflowError, WorkflowView};
+use tranche_workflow_engine::{
+    RerunRequest, StartRequest, TaskStatus, TaskUpdate, WorkflowError, WorkflowView,
+};
 use tranche_workflow_expr::script_problems;
 
 use crate::body::parse;
@@ -54,6 +56,7 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("PUT", "/api/workflow/{id}/resume", put(resume)),
         ("POST", "/api/workflow/{id}/retry", post(retry)),
         ("POST", "/api/workflow/{id}/restart", post(restart)),
+        ("POST", "/api/workflow/{id}/rerun", post(rerun)),
         (
             "GET",
             "/api/workflow/{id}/correlated/{correlation}",
@@ -329,6 +332,40 @@ async fn restart(
 ) -> Result<Response, ApiError> {
     app.workflows().restart(&id, None).await?;
     Ok(StatusCode::OK.into_response())
+}
+
+/// Conductor's `RerunWorkflowRequest`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RerunBody {
+    #[serde(default)]
+    re_run_from_task_id: Option<String>,
+    #[serde(default)]
+    workflow_input: Option<Map<String, Value>>,
+    #[serde(default)]
+    task_input: Option<Map<String, Value>>,
+    #[serde(default)]
+    correlation_id: Option<String>,
+}
+
+async fn rerun(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: RerunBody = parse(&body)?;
+    app.workflows()
+        .rerun(
+            &id,
+            RerunRequest {
+                from: req.re_run_from_task_id,
+                workflow_input: req.workflow_input,
+                task_input: req.task_input.map(Value::Object),
+                correlation_id: req.correlation_id,
+            },
+        )
+        .await?;
+    Ok(plain(id))
 }
 
 #[derive(Deserialize)]

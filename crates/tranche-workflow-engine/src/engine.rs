@@ -15,8 +15,8 @@ use tranche_types::{
     JobSpec, JobState, LeaseRef, RecordWrite, Resolution, Timestamp,
 };
 use tranche_workflow::{
-    decide_end, decide_end_forked, decide_loop, decide_start, loop_goes_again, Action, Ended,
-    Graph, Schedule,
+    decide_end, decide_end_forked, decide_loop, decide_rerun, decide_start, loop_goes_again,
+    Action, Ended, Graph, Schedule,
 };
 use tranche_workflow_def::TaskType;
 use tranche_workflow_expr::Context;
@@ -151,7 +151,7 @@ impl Engine {
         header: Header,
         extra: Vec<RecordWrite>,
     ) -> Result<(), WorkflowError> {
-        self.start_at(prepared, header, extra, 0).await
+        self.start_at(prepared, header, extra, 0, None).await
     }
 
     /// Restart an ended workflow: `header` (its next generation) written against the
@@ -162,7 +162,30 @@ impl Engine {
         header: Header,
         version: u64,
     ) -> Result<(), WorkflowError> {
-        self.start_at(prepared, header, Vec::new(), version).await
+        self.start_at(prepared, header, Vec::new(), version, None)
+            .await
+    }
+
+    /// Rerun an ended workflow from step `from`: `header` (running again) written
+    /// against the version read, with that step decided anew on what the steps before
+    /// it gave (the caller has removed the steps of its rerun scope). `task_input`
+    /// replaces the step's input.
+    pub async fn rerun_from(
+        &self,
+        prepared: &Prepared,
+        header: Header,
+        version: u64,
+        from: &str,
+        task_input: Option<Value>,
+    ) -> Result<(), WorkflowError> {
+        self.start_at(
+            prepared,
+            header,
+            Vec::new(),
+            version,
+            Some((from, task_input)),
+        )
+        .await
     }
 
     async fn start_at(
@@ -171,10 +194,26 @@ impl Engine {
         header: Header,
         extra: Vec<RecordWrite>,
         version: u64,
+        from: Option<(&str, Option<Value>)>,
     ) -> Result<(), WorkflowError> {
         let graph = Graph::of(&prepared.def);
         let context = self.context(&header, prepared, None).await?;
-        let actions = decide_start(&graph, &context);
+        let actions = match from {
+            None => decide_start(&graph, &context),
+            Some((reference, task_input)) => {
+                let mut actions = decide_rerun(&graph, &context, reference);
+                if let Some(input) = task_input {
+                    for action in &mut actions {
+                        if let Action::Schedule(s) = action {
+                            if s.reference == reference {
+                                s.input = input.clone();
+                            }
+                        }
+                    }
+                }
+                actions
+            }
+        };
         let mut plan = Plan::new(header);
         plan.header_changed = true;
         self.plan(&mut plan, prepared, &graph, &context, actions)

@@ -25,6 +25,7 @@
 
 mod defs;
 mod engine;
+mod rerun;
 mod state;
 mod system;
 mod tasks;
@@ -40,6 +41,7 @@ use tranche_workflow_def::{TaskDef, WorkflowDef};
 
 pub use defs::{Prepared, CACHE_FOR};
 pub use engine::{conductor_status, new_id, SYSTEM_QUEUE};
+pub use rerun::RerunRequest;
 pub use state::{parse_task_id, task_id, Header, HeldEnd, Parent, StepArgs, WorkflowStatus};
 pub use tasks::{PolledTask, TaskStatus, TaskUpdate};
 pub use views::{StepView, WorkflowView};
@@ -279,11 +281,32 @@ impl Workflows {
     /// The steps of `header`'s workflow (this generation's), in the order they were
     /// made ready.
     async fn steps(&self, header: &Header) -> Result<Vec<StepView>, WorkflowError> {
+        let prefix = header.generation_prefix();
+        let out = self
+            .run_jobs(header, |key| key.starts_with(&prefix))
+            .await?
+            .iter()
+            .map(StepView::of)
+            .collect();
+        let prepared = self
+            .engine
+            .defs
+            .workflow(&header.name, Some(header.version))
+            .await?;
+        Ok(views::with_routing_steps(out, &prepared.def, header))
+    }
+
+    /// The jobs of `header`'s run (its root's, with every sub-workflow's steps) whose
+    /// unique key `keep` keeps, in the order they were made ready.
+    async fn run_jobs(
+        &self,
+        header: &Header,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<tranche_types::JobRecord>, WorkflowError> {
         let filter = JobFilter {
             run: Some(header.run()),
             ..JobFilter::default()
         };
-        let prefix = header.generation_prefix();
         let mut after: Option<JobId> = None;
         let mut out = Vec::new();
         loop {
@@ -292,12 +315,8 @@ impl Workflows {
                 let Some(job) = self.engine.client.job(summary.id).await? else {
                     continue;
                 };
-                if job
-                    .unique_key
-                    .as_deref()
-                    .is_some_and(|k| k.starts_with(&prefix))
-                {
-                    out.push(StepView::of(&job));
+                if job.unique_key.as_deref().is_some_and(&keep) {
+                    out.push(job);
                 }
             }
             match page.next {
@@ -305,12 +324,7 @@ impl Workflows {
                 None => break,
             }
         }
-        let prepared = self
-            .engine
-            .defs
-            .workflow(&header.name, Some(header.version))
-            .await?;
-        Ok(views::with_routing_steps(out, &prepared.def, header))
+        Ok(out)
     }
 
     /// Workflows, newest first, that `keep` keeps; at most `limit` of the newest
@@ -443,6 +457,16 @@ impl Workflows {
         id: &str,
         input: Option<Map<String, Value>>,
     ) -> Result<(), WorkflowError> {
+        self.restart_with(id, input, None).await
+    }
+
+    /// [`restart`](Self::restart), the correlation id replaced when given.
+    async fn restart_with(
+        &self,
+        id: &str,
+        input: Option<Map<String, Value>>,
+        correlation_id: Option<String>,
+    ) -> Result<(), WorkflowError> {
         let (header, version) = self.engine.header(id).await?;
         if !header.status.is_terminal() {
             return Err(WorkflowError::Conflict(format!(
@@ -473,6 +497,9 @@ impl Workflows {
         next.start_time = self.engine.now_ms();
         if let Some(input) = input {
             next.input = Value::Object(input);
+        }
+        if correlation_id.is_some() {
+            next.correlation_id = correlation_id;
         }
         // The start writes the header against the version read: a racing restart
         // conflicts instead of starting twice.

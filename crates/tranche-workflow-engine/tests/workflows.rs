@@ -557,3 +557,179 @@ async fn a_task_definitions_limits_are_the_engines_limits() {
     h.workflows.put_task_defs(plain).await.unwrap();
     assert!(h.workflows.client().limits().await.unwrap().is_empty());
 }
+
+/// A rerun keeps what came before its step and runs the step and all after it again:
+/// a fork's branches and the sub-workflow in one of them, the join, the steps after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_runs_its_step_and_what_follows_and_keeps_what_came_before() {
+    let h = harness();
+    h.define(
+        &["w", "nobody"],
+        json!([
+            {"name": "child", "version": 1, "tasks": [simple("w", "c1", json!({}))],
+             "outputParameters": {"c": "${c1.output.v}"}},
+            {"name": "rerun", "version": 1, "tasks": [
+                simple("w", "first", json!({})),
+                {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [
+                    [simple("w", "b1", json!({"p": "${first.output.v}"}))],
+                    [{"name": "child", "taskReferenceName": "sub", "type": "SUB_WORKFLOW",
+                      "subWorkflowParam": {"name": "child", "version": 1}}]
+                ]},
+                {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["b1", "sub"]},
+                simple("w", "second", json!({"x": "${workflow.input.x}", "p": "${first.output.v}"})),
+                simple("w", "last", json!({}))
+            ], "outputParameters": {"second": "${second.input}", "sub": "${sub.output.c}"}},
+            {"name": "stuck", "version": 1, "tasks": [simple("nobody", "never", json!({}))]}
+        ]),
+    )
+    .await;
+    let runs = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
+        String,
+        u32,
+    >::new()));
+    let seen = runs.clone();
+    h.work(&["w"], move |r, input| {
+        *seen.lock().unwrap().entry(r.to_string()).or_default() += 1;
+        ok(r, input)
+    });
+    let count = |r: &str| runs.lock().unwrap().get(r).copied().unwrap_or(0);
+    let id = h.start("rerun", json!({"x": 1})).await;
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    let refs = |w: &tranche_workflow_engine::WorkflowView| -> Vec<String> {
+        let mut r: Vec<String> = w
+            .steps
+            .iter()
+            .map(|s| s.args.as_ref().unwrap().reference.clone())
+            .collect();
+        r.sort();
+        r
+    };
+    let before = refs(&w);
+
+    // A running workflow, a step inside a fork's branch, a JOIN and a sub-workflow's
+    // step are refused, each saying what to do instead; nothing is removed.
+    let rerun = |from: &str| tranche_workflow_engine::RerunRequest {
+        from: Some(from.into()),
+        ..Default::default()
+    };
+    let e = h.workflows.rerun(&id, rerun("b1")).await.unwrap_err();
+    assert!(e.to_string().contains("rerun from \"fork\""), "{e}");
+    let e = h.workflows.rerun(&id, rerun("join")).await.unwrap_err();
+    assert!(e.to_string().contains("JOIN"), "{e}");
+    let child = w.header.output["sub"].clone();
+    assert_eq!(child, json!("c1-ok"));
+    let sub_step = w
+        .steps
+        .iter()
+        .find(|s| s.args.as_ref().unwrap().reference == "sub")
+        .unwrap();
+    let child_id = sub_step.args.as_ref().unwrap().child.clone().unwrap();
+    let child_view = h.workflows.workflow(&child_id, true).await.unwrap();
+    let child_task = child_view.steps[0].to_conductor()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let e = h
+        .workflows
+        .rerun(&id, rerun(&child_task))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("the step that started it"), "{e}");
+    assert_eq!(
+        refs(&h.workflows.workflow(&id, true).await.unwrap()),
+        before
+    );
+
+    // From the fork, by the task id its view gives: the steps before it stay.
+    let fork_task = w
+        .steps
+        .iter()
+        .find(|s| s.args.as_ref().unwrap().reference == "fork")
+        .unwrap()
+        .to_conductor()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.workflows.rerun(&id, rerun(&fork_task)).await.unwrap();
+    let w = h.ended(&id).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::Completed,
+        "{:?}",
+        w.header.reason
+    );
+    assert_eq!(
+        refs(&w),
+        before,
+        "each step once: the old ones were replaced"
+    );
+    assert_eq!(
+        [
+            count("first"),
+            count("b1"),
+            count("c1"),
+            count("second"),
+            count("last")
+        ],
+        [1, 2, 2, 2, 2]
+    );
+    let new_child = w
+        .steps
+        .iter()
+        .find(|s| s.args.as_ref().unwrap().reference == "sub")
+        .and_then(|s| s.args.as_ref().unwrap().child.clone())
+        .unwrap();
+    assert_ne!(new_child, child_id, "the sub-workflow started anew");
+
+    // From a later step, with its input and the workflow's replaced.
+    let mut input = Map::new();
+    input.insert("x".into(), json!(2));
+    h.workflows
+        .rerun(
+            &id,
+            tranche_workflow_engine::RerunRequest {
+                from: Some("second".into()),
+                workflow_input: Some(input),
+                correlation_id: Some("again".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let w = h.ended(&id).await;
+    assert_eq!(w.header.status, WorkflowStatus::Completed);
+    assert_eq!(w.header.output["second"], json!({"x": 2, "p": "first-ok"}));
+    assert_eq!(w.header.correlation_id.as_deref(), Some("again"));
+    assert_eq!(
+        [count("first"), count("b1"), count("second"), count("last")],
+        [1, 2, 3, 3]
+    );
+    let mut task_input = Map::new();
+    task_input.insert("given".into(), json!(true));
+    h.workflows
+        .rerun(
+            &id,
+            tranche_workflow_engine::RerunRequest {
+                from: Some("second".into()),
+                task_input: Some(Value::Object(task_input)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let w = h.ended(&id).await;
+    assert_eq!(w.header.output["second"], json!({"given": true}));
+
+    // Not while it runs.
+    let running = h.start("stuck", json!({})).await;
+    match h.workflows.rerun(&running, rerun("never")).await {
+        Err(WorkflowError::Conflict(e)) => assert!(e.contains("only an ended one"), "{e}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}

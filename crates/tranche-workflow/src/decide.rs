@@ -101,6 +101,15 @@ pub fn decide_start(graph: &Graph<'_>, context: &Context) -> Vec<Action> {
     decider.actions
 }
 
+/// What a rerun from step `reference` does: that step reached again, on the workflow's
+/// state as it is now (the steps before it keep their outputs; the engine has removed
+/// those of [`Graph::rerun_scope`]).
+pub fn decide_rerun(graph: &Graph<'_>, context: &Context, reference: &str) -> Vec<Action> {
+    let mut decider = Decider::new(graph, context);
+    decider.reach(reference);
+    decider.actions
+}
+
 /// What the end of step `reference` does. `context` holds the workflow's state with
 /// that step's output in it.
 pub fn decide_end(

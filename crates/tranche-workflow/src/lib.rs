@@ -17,10 +17,10 @@
 
 mod decide;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub use decide::{
-    decide_end, decide_end_forked, decide_loop, decide_loop_end, decide_start,
+    decide_end, decide_end_forked, decide_loop, decide_loop_end, decide_rerun, decide_start,
     loop_condition_input, loop_goes_again, Action, Ended, Schedule,
 };
 
@@ -147,6 +147,41 @@ impl<'d> Graph<'d> {
         self.steps.get(loop_ref).and_then(|n| n.body)
     }
 
+    /// The steps a rerun from `reference` runs again: that step, the steps it holds,
+    /// and every step after it in the definition (steps of the switch cases not taken
+    /// among them, which are harmless: they have nothing to undo). Refused, saying why,
+    /// for a step in a fork's branch or a loop's body (their join or loop would have to
+    /// be re-armed for one branch or one iteration: rerun from the fork or the loop),
+    /// for a `JOIN` (rerun from its fork), and for a name the definition lacks.
+    pub fn rerun_scope(&self, reference: &str) -> Result<HashSet<&'d str>, String> {
+        let mut order: Vec<(&'d WorkflowTask, Option<&'d str>)> = Vec::new();
+        flatten(&self.def.tasks, None, &mut order);
+        let Some(at) = order
+            .iter()
+            .position(|(t, _)| t.task_reference_name == reference)
+        else {
+            return Err(format!(
+                "the workflow's definition has no step {reference:?}"
+            ));
+        };
+        let (task, enclosing) = order[at];
+        if let Some(container) = enclosing {
+            return Err(format!(
+                "step {reference:?} is inside {container:?} (a fork's branch or a loop's body): \
+                 rerun from {container:?}"
+            ));
+        }
+        if task.task_type() == Some(TaskType::Join) {
+            return Err(format!(
+                "step {reference:?} is a JOIN: rerun from the fork before it"
+            ));
+        }
+        Ok(order[at..]
+            .iter()
+            .map(|(t, _)| t.task_reference_name.as_str())
+            .collect())
+    }
+
     /// Index the steps of one sequence; `tail` follows its last step.
     fn sequence(&mut self, tasks: &'d [WorkflowTask], tail: &After) {
         for (i, task) in tasks.iter().enumerate() {
@@ -213,6 +248,33 @@ impl<'d> Graph<'d> {
     }
 }
 
+/// The steps of `tasks` and all they hold, in the definition's order, each with the
+/// outermost fork or loop it is inside (`enclosing` for the top of `tasks`).
+fn flatten<'d>(
+    tasks: &'d [WorkflowTask],
+    enclosing: Option<&'d str>,
+    out: &mut Vec<(&'d WorkflowTask, Option<&'d str>)>,
+) {
+    for task in tasks {
+        out.push((task, enclosing));
+        let reference = task.task_reference_name.as_str();
+        let inner = match task.task_type() {
+            Some(TaskType::ForkJoin | TaskType::ForkJoinDynamic | TaskType::DoWhile) => {
+                Some(enclosing.unwrap_or(reference))
+            }
+            _ => enclosing,
+        };
+        for branch in &task.fork_tasks {
+            flatten(branch, inner, out);
+        }
+        for steps in task.decision_cases.values() {
+            flatten(steps, inner, out);
+        }
+        flatten(&task.default_case, inner, out);
+        flatten(&task.loop_over, inner, out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +326,46 @@ mod tests {
 
     fn reach(r: &str) -> After {
         After::Reach(r.into())
+    }
+
+    #[test]
+    fn a_rerun_runs_its_step_and_all_after_it_and_is_refused_inside_a_fork_or_loop() {
+        let d = def();
+        let g = Graph::of(&d);
+        let mut scope: Vec<&str> = g.rerun_scope("files").unwrap().into_iter().collect();
+        scope.sort_unstable();
+        assert_eq!(
+            scope,
+            [
+                "check",
+                "files",
+                "files_done",
+                "note",
+                "report",
+                "resend",
+                "retry_loop",
+                "route",
+                "wait_window"
+            ]
+        );
+        // A fork reruns whole: its branches and its join.
+        let fork = g.rerun_scope("per_bank").unwrap();
+        for r in [
+            "package_first",
+            "submit_first",
+            "package_second",
+            "banks_done",
+            "report",
+        ] {
+            assert!(fork.contains(r), "{r}");
+        }
+        assert!(!fork.contains("import"));
+        let refused = |r: &str| g.rerun_scope(r).unwrap_err();
+        assert!(refused("submit_first").contains("inside \"per_bank\""));
+        // A switch inside a loop: the loop is what encloses it.
+        assert!(refused("resend").contains("rerun from \"retry_loop\""));
+        assert!(refused("banks_done").contains("JOIN"));
+        assert!(refused("nope").contains("no step \"nope\""));
     }
 
     #[test]

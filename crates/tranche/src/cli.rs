@@ -358,6 +358,23 @@ pub enum WorkflowCmd {
         /// The workflow's id.
         id: String,
     },
+    /// Run an ended workflow again from one step: the steps before it keep their
+    /// outputs; it and every step after it (with the sub-workflows they started) run
+    /// anew. A step inside a fork's branch or a loop's body is rerun from its fork or
+    /// loop.
+    Rerun {
+        /// The workflow's id.
+        id: String,
+        /// The step: its reference name, or a task id `workflow show --json` gives.
+        #[arg(long, value_name = "STEP")]
+        from: String,
+        /// Replace that step's input: a JSON object, or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        task_input: Option<String>,
+        /// Replace the workflow's input: a JSON object, or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+    },
 }
 
 /// Which jobs a limit applies to.

@@ -44,6 +44,7 @@ try:
     from conductor.client.http.models.workflow_task import WorkflowTask
     from conductor.client.http.models.sub_workflow_params import SubWorkflowParams
     from conductor.client.http.models.start_workflow_request import StartWorkflowRequest, IdempotencyStrategy
+    from conductor.client.http.models.rerun_workflow_request import RerunWorkflowRequest
     from conductor.client.http.rest import ApiException
 except ImportError as _e:  # pragma: no cover
     print(f"FAIL setup: the Conductor Python SDK is not importable ({_e}); "
@@ -72,6 +73,7 @@ EP = {
     "resume": "PUT /api/workflow/{id}/resume",
     "retry": "POST /api/workflow/{id}/retry",
     "restart": "POST /api/workflow/{id}/restart",
+    "rerun": "POST /api/workflow/{id}/rerun (RerunWorkflowRequest) -> workflow id as text/plain",
     "remove": "DELETE /api/workflow/{id}/remove",
     "search": "GET /api/workflow/search?queryId=&start=&size=&freeText=*&query=...",
     "update_by_ref": "POST /api/tasks/{workflowId}/{taskRefName}/{status}?workerid=HOST (body {\"result\": output})",
@@ -363,6 +365,7 @@ def main(base_url):
         run_check("workflow: failing worker -> FAILED with the worker's reason", lambda: check_flaky_fails(ctx))
         run_check("workflow: retry after the worker recovers -> COMPLETED", lambda: check_retry(ctx))
         run_check("workflow: restart a COMPLETED workflow -> runs again -> COMPLETED", lambda: check_restart(ctx))
+        run_check("workflow: rerun from a task with a new workflow input -> COMPLETED", lambda: check_rerun(ctx))
         run_check("workflow: idempotent start (RETURN_EXISTING) returns the same id", lambda: check_idempotent(ctx))
         run_check("tasks: queue size and single poll", lambda: check_manual_poll(ctx))
         run_check("tasks: add task log and read it back", lambda: check_task_log(ctx))
@@ -743,6 +746,28 @@ def check_restart(ctx):
     wf = wait_until(f"restarted workflow {wid} to run its task again and complete", probe, 20)
     expect(wf.output == {"recovered": True, "v": 7}, f"after {EP['restart']}: output expected {{'recovered': True, 'v': 7}}, got {wf.output}")
     return "task ran again; COMPLETED"
+
+
+def check_rerun(ctx):
+    wid = getattr(ctx, "flaky", None)
+    expect(wid is not None, "no completed workflow to rerun (previous checks failed)")
+    t = find_task(get_wf(ctx, wid), "flaky_ref")
+    expect(t is not None, f"workflow {wid} has no flaky_ref task to rerun from")
+    before = len(executions())
+    req = RerunWorkflowRequest(re_run_from_task_id=t.task_id, workflow_input={"v": 9})
+    got = call("rerun", ctx.wf.rerun_workflow, wid, req)
+    expect(got == wid, f"{EP['rerun']}: expected the workflow's id {wid!r}, got {got!r}")
+
+    def probe():
+        wf = get_wf(ctx, wid)
+        return (wf if wf.status == "COMPLETED" and len(executions()) > before else None), \
+            f"{describe(wf)}; worker executions {len(executions())} (before rerun {before})"
+    wf = wait_until(f"rerun workflow {wid} to run flaky_ref again and complete", probe, 20)
+    expect(wf.output == {"recovered": True, "v": 9},
+           f"after {EP['rerun']}: output expected {{'recovered': True, 'v': 9}} (the new input), got {wf.output}")
+    n = len([x for x in (wf.tasks or []) if x.reference_task_name == "flaky_ref"])
+    expect(n == 1, f"after a rerun flaky_ref should be listed once (the rerun replaced it), got {n}: {task_states(wf)}")
+    return "flaky_ref ran again on the new input; COMPLETED"
 
 
 def check_idempotent(ctx):

@@ -229,7 +229,7 @@ fn cli(data: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
-fn the_command_line_applies_starts_shows_lists_and_terminates() {
+fn the_command_line_applies_starts_shows_lists_terminates_and_reruns() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let file = |name: &str, text: &str| {
@@ -304,4 +304,22 @@ fn the_command_line_applies_starts_shows_lists_and_terminates() {
     let (code, _, err) = cli(&data, &["terminate", &id]);
     assert_ne!(code, 0);
     assert!(err.contains("already ended"), "{err}");
+
+    // Rerun from its step with another input: running again, the step scheduled anew
+    // with it (the cancelled one replaced).
+    let (code, _, err) = cli(&data, &["rerun", &id, "--from", "nope"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no step \"nope\""), "{err}");
+    let (code, out, err) = cli(
+        &data,
+        &["rerun", &id, "--from", "a", "--task-input", r#"{"x": 2}"#],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rerun from a"), "{out}");
+    let (_, json, _) = cli(&data, &["show", &id, "--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["status"], "RUNNING");
+    assert_eq!(json["tasks"].as_array().unwrap().len(), 1, "{json}");
+    assert_eq!(json["tasks"][0]["inputData"], json!({"x": 2}));
+    assert_eq!(json["tasks"][0]["status"], "SCHEDULED");
 }

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 use tranche_workflow_def::{task_defs_from_json, workflows_from_json_with};
-use tranche_workflow_engine::{StartRequest, WorkflowStatus, WorkflowView, Workflows};
+use tranche_workflow_engine::{
+    RerunRequest, StartRequest, WorkflowStatus, WorkflowView, Workflows,
+};
 use tranche_workflow_expr::script_problems;
 
 use crate::cli::DataArgs;
@@ -54,11 +56,43 @@ pub async fn run(at: &DataArgs, cmd: WorkflowCmd) -> Result<ExitCode> {
             println!("workflow {id} retried from its failed step");
             Ok(ExitCode::SUCCESS)
         }
+        WorkflowCmd::Rerun {
+            id,
+            from,
+            task_input,
+            input,
+        } => {
+            let request = RerunRequest {
+                from: Some(from.clone()),
+                workflow_input: input.as_deref().map(|t| object("--input", t)).transpose()?,
+                task_input: task_input
+                    .as_deref()
+                    .map(|t| object("--task-input", t).map(Value::Object))
+                    .transpose()?,
+                correlation_id: None,
+            };
+            workflows(at).await?.rerun(&id, request).await?;
+            println!("workflow {id} rerun from {from}");
+            Ok(ExitCode::SUCCESS)
+        }
         WorkflowCmd::Restart { id } => {
             workflows(at).await?.restart(&id, None).await?;
             println!("workflow {id} restarted");
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A JSON object given as text or as `@FILE`.
+fn object(flag: &str, text: &str) -> Result<Map<String, Value>> {
+    let text = match text.strip_prefix('@') {
+        Some(file) => read(Path::new(file))?,
+        None => text.to_string(),
+    };
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => bail!("{flag}: expected a JSON object, got another JSON value"),
+        Err(e) => bail!("{flag}: expected a JSON object, got text that is not JSON ({e})"),
     }
 }
 
@@ -122,20 +156,10 @@ async fn start(
     input: Option<&str>,
     correlation_id: Option<String>,
 ) -> Result<ExitCode> {
-    let input: Map<String, Value> = match input {
-        None => Map::new(),
-        Some(text) => {
-            let text = match text.strip_prefix('@') {
-                Some(file) => read(Path::new(file))?,
-                None => text.to_string(),
-            };
-            match serde_json::from_str(&text) {
-                Ok(Value::Object(map)) => map,
-                Ok(_) => bail!("--input: expected a JSON object, got another JSON value"),
-                Err(e) => bail!("--input: expected a JSON object, got text that is not JSON ({e})"),
-            }
-        }
-    };
+    let input = input
+        .map(|t| object("--input", t))
+        .transpose()?
+        .unwrap_or_default();
     let id = workflows(at)
         .await?
         .start(StartRequest {
