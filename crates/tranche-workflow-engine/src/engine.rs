@@ -23,6 +23,7 @@ use tranche_workflow_expr::Context;
 
 use crate::defs::{Definitions, Prepared};
 use crate::state::{Header, HeldEnd, Parent, StepArgs, WorkflowStatus};
+use crate::timeouts;
 use crate::WorkflowError;
 
 /// The queue of the steps the engine runs itself (joins, sub-workflows, waits,
@@ -62,6 +63,9 @@ pub(crate) struct Engine {
     /// follows need not read the job again.
     pub polled: Mutex<HashMap<JobId, (Arc<StepArgs>, u32)>>,
 }
+
+/// A failure whose reason starts so ends its workflow `TIMED_OUT`, not `FAILED`.
+pub(crate) const TIMED_OUT: &str = "TIMED_OUT: ";
 
 /// How long a header this process read or wrote is decided on without reading it.
 const HEADER_CACHE_FOR: Duration = Duration::from_secs(1);
@@ -214,8 +218,11 @@ impl Engine {
                 actions
             }
         };
+        let since = header.timed_from.unwrap_or(header.start_time);
         let mut plan = Plan::new(header);
         plan.header_changed = true;
+        plan.items
+            .extend(timeouts::workflow_watch(&prepared.def, &plan.header, since));
         self.plan(&mut plan, prepared, &graph, &context, actions)
             .await?;
         let mut commit = plan.commit(None, version)?;
@@ -383,6 +390,69 @@ impl Engine {
                 Ok(_) => {
                     self.know_header(&header, version + 1);
                     return Ok(header);
+                }
+            }
+        }
+        Err(WorkflowError::Busy("a workflow's header"))
+    }
+
+    /// Arm `header`'s workflow timeout from its `timed_from` (a retry's), when its
+    /// definition has one.
+    pub async fn arm_timeout(&self, header: &Header) -> Result<(), WorkflowError> {
+        let prepared = self
+            .defs
+            .workflow(&header.name, Some(header.version))
+            .await?;
+        let since = header.timed_from.unwrap_or(header.start_time);
+        if let Some(item) = timeouts::workflow_watch(&prepared.def, header, since) {
+            self.client
+                .enqueue(EnqueueRequest {
+                    run: header.run(),
+                    items: vec![item],
+                    on_done: None,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// End running (or paused) workflow `id` from outside its steps — a terminate, a
+    /// timeout — as `status` for `reason`, blamed on `step` when one is named: its
+    /// parent's step is told as by any end, what is left of its steps is cancelled,
+    /// and `completion` (a watch's own) is committed with it. A workflow already ended
+    /// is a conflict.
+    pub async fn end_from_outside(
+        &self,
+        id: &str,
+        status: WorkflowStatus,
+        step: Option<String>,
+        reason: String,
+        completion: Option<Completion>,
+    ) -> Result<Header, WorkflowError> {
+        for _ in 0..DECIDE_ATTEMPTS {
+            let (header, version) = self.header(id).await?;
+            if header.status.is_terminal() {
+                return Err(WorkflowError::Conflict(format!(
+                    "workflow {id} has already ended ({})",
+                    header.status.as_str()
+                )));
+            }
+            let mut plan = Plan::new(header);
+            self.end_workflow(&mut plan, status, Value::Null, None)
+                .await?;
+            plan.header.reason = Some(reason.clone());
+            plan.header.failed_step = step.clone();
+            match self
+                .client
+                .commit(plan.commit(completion.clone(), version)?)
+                .await
+            {
+                Err(BackendError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {
+                    self.know_header(&plan.header, version + 1);
+                    self.after_commit(&plan).await;
+                    return Ok(plan.header);
                 }
             }
         }
@@ -605,6 +675,8 @@ impl Engine {
                 Action::Fail { step, reason } => {
                     let status = if reason.starts_with("TERMINATED") {
                         WorkflowStatus::Terminated
+                    } else if reason.starts_with(TIMED_OUT) {
+                        WorkflowStatus::TimedOut
                     } else {
                         WorkflowStatus::Failed
                     };
@@ -692,6 +764,10 @@ impl Engine {
             TaskType::Simple => {
                 let def = self.defs.task(&step.name).await?;
                 let attempts = def.as_ref().map_or(4, |d| d.retry_count.saturating_add(1));
+                if let Some(def) = &def {
+                    plan.items
+                        .extend(timeouts::poll_watch(def, &args, &key, self.now_ms()));
+                }
                 let spec = JobSpec::new(step.name.clone(), to_text(&args))
                     .queue(step.name.clone())
                     .max_attempts(attempts)
@@ -770,6 +846,11 @@ impl Engine {
         let actions = decide_start(&graph, &context);
         // Planned on a plan of its own (its header), then merged into the parent's.
         let mut sub = Plan::new(child);
+        sub.items.extend(timeouts::workflow_watch(
+            &prepared.def,
+            &sub.header,
+            sub.header.start_time,
+        ));
         sub.gates = std::mem::take(&mut plan.gates);
         self.plan(&mut sub, &prepared, &graph, &context, actions)
             .await?;

@@ -29,6 +29,7 @@ mod rerun;
 mod state;
 mod system;
 mod tasks;
+mod timeouts;
 mod views;
 
 use std::sync::Arc;
@@ -287,6 +288,7 @@ impl Workflows {
             .await?
             .iter()
             .map(StepView::of)
+            .filter(|s| !s.args.as_ref().is_some_and(|a| timeouts::is_watch(&a.kind)))
             .collect();
         let prepared = self
             .engine
@@ -364,24 +366,17 @@ impl Workflows {
     /// End a running or paused workflow from outside: it is `TERMINATED` and the
     /// steps it leaves are cancelled.
     pub async fn terminate(&self, id: &str, reason: &str) -> Result<(), WorkflowError> {
-        let now = self.engine.now_ms();
-        let header = self
-            .engine
-            .change_header(id, |h| {
-                if h.status.is_terminal() {
-                    return Err(WorkflowError::Conflict(format!(
-                        "workflow {id} has already ended ({})",
-                        h.status.as_str()
-                    )));
-                }
-                h.status = WorkflowStatus::Terminated;
-                h.reason = Some(reason.to_string());
-                h.end_time = Some(now);
-                Ok(())
-            })
-            .await?;
-        self.engine.cancel_rest(&header).await;
-        Ok(())
+        // As any end: a sub-workflow's parent is told (its step fails).
+        self.engine
+            .end_from_outside(
+                id,
+                WorkflowStatus::Terminated,
+                None,
+                reason.to_string(),
+                None,
+            )
+            .await
+            .map(drop)
     }
 
     /// Hold a running workflow: steps that end are kept, what they make ready waits
@@ -432,15 +427,19 @@ impl Workflows {
                 "workflow {id} has no failed step to retry"
             )));
         }
-        self.engine
+        let now = self.engine.now_ms();
+        let header = self
+            .engine
             .change_header(id, |h| {
                 h.status = WorkflowStatus::Running;
                 h.reason = None;
                 h.failed_step = None;
                 h.end_time = None;
+                h.timed_from = Some(now);
                 Ok(())
             })
             .await?;
+        self.engine.arm_timeout(&header).await?;
         for job in failed {
             match self.engine.client.retry_job(job).await {
                 Ok(_) | Err(BackendError::Invalid { .. }) => {}
@@ -495,6 +494,7 @@ impl Workflows {
         next.iterations.clear();
         next.end_time = None;
         next.start_time = self.engine.now_ms();
+        next.timed_from = None;
         if let Some(input) = input {
             next.input = Value::Object(input);
         }

@@ -12,11 +12,11 @@
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
-use tranche_types::{BackendError, JobRecord};
+use tranche_types::{BackendError, CancelTarget, JobRecord};
 use tranche_workflow::Graph;
 
 use crate::state::{parse_task_id, Header, StepArgs, WorkflowStatus};
-use crate::{WorkflowError, Workflows};
+use crate::{WorkflowError, Workflows, SYSTEM_QUEUE};
 
 /// A rerun (Conductor's `RerunWorkflowRequest`).
 #[derive(Clone, Debug, Default)]
@@ -67,6 +67,13 @@ impl Workflows {
 
         let jobs = self.run_jobs(&header, |_| true).await?;
         for job in removed(&header, &scope, &jobs) {
+            if !job.state.is_terminal() && job.queue == SYSTEM_QUEUE {
+                // A timeout watch not yet due: the rerun arms its own.
+                self.engine
+                    .client
+                    .cancel(CancelTarget::Job(job.id), "workflow rerun")
+                    .await?;
+            }
             match self.engine.client.delete_job(job.id).await {
                 Ok(_) => {}
                 Err(BackendError::Invalid { .. }) => {
@@ -86,6 +93,7 @@ impl Workflows {
         next.failed_step = None;
         next.end_time = None;
         next.held.clear();
+        next.timed_from = Some(self.engine.now_ms());
         next.iterations
             .retain(|loop_ref, _| !scope.contains(loop_ref.as_str()));
         if let Some(input) = request.workflow_input {

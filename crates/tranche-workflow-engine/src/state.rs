@@ -116,6 +116,10 @@ pub struct Header {
     pub held: Vec<HeldEnd>,
     /// When it started, ms since the epoch.
     pub start_time: i64,
+    /// When its `timeoutSeconds` counts from, when not its start: its latest retry or
+    /// rerun (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_from: Option<i64>,
     /// When it ended, ms since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<i64>,
@@ -148,6 +152,7 @@ impl Header {
             iterations: Default::default(),
             held: Vec::new(),
             start_time,
+            timed_from: None,
             end_time: None,
         }
     }

@@ -17,9 +17,10 @@ use tranche_types::{Completion, JobState, ReserveRequest, ReservedJob, Resolutio
 use tranche_workflow::Graph;
 use tranche_workflow_expr::{inline, json_jq_transform, Limits};
 
-use crate::engine::{succeeded, Engine, StepEnd, SYSTEM_QUEUE};
+use crate::engine::{succeeded, Engine, StepEnd, SYSTEM_QUEUE, TIMED_OUT};
 use crate::state::{StepArgs, WorkflowStatus};
 use crate::tasks::wait_record;
+use crate::timeouts;
 use crate::WorkflowError;
 
 /// Most system steps run at once by one process.
@@ -77,6 +78,13 @@ async fn run_one(engine: &Engine, job: ReservedJob) {
             .await;
         return;
     };
+    if timeouts::is_watch(&args.kind) {
+        if let Err(e) = timeouts::run_watch(engine, &job, &args).await {
+            // Its lease runs out and it comes due again.
+            tracing::warn!(workflow = %args.wf, step = %args.reference, error = %e, "a workflow's timeout watch could not be run; it will be tried again");
+        }
+        return;
+    }
     let outcome = match outcome_of(engine, &job, &args).await {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -251,7 +259,9 @@ async fn decide_expired(engine: &Engine, id: tranche_types::JobId) -> Result<(),
         .step_ended(StepEnd {
             args,
             completion: None,
-            outcome: Err(format!("the step timed out: {error}")),
+            outcome: Err(format!(
+                "{TIMED_OUT}no answer within the step's response timeout ({error})"
+            )),
         })
         .await
         .map(drop)

@@ -10,8 +10,9 @@ use tranche_types::{
 };
 use tranche_workflow_def::TaskDef;
 
-use crate::engine::{Engine, StepEnd};
+use crate::engine::{Engine, StepEnd, TIMED_OUT};
 use crate::state::{parse_task_id, task_id, Header, StepArgs};
+use crate::timeouts;
 use crate::WorkflowError;
 
 /// The lease of a step of a task without a definition (Conductor's default response
@@ -263,11 +264,17 @@ async fn apply_update(
                 let at = Timestamp(now.0 + update.callback_after_seconds as i64 * 1_000_000);
                 complete_alone(Resolution::Snooze { at }).await
             } else {
-                let lease_for = task_def(engine, kind)
-                    .await?
-                    .map_or(DEFAULT_RESPONSE_TIMEOUT, |d| {
-                        Duration::from_secs(d.response_timeout_seconds.max(1))
-                    });
+                let def = task_def(engine, kind).await?;
+                if let Some(def) = &def {
+                    // Keeping a step with updates cannot keep it past its
+                    // `timeoutSeconds`.
+                    if let Some(reason) = timeouts::past_timeout(engine, def, lease.job).await? {
+                        return timed_out(engine, def, lease, args, max_attempts, reason).await;
+                    }
+                }
+                let lease_for = def.map_or(DEFAULT_RESPONSE_TIMEOUT, |d| {
+                    Duration::from_secs(d.response_timeout_seconds.max(1))
+                });
                 let lost = engine.client.heartbeat(vec![lease], lease_for).await?;
                 if lost.is_empty() {
                     Ok(())
@@ -310,6 +317,69 @@ async fn apply_update(
             applied(ack).ok_or_else(stale)
         }
     }
+}
+
+/// A step past its `timeoutSeconds`, as its policy says: `ALERT_ONLY` logs it and lets
+/// it go on; `RETRY` fails the attempt (retried while attempts are left); the last
+/// attempt, or `TIME_OUT_WF`, ends the step timed out, and with it the workflow unless
+/// the step is optional.
+async fn timed_out(
+    engine: &Engine,
+    def: &TaskDef,
+    lease: LeaseRef,
+    args: StepArgs,
+    max_attempts: u32,
+    reason: String,
+) -> Result<(), WorkflowError> {
+    let stale = || {
+        WorkflowError::Conflict(format!(
+            "task {}: the step timed out and its attempt no longer holds it",
+            task_id(lease.job, lease.attempt)
+        ))
+    };
+    match timeouts::policy_of(def) {
+        timeouts::Policy::AlertOnly => {
+            tracing::warn!(workflow = %args.wf, step = %args.reference, "{reason}");
+            let lease_for = Duration::from_secs(def.response_timeout_seconds.max(1));
+            let lost = engine.client.heartbeat(vec![lease], lease_for).await?;
+            return if lost.is_empty() {
+                Ok(())
+            } else {
+                Err(stale())
+            };
+        }
+        timeouts::Policy::Retry if lease.attempt < max_attempts => {
+            let at = Timestamp(
+                engine.client.clock().now().0 + retry_delay(def, lease.attempt).as_micros() as i64,
+            );
+            let acks = engine
+                .client
+                .complete(vec![Completion {
+                    lease,
+                    resolution: Resolution::Retry { error: reason, at },
+                }])
+                .await?;
+            return match acks.first() {
+                Some(tranche_types::CompletionAck::Applied) => Ok(()),
+                _ => Err(stale()),
+            };
+        }
+        _ => {}
+    }
+    let reason = format!("{TIMED_OUT}{reason}");
+    let ack = engine
+        .step_ended(StepEnd {
+            args,
+            completion: Some(Completion {
+                lease,
+                resolution: Resolution::Failed {
+                    error: reason.clone(),
+                },
+            }),
+            outcome: Err(reason),
+        })
+        .await?;
+    applied(ack).ok_or_else(stale)
 }
 
 fn applied(ack: CommitAck) -> Option<()> {

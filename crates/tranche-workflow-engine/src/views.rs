@@ -32,8 +32,14 @@ impl StepView {
         // the moment it is made, as Conductor shows it: its job only waits for its
         // gate to open.
         let system = args.as_ref().is_some_and(|a| a.kind != "SIMPLE");
+        let timed_out = job
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(crate::engine::TIMED_OUT));
         let status = if system && !job.state.is_terminal() {
             "IN_PROGRESS"
+        } else if timed_out && job.state == tranche_types::JobState::Failed {
+            "TIMED_OUT"
         } else {
             conductor_status(job.state)
         };

@@ -733,3 +733,191 @@ async fn a_rerun_runs_its_step_and_what_follows_and_keeps_what_came_before() {
         other => panic!("expected a conflict, got {other:?}"),
     }
 }
+
+/// Timeouts as their definitions set them: a workflow's own `timeoutSeconds`, a
+/// step nobody polls (`pollTimeoutSeconds`, retried as `RETRY` says), a step kept past
+/// its `timeoutSeconds` by `IN_PROGRESS` updates; each ends the workflow `TIMED_OUT`
+/// saying why, and a timed-out sub-workflow fails its parent's step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_end_workflows_as_their_policies_say() {
+    let h = harness();
+    let defs = task_defs_from_json(
+        &json!([
+            {"name": "idle", "retryCount": 0},
+            {"name": "unpolled", "retryCount": 1, "pollTimeoutSeconds": 1, "timeoutPolicy": "RETRY"},
+            {"name": "unpolled_alert", "retryCount": 0, "pollTimeoutSeconds": 1, "timeoutPolicy": "ALERT_ONLY"},
+            {"name": "slow", "retryCount": 0, "timeoutSeconds": 1, "responseTimeoutSeconds": 1,
+             "timeoutPolicy": "TIME_OUT_WF"},
+            {"name": "slow_retry", "retryCount": 1, "retryDelaySeconds": 0, "timeoutSeconds": 1,
+             "responseTimeoutSeconds": 1,
+             "timeoutPolicy": "RETRY"},
+            {"name": "w", "retryCount": 0}
+        ])
+        .to_string(),
+        "tasks",
+    )
+    .unwrap();
+    h.workflows.put_task_defs(defs).await.unwrap();
+    let defs = workflows_from_json(
+        &json!([
+            {"name": "whole", "version": 1, "timeoutSeconds": 1, "timeoutPolicy": "TIME_OUT_WF",
+             "tasks": [simple("idle", "idle", json!({}))]},
+            {"name": "alerted", "version": 1, "timeoutSeconds": 1,
+             "tasks": [simple("idle", "idle", json!({}))]},
+            {"name": "parent", "version": 1, "tasks": [
+                {"name": "whole", "taskReferenceName": "sub", "type": "SUB_WORKFLOW",
+                 "subWorkflowParam": {"name": "whole", "version": 1}}]},
+            {"name": "poll", "version": 1, "tasks": [simple("unpolled", "never", json!({}))]},
+            {"name": "poll_alert", "version": 1, "tasks": [simple("unpolled_alert", "maybe", json!({}))]},
+            {"name": "slow", "version": 1, "tasks": [simple("slow", "slow", json!({}))]},
+            {"name": "slow_retry", "version": 1, "tasks": [simple("slow_retry", "slow", json!({}))]}
+        ])
+        .to_string(),
+        "workflows",
+    )
+    .unwrap();
+    h.workflows.put_workflow_defs(defs).await.unwrap();
+
+    let whole = h.start("whole", json!({})).await;
+    let alerted = h.start("alerted", json!({})).await;
+    let parent = h.start("parent", json!({})).await;
+    let poll = h.start("poll", json!({})).await;
+    let poll_alert = h.start("poll_alert", json!({})).await;
+
+    let w = h.ended(&whole).await;
+    assert_eq!(w.header.status, WorkflowStatus::TimedOut);
+    let reason = w.header.reason.clone().unwrap();
+    assert!(reason.contains("Workflow timed out after"), "{reason}");
+    assert_eq!(w.steps.len(), 1, "the watch is not one of its steps");
+    assert_eq!(w.steps[0].status, "CANCELED", "its step is withdrawn");
+
+    let p = h.ended(&parent).await;
+    assert_eq!(p.header.status, WorkflowStatus::Failed);
+    assert_eq!(p.header.failed_step.as_deref(), Some("sub"));
+    assert!(
+        p.header.reason.as_deref().unwrap().contains("TIMED_OUT"),
+        "{:?}",
+        p.header.reason
+    );
+
+    // Nobody polls: the RETRY step gets a second window (retryCount 1), then times
+    // the workflow out.
+    let w = h.ended(&poll).await;
+    assert_eq!(
+        w.header.status,
+        WorkflowStatus::TimedOut,
+        "{:?}",
+        w.header.reason
+    );
+    let took = w.header.end_time.unwrap() - w.header.start_time;
+    assert!(took >= 2_000, "two poll windows, not one: {took} ms");
+    let reason = w.header.reason.clone().unwrap();
+    assert!(
+        reason.contains("Task poll timed out after 1 seconds"),
+        "{reason}"
+    );
+    assert_eq!(w.header.failed_step.as_deref(), Some("never"));
+    // ALERT_ONLY, on a workflow and on a step: they run on, their steps waiting.
+    for id in [&alerted, &poll_alert] {
+        let w = h.workflows.workflow(id, true).await.unwrap();
+        assert_eq!(w.header.status, WorkflowStatus::Running);
+        assert_eq!(w.steps[0].status, "SCHEDULED");
+    }
+
+    // A worker keeps a step with IN_PROGRESS updates past its timeoutSeconds.
+    let slow = h.start("slow", json!({})).await;
+    let slow_retry = h.start("slow_retry", json!({})).await;
+    for (task, id, attempts) in [("slow", &slow, 1), ("slow_retry", &slow_retry, 2)] {
+        for attempt in 1..=attempts {
+            let mut polled = Vec::new();
+            poll_until_async(
+                &format!("{task} attempt {attempt} to be polled"),
+                WITHIN,
+                async || {
+                    polled = h
+                        .workflows
+                        .poll(task, 1, Duration::from_millis(100), Some("test"))
+                        .await
+                        .unwrap();
+                    !polled.is_empty()
+                },
+            )
+            .await;
+            let task_id = polled[0].to_conductor()["taskId"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(task_id.ends_with(&format!("-{attempt}")), "{task_id}");
+            let in_progress = || TaskUpdate {
+                task_id: task_id.clone(),
+                status: TaskStatus::InProgress,
+                output: Map::new(),
+                reason: None,
+                callback_after_seconds: 0,
+            };
+            let beat = std::time::Instant::now();
+            poll_until_async("the attempt to time out", WITHIN, async || {
+                h.workflows.update_task(in_progress()).await.unwrap();
+                let step = h.workflows.task(&task_id).await.unwrap();
+                step.record.as_ref().unwrap().state != tranche_types::JobState::Running
+            })
+            .await;
+            assert!(beat.elapsed() >= Duration::from_millis(500));
+        }
+        let w = h.ended(id).await;
+        assert_eq!(
+            w.header.status,
+            WorkflowStatus::TimedOut,
+            "{task}: {:?}",
+            w.header.reason
+        );
+        assert!(
+            w.header
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("Task timed out after"),
+            "{:?}",
+            w.header.reason
+        );
+        assert_eq!(w.steps[0].status, "TIMED_OUT");
+    }
+}
+
+/// A sub-workflow terminated on its own ends as any end does: its parent's step fails
+/// with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_sub_workflow_fails_its_parents_step() {
+    let h = harness();
+    h.define(
+        &["nobody"],
+        json!([
+            {"name": "child", "version": 1, "tasks": [simple("nobody", "c1", json!({}))]},
+            {"name": "parent", "version": 1, "tasks": [
+                {"name": "child", "taskReferenceName": "sub", "type": "SUB_WORKFLOW",
+                 "subWorkflowParam": {"name": "child", "version": 1}}]}
+        ]),
+    )
+    .await;
+    let parent = h.start("parent", json!({})).await;
+    let mut child = None;
+    poll_until_async("the child to start", WITHIN, async || {
+        let w = h.workflows.workflow(&parent, true).await.unwrap();
+        child = w.steps.first().and_then(|s| s.args.as_ref()?.child.clone());
+        child.is_some()
+    })
+    .await;
+    let child = child.unwrap();
+    h.workflows
+        .terminate(&child, "ops stopped it")
+        .await
+        .unwrap();
+    let w = h.ended(&parent).await;
+    assert_eq!(w.header.status, WorkflowStatus::Failed);
+    assert_eq!(w.header.failed_step.as_deref(), Some("sub"));
+    let reason = w.header.reason.unwrap();
+    assert!(
+        reason.contains("TERMINATED") && reason.contains("ops stopped it"),
+        "{reason}"
+    );
+}
