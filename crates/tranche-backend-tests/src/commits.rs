@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tranche_types::{
     BackendError, Commit, CommitAck, Completion, EnqueueItem, EnqueueRequest, JobId, JobState,
-    RecordWrite,
+    RecordWrite, Timestamp,
 };
 
 use crate::*;
@@ -18,6 +18,7 @@ pub async fn all(make: &dyn MakeBackend) {
     a_conflict_applies_nothing(make).await;
     an_invalid_enqueue_applies_nothing(make).await;
     records_are_versioned(make).await;
+    ended_records_read_as_any_and_kept_ones_outlive_prune(make).await;
     concurrent_writers_of_one_version_serialise(make).await;
     a_gate_opens_at_its_last_arrival(make).await;
     a_gate_of_many_counts_each_arrival_once(make).await;
@@ -32,11 +33,7 @@ fn request(run_name: &str, items: Vec<EnqueueItem>) -> EnqueueRequest {
 }
 
 fn write(key: &str, expect: u64, value: &str) -> RecordWrite {
-    RecordWrite {
-        key: key.into(),
-        expect,
-        value: value.into(),
-    }
+    RecordWrite::new(key, expect, value)
 }
 
 fn done(lease: LeaseRef, result: &str) -> Option<Completion> {
@@ -218,6 +215,36 @@ async fn records_are_versioned(make: &dyn MakeBackend) {
     assert!(matches!(
         b.commit(put(&long, 0, "v")).await,
         Err(BackendError::Invalid { .. })
+    ));
+}
+
+/// A record written ended reads as any other; written again without it, it is kept
+/// again; a prune, however late its cut-off, never takes a kept record. How an ended
+/// one goes is each backend's (SQLite's prune, Redis's key expiry): their own tests
+/// show it.
+async fn ended_records_read_as_any_and_kept_ones_outlive_prune(make: &dyn MakeBackend) {
+    let (b, _) = manual(make).await;
+    let put = |w: RecordWrite| Commit {
+        records: vec![w],
+        ..Commit::default()
+    };
+    b.commit(put(write("kept", 0, "k"))).await.unwrap();
+    b.commit(put(write("ended", 0, "e").ended(true)))
+        .await
+        .unwrap();
+    b.commit(put(write("again", 0, "a1").ended(true)))
+        .await
+        .unwrap();
+    assert_eq!(record(&*b, "ended").await, Some((1, "e".into())));
+    b.commit(put(write("again", 1, "a2"))).await.unwrap();
+    let far = Timestamp(i64::MAX / 2);
+    b.prune(far, 1_000).await.unwrap();
+    assert_eq!(record(&*b, "kept").await, Some((1, "k".into())));
+    assert_eq!(record(&*b, "again").await, Some((2, "a2".into())));
+    // Its version goes on from the one read, ended or not.
+    assert!(matches!(
+        b.commit(put(write("kept", 0, "x").ended(true))).await,
+        Err(BackendError::Conflict { found: 1, .. })
     ));
 }
 

@@ -35,7 +35,10 @@ pub async fn commit(b: &RedisBackend, commit: &Commit) -> Result<CommitAck, Back
     }
     inv.arg(commit.records.len());
     for write in &commit.records {
-        inv.arg(&write.key).arg(write.expect).arg(&write.value);
+        inv.arg(&write.key)
+            .arg(write.expect)
+            .arg(&write.value)
+            .arg(if write.ended { "1" } else { "0" });
     }
     inv.arg(commit.arrive.len());
     for gate in &commit.arrive {

@@ -36,7 +36,8 @@
 //!   count of arrivals still awaited is the field `g<id>` of its job's bucket (so it
 //!   goes with the job; see `scripts/common.lua`), removed when the gate opens.
 //! - `P rec:<key>` a record written by commits (hash: `v` its version, `d` its value;
-//!   see `scripts/commit.lua`), kept: records have no expiry yet.
+//!   see `scripts/commit.lua`), kept until written ended (`RecordWrite::ended`), then
+//!   expiring after the retention.
 //! - `P uw:<key>` a unique key with a window, across runs (string: the newest windowed
 //!   job's id and window end; see `scripts/enqueue.lua`), expiring when the window
 //!   ends.
@@ -60,8 +61,8 @@
 //! of its thousand jobs ended, so one job that never ends keeps its bucket's thousand),
 //! released groups and finished runs expire after the retention, the feed is trimmed
 //! to about [`RedisOptions::feed_max_len`] events and locks expire after their TTL
-//! plus the retention; effects (proof of what was done), records (a workflow's state,
-//! no expiry for now), one `P runs` entry per run and one statistics hash per queue
+//! plus the retention, as do records written ended (an ended workflow's state); effects
+//! (proof of what was done), records not written ended, one `P runs` entry per run and one statistics hash per queue
 //! are kept; a failed job can thus be revived by
 //! `retry_run` only within the retention. [`Backend::prune`] does the same removal on
 //! demand, for runs finished before a given time (`scripts/prune.lua`), and also drops

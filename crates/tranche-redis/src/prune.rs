@@ -40,6 +40,8 @@ pub async fn prune(
         total.add(Pruned {
             runs: runs.max(0) as u64,
             jobs: jobs.max(0) as u64,
+            // Records written ended go by key expiry (commit.lua), not here.
+            records: 0,
         });
         at = next;
         if done == 1 {

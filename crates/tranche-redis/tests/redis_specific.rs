@@ -392,11 +392,7 @@ async fn a_gate_count_goes_with_its_job_and_records_are_hashes() {
     assert_eq!(left(opened).await, Some(2));
     let unknown = JobId(7_654_321);
     b.commit(Commit {
-        records: vec![RecordWrite {
-            key: "wf/gates".into(),
-            expect: 0,
-            value: "{\"n\":1}".into(),
-        }],
+        records: vec![RecordWrite::new("wf/gates", 0, "{\"n\":1}")],
         arrive: vec![opened, opened, deleted, unknown],
         ..Commit::default()
     })
@@ -429,7 +425,25 @@ async fn a_gate_count_goes_with_its_job_and_records_are_hashes() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(ttl, -1, "records have no expiry");
+    assert_eq!(ttl, -1, "a record kept has no expiry");
+    // Written ended it expires after the retention (60 s here); written again kept,
+    // it is kept again.
+    let mut ttl = async |version: u64, ended: bool| -> i64 {
+        b.commit(Commit {
+            records: vec![RecordWrite::new("wf/gates", version, "{}").ended(ended)],
+            ..Commit::default()
+        })
+        .await
+        .unwrap();
+        redis::cmd("TTL")
+            .arg(format!("{prefix}rec:wf/gates"))
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    };
+    let ended = ttl(1, true).await;
+    assert!((1..=60).contains(&ended), "{ended}");
+    assert_eq!(ttl(2, false).await, -1);
 
     let joins = b
         .reserve(ReserveRequest {

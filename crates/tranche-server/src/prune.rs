@@ -41,7 +41,10 @@ pub struct PruneOut {
     pub runs: u64,
     /// Jobs removed (a large run's may go over several requests, the run last).
     pub jobs: u64,
-    /// The limit was reached: more may be due, call again.
+    /// Records written ended removed (ended workflows' state), a batch at a time; a
+    /// backend that lets them expire instead counts none. Not counted by a dry run.
+    pub records: u64,
+    /// The limit was reached, or records were removed: more may be due, call again.
     pub more: bool,
     /// Nothing was removed: the figures are what a prune would remove.
     pub dry_run: bool,
@@ -88,6 +91,7 @@ pub async fn prune(
         return Ok(axum::Json(PruneOut {
             runs: runs.len() as u64,
             jobs: runs.iter().map(|p| p.total).sum(),
+            records: 0,
             more: false,
             dry_run: true,
         }));
@@ -96,7 +100,8 @@ pub async fn prune(
     Ok(axum::Json(PruneOut {
         runs: pruned.runs,
         jobs: pruned.jobs,
-        more: pruned.runs as usize == req.limit,
+        records: pruned.records,
+        more: pruned.runs as usize == req.limit || pruned.records > 0,
         dry_run: false,
     }))
 }

@@ -27,6 +27,8 @@ const HISTORY: &[M<'static>] = &[
     M::up(LIMITS)
         .comment("8: rate limits and running caps (limits, limit_starts), none on upgrade"),
     M::up(COMMITS).comment("9: records and gates, for workflows' commits, none on upgrade"),
+    M::up(RECORD_RETENTION)
+        .comment("10: records written ended are forgotten after the retention (ended_at)"),
 ];
 
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(HISTORY);
@@ -229,6 +231,18 @@ CREATE TABLE IF NOT EXISTS gates (
     job_id    INTEGER PRIMARY KEY,
     remaining INTEGER NOT NULL
 );
+"#;
+
+/// See write/commit.rs: the records written ended (`RecordWrite::ended`) and when, so
+/// the retention removes them with the finished runs; a record kept has no row. A
+/// table of its own rather than a column of `records`, so that the migration can run
+/// twice. Records written before this version stay kept.
+const RECORD_RETENTION: &str = r#"
+CREATE TABLE IF NOT EXISTS record_ends (
+    key      TEXT PRIMARY KEY,
+    ended_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS record_ends_at ON record_ends (ended_at);
 "#;
 
 #[cfg(test)]

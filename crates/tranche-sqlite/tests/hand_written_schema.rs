@@ -14,7 +14,7 @@ use tranche_types::{Completion, JobId, JobState, ReserveRequest, Resolution, Run
 const HAND_WRITTEN_SCHEMA: &str = include_str!("fixtures/schema_v3.sql");
 
 /// The version this binary writes.
-const VERSION: i64 = 9;
+const VERSION: i64 = 10;
 
 /// What the migrations after version 3 add to `sqlite_master`.
 fn added_after_v3(name: &str) -> bool {
@@ -25,6 +25,7 @@ fn added_after_v3(name: &str) -> bool {
         || name == "limits"
         || name.starts_with("limit_starts")
         || name.starts_with("records")
+        || name.starts_with("record_ends")
         || name == "gates"
 }
 

@@ -1,5 +1,5 @@
 //! Databases written by earlier schema versions (2: no `queue_stats`; 3: no
-//! `unique_windows` nor `paused_queues`; 6: no `job_traces`; 7: no `limits`) open, get the tables, and
+//! `unique_windows` nor `paused_queues`; 6: no `job_traces`; 7: no `limits`; 8: no records nor gates; 9: no `record_ends`) open, get the tables, and
 //! carry on; a newer one is refused.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use tranche_types::{
 };
 
 /// The schema version this binary writes: every upgrade ends there.
-const CURRENT: i64 = 9;
+const CURRENT: i64 = 10;
 
 fn user_version(file: &std::path::Path) -> i64 {
     rusqlite::Connection::open(file)
@@ -309,8 +309,10 @@ async fn a_version_8_database_gets_records_and_gates_with_its_work_kept() {
     // Make it what version 8 wrote: no records, no gates.
     let file = dir.path().join(SqliteBackend::FILE_NAME);
     let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE records; DROP TABLE gates; PRAGMA user_version = 8;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE records; DROP TABLE gates; DROP TABLE record_ends; PRAGMA user_version = 8;",
+    )
+    .unwrap();
     drop(conn);
 
     let b = open(dir.path()).unwrap();
@@ -329,11 +331,7 @@ async fn a_version_8_database_gets_records_and_gates_with_its_work_kept() {
         .unwrap()[0]
         .ids[0];
     b.commit(tranche_types::Commit {
-        records: vec![tranche_types::RecordWrite {
-            key: "wf/x".into(),
-            expect: 0,
-            value: "{}".into(),
-        }],
+        records: vec![tranche_types::RecordWrite::new("wf/x", 0, "{}")],
         arrive: vec![gate],
         ..tranche_types::Commit::default()
     })
@@ -350,6 +348,38 @@ async fn a_version_8_database_gets_records_and_gates_with_its_work_kept() {
             .map(|r| r.version),
         Some(1)
     );
+    drop(b);
+    assert_eq!(user_version(&file), CURRENT);
+}
+
+/// Version 10 added `record_ends` (records written ended go with the retention): a
+/// version 9 file keeps its records, kept, and a record then written ended is pruned.
+#[tokio::test]
+async fn a_version_9_database_keeps_its_records_and_prunes_ended_ones() {
+    use tranche_types::{Commit, RecordWrite, Timestamp};
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path()).unwrap();
+    let put = |key: &str, ended: bool| Commit {
+        records: vec![RecordWrite::new(key, 0, "{}").ended(ended)],
+        ..Commit::default()
+    };
+    b.commit(put("wf/old", false)).await.unwrap();
+    drop(b);
+    let file = dir.path().join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE record_ends; PRAGMA user_version = 9;")
+        .unwrap();
+    drop(conn);
+
+    let b = open(dir.path()).unwrap();
+    b.commit(put("wf/new", true)).await.unwrap();
+    let pruned = b.prune(Timestamp(i64::MAX / 2), 100).await.unwrap();
+    assert_eq!(pruned.records, 1);
+    let found = b
+        .records(&["wf/old".into(), "wf/new".into()])
+        .await
+        .unwrap();
+    assert!(found[0].is_some() && found[1].is_none(), "{found:?}");
     drop(b);
     assert_eq!(user_version(&file), CURRENT);
 }

@@ -129,3 +129,64 @@ async fn with_a_retention_the_file_stops_growing_over_ten_nights() {
         "expected the page count to keep growing without a retention ({five} after night 5), got {ten}"
     );
 }
+
+/// Records written ended (an ended workflow's header, a step's log) go the retention
+/// after their last write, as finished runs do: by the writer's own prune, and by a
+/// prune on demand; a record kept, or ended and then written again kept, stays.
+#[tokio::test]
+async fn ended_records_go_with_the_retention() {
+    use tranche_types::{Commit, RecordWrite};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Timestamp(1_800_000_000_000_000));
+    let b = SqliteBackend::open(
+        dir.path(),
+        SqliteOptions {
+            clock: Arc::new(clock.clone()),
+            retention: Some(2 * DAY),
+            ..SqliteOptions::default()
+        },
+    )
+    .unwrap();
+    let put = |key: &str, expect: u64, ended: bool| Commit {
+        records: vec![RecordWrite::new(key, expect, "{}").ended(ended)],
+        ..Commit::default()
+    };
+    let present = async |keys: &[&str]| -> Vec<bool> {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        b.records(&keys)
+            .await
+            .unwrap()
+            .iter()
+            .map(Option::is_some)
+            .collect()
+    };
+    b.commit(put("kept", 0, false)).await.unwrap();
+    b.commit(put("ended", 0, true)).await.unwrap();
+    b.commit(put("revived", 0, true)).await.unwrap();
+    b.commit(put("revived", 1, false)).await.unwrap();
+    clock.advance(DAY);
+    b.commit(put("young", 0, true)).await.unwrap();
+    // Within the retention: all there.
+    assert_eq!(
+        present(&["kept", "ended", "revived", "young"]).await,
+        [true; 4]
+    );
+    // Past it for `ended` (3 days), not for `young` (2): the writer's own prune, at
+    // the next command, takes only `ended`.
+    clock.advance(2 * DAY);
+    b.commit(put("other", 0, false)).await.unwrap();
+    tranche_test_support::poll_until_async(
+        "the writer's prune",
+        Duration::from_secs(10),
+        async || b.records(&["ended".into()]).await.unwrap()[0].is_none(),
+    )
+    .await;
+    assert_eq!(present(&["kept", "revived", "young"]).await, [true; 3]);
+    // On demand, up to now: `young` goes too, counted.
+    let pruned = b.prune(clock.now(), 100).await.unwrap();
+    assert_eq!(pruned.records, 1);
+    assert_eq!(
+        present(&["kept", "revived", "young", "other"]).await,
+        [true, true, false, true]
+    );
+}

@@ -31,11 +31,33 @@ pub struct RecordWrite {
     pub expect: u64,
     /// The new document.
     pub value: String,
+    /// What the record is about has ended (a workflow that completed, a step's log):
+    /// the backend forgets the record after its retention, as it forgets finished
+    /// runs, unless it is written again first without this. Otherwise it is kept until
+    /// written so.
+    #[serde(default)]
+    pub ended: bool,
 }
 
 impl RecordWrite {
     /// Longest record key, in bytes.
     pub const MAX_KEY_LEN: usize = 512;
+
+    /// A write of `value` over version `expect` of `key`, kept until written ended.
+    pub fn new(key: impl Into<String>, expect: u64, value: impl Into<String>) -> Self {
+        RecordWrite {
+            key: key.into(),
+            expect,
+            value: value.into(),
+            ended: false,
+        }
+    }
+
+    /// The same write, its record forgotten after the backend's retention.
+    pub fn ended(mut self, ended: bool) -> Self {
+        self.ended = ended;
+        self
+    }
 }
 
 /// Changes applied in one transaction, or not at all.

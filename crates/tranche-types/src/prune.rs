@@ -9,6 +9,10 @@ pub struct Pruned {
     /// Jobs removed, including those of a run that is not yet gone whole: a large run
     /// is removed a batch of jobs at a time, the run last.
     pub jobs: u64,
+    /// Records written ended ([`RecordWrite::ended`](crate::RecordWrite)) removed; a
+    /// backend that forgets them by key expiry instead counts none.
+    #[serde(default)]
+    pub records: u64,
 }
 
 impl Pruned {
@@ -16,5 +20,6 @@ impl Pruned {
     pub fn add(&mut self, other: Pruned) {
         self.runs += other.runs;
         self.jobs += other.jobs;
+        self.records += other.records;
     }
 }

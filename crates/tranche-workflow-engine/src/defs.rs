@@ -323,17 +323,15 @@ impl Definitions {
             let mut writes: Vec<RecordWrite> = records
                 .iter()
                 .zip(current)
-                .map(|((key, value), cur)| RecordWrite {
-                    key: key.clone(),
-                    expect: cur.map_or(0, |c| c.version),
-                    value: value.clone(),
+                .map(|((key, value), cur)| {
+                    RecordWrite::new(key.clone(), cur.map_or(0, |c| c.version), value.clone())
                 })
                 .collect();
-            writes.push(RecordWrite {
-                key: INDEX.into(),
-                expect: read.version,
-                value: serde_json::to_string(&index).expect("the index serialises"),
-            });
+            writes.push(RecordWrite::new(
+                INDEX,
+                read.version,
+                serde_json::to_string(&index).expect("the index serialises"),
+            ));
             match self
                 .client
                 .commit(Commit {

@@ -372,11 +372,7 @@ impl Engine {
         for _ in 0..DECIDE_ATTEMPTS {
             let (mut header, version) = self.header(id).await?;
             change(&mut header)?;
-            let write = RecordWrite {
-                key: Header::key(id),
-                expect: version,
-                value: serde_json::to_string(&header).expect("a header serialises"),
-            };
+            let write = header_write(&header, version);
             match self
                 .client
                 .commit(Commit {
@@ -894,18 +890,10 @@ impl Plan {
     ) -> Result<Commit, WorkflowError> {
         let mut records = Vec::new();
         if self.header_changed {
-            records.push(RecordWrite {
-                key: Header::key(&self.header.id),
-                expect: version,
-                value: serde_json::to_string(&self.header).expect("a header serialises"),
-            });
+            records.push(header_write(&self.header, version));
         }
         for child in &self.children {
-            records.push(RecordWrite {
-                key: Header::key(&child.id),
-                expect: 0,
-                value: serde_json::to_string(child).expect("a header serialises"),
-            });
+            records.push(header_write(child, 0));
         }
         let enqueue = (!self.items.is_empty()).then(|| EnqueueRequest {
             run: self.header.run(),
@@ -919,6 +907,17 @@ impl Plan {
             arrive: self.arrive.clone(),
         })
     }
+}
+
+/// `header` written over `version`: an ended workflow's is forgotten after the
+/// backend's retention, as its steps' run is.
+fn header_write(header: &Header, version: u64) -> RecordWrite {
+    RecordWrite::new(
+        Header::key(&header.id),
+        version,
+        serde_json::to_string(header).expect("a header serialises"),
+    )
+    .ended(header.status.is_terminal())
 }
 
 /// The decider's answer for a step's end.

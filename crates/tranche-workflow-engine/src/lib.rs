@@ -195,11 +195,10 @@ impl Workflows {
             .as_ref()
             .map(|k| format!("wf-idem/{}/{k}", req.name));
         if let Some(key) = &idem_key {
-            extra.push(RecordWrite {
-                key: key.clone(),
-                expect: 0,
-                value: id.clone(),
-            });
+            extra.push(
+                // An idempotency key holds as long as its workflow is kept.
+                RecordWrite::new(key.clone(), 0, id.clone()).ended(true),
+            );
         }
         let header = Header {
             correlation_id: req.correlation_id,
@@ -542,11 +541,7 @@ impl Workflows {
         self.engine
             .client
             .commit(tranche_types::Commit {
-                records: vec![RecordWrite {
-                    key: Header::key(id),
-                    expect: version,
-                    value: String::new(),
-                }],
+                records: vec![RecordWrite::new(Header::key(id), version, String::new()).ended(true)],
                 ..tranche_types::Commit::default()
             })
             .await?;
@@ -584,11 +579,8 @@ impl Workflows {
             if lines.len() > MAX_LOG_LINES {
                 lines.drain(..lines.len() - MAX_LOG_LINES);
             }
-            let write = RecordWrite {
-                key: key.clone(),
-                expect: version,
-                value: Value::Array(lines).to_string(),
-            };
+            let write = // Forgotten the retention after its last line.
+            RecordWrite::new(key.clone(), version, Value::Array(lines).to_string()).ended(true);
             match self
                 .engine
                 .client

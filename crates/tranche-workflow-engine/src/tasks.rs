@@ -429,11 +429,10 @@ async fn complete_gate(
     let ack = engine
         .client
         .commit(Commit {
-            records: vec![RecordWrite {
-                key: wait_record(job),
-                expect: 0,
-                value: outcome.to_string(),
-            }],
+            records: vec![
+                // Read once, by the system step that ends the wait.
+                RecordWrite::new(wait_record(job), 0, outcome.to_string()).ended(true),
+            ],
             arrive: vec![job],
             ..Commit::default()
         })

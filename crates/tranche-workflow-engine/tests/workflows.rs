@@ -194,6 +194,20 @@ async fn a_sequence_with_a_sub_workflow_completes_with_its_outputs() {
             ("t3".into(), json!({"prev": "c1-ok"})),
         ]
     );
+
+    // Ended, its header goes with the retention, as its steps' run does: a prune
+    // past it leaves no trace of it, and its definitions are kept.
+    let far = tranche_types::Timestamp(i64::MAX / 2);
+    let pruned = h.workflows.client().prune(far, 1_000).await.unwrap();
+    assert!(
+        pruned.records >= 2,
+        "the parent's and the child's headers: {pruned:?}"
+    );
+    assert!(matches!(
+        h.workflows.workflow(&id, false).await,
+        Err(WorkflowError::NotFound(_))
+    ));
+    h.start("parent", json!({"seq": 8})).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

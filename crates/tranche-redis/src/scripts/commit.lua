@@ -5,15 +5,16 @@
 -- (commit.rs), then here the completion's lease and every record's version.
 -- ARGV from A:
 --   has a completion ('1'/'0'), then its COMPLETION_ARGS when it has (complete.lua's)
---   record count n, then n times: key, expected version (0: absent), value
+--   record count n, then n times: key, expected version (0: absent), value, ended
+--     ('1': the record expires after the retention, KEEP; '0': it is kept)
 --   arrival count m, then m gate ids
 --   has an enqueue ('1'/'0'), then enqueue.lua's arguments when it has
 -- Returns { 'stale' } (nothing applied); { 'conflict', index of the write (1-based),
 -- version found } (nothing applied); else enqueue.lua's reply ({} without an enqueue).
 --
 -- A record is the hash `P rec:<key>`: `v` its version (1 after the first write, one
--- more at each), `d` its value. Records have no expiry for now: a workflow's state is
--- kept until something deletes it (nothing does yet).
+-- more at each), `d` its value. A record written ended expires after the retention,
+-- as a finished run's keys do; one written again without it is kept again.
 do
   local COMPLETION_ARGS = 5
   local at = A
@@ -37,7 +38,7 @@ do
   local first_write = at + 1
   local versions, written = {}, {}
   for w = 1, n do
-    local i = first_write + (w - 1) * 3
+    local i = first_write + (w - 1) * 4
     local key = P .. 'rec:' .. ARGV[i]
     local found = versions[key]
     if found == nil then found = tonumber(redis.call('HGET', key, 'v') or '0') end
@@ -45,14 +46,20 @@ do
     versions[key] = found + 1
     written[w] = found + 1
   end
-  at = first_write + n * 3
+  at = first_write + n * 4
   -- Nothing can refuse the commit now.
   if completion then
     apply_resolution(unpack(ARGV, completion, completion + COMPLETION_ARGS - 1))
   end
   for w = 1, n do
-    local i = first_write + (w - 1) * 3
-    redis.call('HSET', P .. 'rec:' .. ARGV[i], 'v', S(written[w]), 'd', ARGV[i + 2])
+    local i = first_write + (w - 1) * 4
+    local key = P .. 'rec:' .. ARGV[i]
+    redis.call('HSET', key, 'v', S(written[w]), 'd', ARGV[i + 2])
+    if ARGV[i + 3] == '1' then
+      redis.call('EXPIRE', key, KEEP)
+    else
+      redis.call('PERSIST', key)
+    end
   end
   local m = tonumber(ARGV[at])
   for g = at + 1, at + m do arrive(ARGV[g]) end

@@ -1,8 +1,8 @@
 -- Retention on demand: remove runs that finished before a cut-off, with their jobs
 -- (their fields in the buckets, attempt errors, groups, the counts of gates that never
 -- opened) and every key of the run (RUN_KEYS) and its `P runs` entry. What the
--- retention's key expiry does, earlier. Effects, statistics, records and the feed
--- (bounded by length) are kept.
+-- retention's key expiry does, earlier. Effects, statistics, records (those written
+-- ended go by their own expiry) and the feed (bounded by length) are kept.
 --
 -- Bounded per call: it looks at up to SCAN entries of `P runs` from ARGV[A + 1] (a
 -- position), removes up to ARGV[A + 2] runs and up to ARGV[A + 3] job ids; a large

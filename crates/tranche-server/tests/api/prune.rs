@@ -49,7 +49,7 @@ async fn prune_removes_finished_runs_and_keeps_unfinished_ones() {
         .await;
     assert_eq!(
         dry,
-        json!({"runs": 1, "jobs": 1, "more": false, "dry_run": true})
+        json!({"runs": 1, "jobs": 1, "records": 0, "more": false, "dry_run": true})
     );
     assert_eq!(
         s.get_ok("/v1/runs").await["runs"].as_array().unwrap().len(),
@@ -61,7 +61,7 @@ async fn prune_removes_finished_runs_and_keeps_unfinished_ones() {
         .await;
     assert_eq!(
         done,
-        json!({"runs": 1, "jobs": 1, "more": true, "dry_run": false})
+        json!({"runs": 1, "jobs": 1, "records": 0, "more": true, "dry_run": false})
     );
     expect(s.get("/v1/runs/night%2F1").await, 404).await;
     s.get_ok("/v1/runs/night%2F2").await;

@@ -54,6 +54,16 @@ fn write_record(op: &mut Op<'_>, write: &RecordWrite) -> OpResult<()> {
         )
         .and_then(|mut s| s.execute(params![write.key, found + 1, write.value]))
         .map_err(db("write record"))?;
+    let end = if write.ended {
+        op.conn
+            .prepare_cached("INSERT OR REPLACE INTO record_ends (key, ended_at) VALUES (?1, ?2)")
+            .and_then(|mut s| s.execute(params![write.key, op.now.0]))
+    } else {
+        op.conn
+            .prepare_cached("DELETE FROM record_ends WHERE key = ?1")
+            .and_then(|mut s| s.execute([&write.key]))
+    };
+    end.map_err(db("mark record ended"))?;
     Ok(())
 }
 

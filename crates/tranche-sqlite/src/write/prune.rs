@@ -63,6 +63,9 @@ pub fn prune(
     if batch.pruned.runs == max_runs {
         batch.more = true;
     }
+    let (records, more) = prune_records(op, before, max_rows)?;
+    batch.pruned.records += records;
+    batch.more |= more;
     batch.more |= prune_events(op, before, max_rows)?;
     batch.more |= prune_locks(op, before, max_rows)?;
     Ok(batch)
@@ -152,6 +155,31 @@ fn prune_events(op: &Op<'_>, before: Timestamp, max: usize) -> OpResult<bool> {
         .and_then(|mut s| s.execute([last]))
         .map_err(db("prune events"))?;
     Ok(removed == max)
+}
+
+/// Remove up to `max` records written ended before `before`; true when there may be
+/// more.
+fn prune_records(op: &Op<'_>, before: Timestamp, max: usize) -> OpResult<(u64, bool)> {
+    let keys: Vec<String> = op
+        .conn
+        .prepare_cached("SELECT key FROM record_ends WHERE ended_at < ?1 LIMIT ?2")
+        .and_then(|mut s| {
+            s.query_map(params![before.0, max as i64], |r| r.get(0))?
+                .collect()
+        })
+        .map_err(db("find records to prune"))?;
+    for key in &keys {
+        for sql in [
+            "DELETE FROM records WHERE key = ?1",
+            "DELETE FROM record_ends WHERE key = ?1",
+        ] {
+            op.conn
+                .prepare_cached(sql)
+                .and_then(|mut s| s.execute([key]))
+                .map_err(db("prune records"))?;
+        }
+    }
+    Ok((keys.len() as u64, keys.len() == max))
 }
 
 /// Drop up to `max` locks that expired before `before`. The locks table is small (one

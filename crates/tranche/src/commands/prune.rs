@@ -65,19 +65,22 @@ pub async fn prune(at: &DataArgs, before: Timestamp, dry_run: bool) -> Result<Ex
     loop {
         let step = client.prune(before, STEP).await?;
         total.add(step);
-        if (step.runs as usize) < STEP {
+        // Ended records go a batch at a time too: on while any went.
+        if (step.runs as usize) < STEP && step.records == 0 {
             break;
         }
         eprintln!(
-            "… {} run(s), {} job(s) removed so far",
-            total.runs, total.jobs
+            "… {} run(s), {} job(s), {} record(s) removed so far",
+            total.runs, total.jobs, total.records
         );
     }
     println!(
-        "removed {} run(s) and {} job(s) finished before {}",
+        "removed {} run(s) and {} job(s) finished before {}, and {} record(s) of what ended \
+         before it",
         total.runs,
         total.jobs,
-        when(Some(before))
+        when(Some(before)),
+        total.records
     );
     Ok(ExitCode::SUCCESS)
 }
