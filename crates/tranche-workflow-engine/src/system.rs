@@ -8,12 +8,14 @@
 //! decision, so the change feed is followed for them and their workflow decided.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tranche_types::{Completion, JobState, ReserveRequest, ReservedJob, Resolution};
+use tranche_types::{
+    Commit, Completion, JobState, RecordWrite, ReserveRequest, ReservedJob, Resolution,
+};
 use tranche_workflow::Graph;
 use tranche_workflow_expr::{inline, json_jq_transform, Limits};
 
@@ -190,20 +192,35 @@ async fn join_output(engine: &Engine, args: &StepArgs) -> Result<Value, Workflow
     Ok(Value::Object(output))
 }
 
+/// The record of how far the followers of the change feed have decided: every failure
+/// at or before it was decided by some process. A process starts from it, so a step
+/// whose last lease expired while no server ran is decided at the next start.
+const FOLLOWED: &str = "wf-feed/followed";
+
+/// How often a follower keeps its position.
+const KEEP_POSITION_EVERY: Duration = Duration::from_secs(1);
+
 /// Follow the change feed for workflow steps that failed because their last lease
 /// expired, and decide their workflows. Each such failure is claimed once (an effect
-/// record), however many processes follow the feed.
+/// record), however many processes follow the feed; a failure whose decision failed
+/// (the backend away) is tried again before the follower goes past it.
 async fn follow_expiries(engine: Arc<Engine>, shutdown: CancellationToken) {
-    let mut after = match engine.client.last_event().await {
-        Ok(seq) => seq,
-        Err(e) => {
-            tracing::warn!(error = %e, "workflows: cannot read the change feed; expired steps will not be decided");
-            return;
+    let mut position = loop {
+        match Position::read(&engine).await {
+            Ok(p) => break p,
+            Err(e) => {
+                tracing::warn!(error = %e, "workflows: cannot read where the change feed was followed to; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
         }
     };
+    let mut after = position.seq;
     while !shutdown.is_cancelled() {
         let events = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             events = engine.client.events(after, 1_000, Duration::from_secs(1)) => events,
         };
         let events = match events {
@@ -215,12 +232,92 @@ async fn follow_expiries(engine: Arc<Engine>, shutdown: CancellationToken) {
             }
         };
         for event in &events {
-            after = after.max(event.seq);
-            if event.state != JobState::Failed || !event.run.as_str().starts_with("wf/") {
-                continue;
+            if event.state == JobState::Failed && event.run.as_str().starts_with("wf/") {
+                if let Err(e) = decide_expired(&engine, event.job).await {
+                    tracing::warn!(job = event.job.0, error = %e, "workflows: could not decide a step whose lease expired; trying again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    break;
+                }
             }
-            if let Err(e) = decide_expired(&engine, event.job).await {
-                tracing::warn!(job = event.job.0, error = %e, "workflows: could not decide a step whose lease expired");
+            after = after.max(event.seq);
+        }
+        position.keep(&engine, after, false).await;
+    }
+    position.keep(&engine, after, true).await;
+}
+
+/// A follower's position, and the version of [`FOLLOWED`] it last saw.
+struct Position {
+    seq: u64,
+    version: u64,
+    kept_at: Instant,
+}
+
+impl Position {
+    /// Where the followers got to; the feed's end when none ever followed it (kept at
+    /// once, so that a later start begins there).
+    async fn read(engine: &Engine) -> Result<Position, WorkflowError> {
+        Ok(match Position::stored(engine).await? {
+            Some((seq, version)) => Position {
+                seq,
+                version,
+                kept_at: Instant::now(),
+            },
+            None => {
+                let end = engine.client.last_event().await?;
+                let mut first = Position {
+                    seq: 0,
+                    version: 0,
+                    kept_at: Instant::now(),
+                };
+                first.keep(engine, end, true).await;
+                first.seq = first.seq.max(end);
+                first
+            }
+        })
+    }
+
+    /// The position kept, and its record's version.
+    async fn stored(engine: &Engine) -> Result<Option<(u64, u64)>, WorkflowError> {
+        let stored = engine.client.records(&[FOLLOWED.into()]).await?.remove(0);
+        Ok(stored.map(|r| (r.value.parse().unwrap_or(0), r.version)))
+    }
+
+    /// Keep `seq` as the followers' position, at most every [`KEEP_POSITION_EVERY`]
+    /// unless `now`, never moving it back (another follower may be further on).
+    async fn keep(&mut self, engine: &Engine, seq: u64, now: bool) {
+        if seq <= self.seq && self.version > 0 {
+            return;
+        }
+        if !now && self.kept_at.elapsed() < KEEP_POSITION_EVERY {
+            return;
+        }
+        self.kept_at = Instant::now();
+        for _ in 0..3 {
+            let write = Commit {
+                records: vec![RecordWrite::new(FOLLOWED, self.version, seq.to_string())],
+                ..Commit::default()
+            };
+            match engine.client.commit(write).await {
+                Ok(_) => {
+                    self.seq = seq;
+                    self.version += 1;
+                    return;
+                }
+                Err(tranche_types::BackendError::Conflict { .. }) => {
+                    match Position::stored(engine).await {
+                        Ok(Some((further, version))) if further >= seq => {
+                            (self.seq, self.version) = (further, version);
+                            return;
+                        }
+                        Ok(found) => self.version = found.map_or(0, |(_, v)| v),
+                        Err(_) => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "workflows: could not keep where the change feed was followed to");
+                    return;
+                }
             }
         }
     }

@@ -935,3 +935,79 @@ async fn a_terminated_sub_workflow_fails_its_parents_step() {
         "{reason}"
     );
 }
+
+/// A worker vanishes with a step whose lease then runs out while no server runs the
+/// engine's steps: the next server to start decides it from where the feed was
+/// followed to, instead of leaving its workflow running forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_expired_while_no_server_ran_is_decided_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = SqliteBackend::open(dir.path(), SqliteOptions::default()).unwrap();
+    let workflows = Workflows::new(Client::new(backend));
+    let defs = task_defs_from_json(
+        &json!([{"name": "gone", "retryCount": 0, "responseTimeoutSeconds": 1}]).to_string(),
+        "tasks",
+    )
+    .unwrap();
+    workflows.put_task_defs(defs).await.unwrap();
+    let defs = workflows_from_json(
+        &json!({"name": "gone", "version": 1, "tasks": [simple("gone", "g", json!({}))]})
+            .to_string(),
+        "workflows",
+    )
+    .unwrap();
+    workflows.put_workflow_defs(defs).await.unwrap();
+    let server = |stop: CancellationToken| {
+        let w = workflows.clone();
+        tokio::spawn(async move { w.run_system_steps(stop).await })
+    };
+    let first = CancellationToken::new();
+    let running = server(first.clone());
+    let id = workflows
+        .start(StartRequest {
+            name: "gone".into(),
+            ..StartRequest::default()
+        })
+        .await
+        .unwrap();
+    let polled = workflows
+        .poll("gone", 1, Duration::from_secs(5), Some("vanishing"))
+        .await
+        .unwrap();
+    assert_eq!(polled.len(), 1);
+    first.cancel();
+    running.await.unwrap();
+
+    // Another worker's poll finds the lease expired: the backend fails the step (its
+    // only attempt), with no server to decide it.
+    poll_until_async("the lease to expire", WITHIN, async || {
+        workflows
+            .poll("gone", 1, Duration::from_millis(100), Some("other"))
+            .await
+            .unwrap();
+        let step = workflows
+            .task(polled[0].to_conductor()["taskId"].as_str().unwrap())
+            .await
+            .unwrap();
+        step.record.unwrap().state == tranche_types::JobState::Failed
+    })
+    .await;
+    let header = workflows.workflow(&id, false).await.unwrap().header;
+    assert_eq!(
+        header.status,
+        WorkflowStatus::Running,
+        "nobody decided it yet"
+    );
+
+    let second = CancellationToken::new();
+    let _running = server(second.clone());
+    let mut status = None;
+    poll_until_async("the next server to decide it", WITHIN, async || {
+        let h = workflows.workflow(&id, false).await.unwrap().header;
+        status = Some(h.status);
+        h.status.is_terminal()
+    })
+    .await;
+    second.cancel();
+    assert_eq!(status, Some(WorkflowStatus::TimedOut));
+}
