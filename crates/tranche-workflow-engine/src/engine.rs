@@ -225,7 +225,7 @@ impl Engine {
             .extend(timeouts::workflow_watch(&prepared.def, &plan.header, since));
         self.plan(&mut plan, prepared, &graph, &context, actions)
             .await?;
-        let mut commit = plan.commit(None, version)?;
+        let mut commit = plan.commit(None, version);
         commit.records.extend(extra);
         self.client.commit(commit).await?;
         self.know_header(&plan.header, version + 1);
@@ -266,7 +266,7 @@ impl Engine {
                 plan.header_changed = true;
                 match self
                     .client
-                    .commit(plan.commit(end.completion.clone(), version)?)
+                    .commit(plan.commit(end.completion.clone(), version))
                     .await
                 {
                     Err(BackendError::Conflict { .. }) => continue,
@@ -289,7 +289,7 @@ impl Engine {
                 .await?;
             match self
                 .client
-                .commit(plan.commit(end.completion.clone(), version)?)
+                .commit(plan.commit(end.completion.clone(), version))
                 .await
             {
                 Err(BackendError::Conflict { .. }) => continue,
@@ -349,7 +349,7 @@ impl Engine {
                 self.plan(&mut plan, &prepared, &graph, &context, actions)
                     .await?;
             }
-            match self.client.commit(plan.commit(None, version)?).await {
+            match self.client.commit(plan.commit(None, version)).await {
                 Err(BackendError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => {
@@ -440,7 +440,7 @@ impl Engine {
             plan.header.failed_step = step.clone();
             match self
                 .client
-                .commit(plan.commit(completion.clone(), version)?)
+                .commit(plan.commit(completion.clone(), version))
                 .await
             {
                 Err(BackendError::Conflict { .. }) => continue,
@@ -883,11 +883,7 @@ impl Plan {
 
     /// The commit: `completion`, the header when it changed (against `version`), the
     /// sub-workflows' headers, the steps and the arrivals.
-    fn commit(
-        &self,
-        completion: Option<Completion>,
-        version: u64,
-    ) -> Result<Commit, WorkflowError> {
+    fn commit(&self, completion: Option<Completion>, version: u64) -> Commit {
         let mut records = Vec::new();
         if self.header_changed {
             records.push(header_write(&self.header, version));
@@ -900,12 +896,12 @@ impl Plan {
             items: self.items.clone(),
             on_done: None,
         });
-        Ok(Commit {
+        Commit {
             completion,
             records,
             enqueue,
             arrive: self.arrive.clone(),
-        })
+        }
     }
 }
 
