@@ -83,8 +83,10 @@ fn pages(dir: &Path) -> i64 {
         .unwrap()
 }
 
-/// Ten nights; the page count after nights 5 and 10, and the runs left at the end.
-async fn ten_nights(retention: Option<Duration>) -> (i64, i64, usize) {
+/// A fresh backend with `retention`, on a manual clock.
+fn on_a_manual_clock(
+    retention: Option<Duration>,
+) -> (tempfile::TempDir, ManualClock, SqliteBackend) {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(Timestamp(1_800_000_000_000_000));
     let b = SqliteBackend::open(
@@ -96,6 +98,12 @@ async fn ten_nights(retention: Option<Duration>) -> (i64, i64, usize) {
         },
     )
     .unwrap();
+    (dir, clock, b)
+}
+
+/// Ten nights; the page count after nights 5 and 10, and the runs left at the end.
+async fn ten_nights(retention: Option<Duration>) -> (i64, i64, usize) {
+    let (dir, clock, b) = on_a_manual_clock(retention);
     let mut at_five = 0;
     for n in 1..=9 {
         night(&b, &clock, n).await;
@@ -136,17 +144,7 @@ async fn with_a_retention_the_file_stops_growing_over_ten_nights() {
 #[tokio::test]
 async fn ended_records_go_with_the_retention() {
     use tranche_types::{Commit, RecordWrite};
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(Timestamp(1_800_000_000_000_000));
-    let b = SqliteBackend::open(
-        dir.path(),
-        SqliteOptions {
-            clock: Arc::new(clock.clone()),
-            retention: Some(2 * DAY),
-            ..SqliteOptions::default()
-        },
-    )
-    .unwrap();
+    let (_dir, clock, b) = on_a_manual_clock(Some(2 * DAY));
     let put = |key: &str, expect: u64, ended: bool| Commit {
         records: vec![RecordWrite::new(key, expect, "{}").ended(ended)],
         ..Commit::default()

@@ -292,18 +292,7 @@ async fn apply_update(
             complete_alone(Resolution::Retry { error: reason, at }).await
         }
         TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
-            let ack = engine
-                .step_ended(StepEnd {
-                    args,
-                    completion: Some(Completion {
-                        lease,
-                        resolution: Resolution::Failed {
-                            error: reason.clone(),
-                        },
-                    }),
-                    outcome: Err(reason),
-                })
-                .await?;
+            let ack = fail_for_good(engine, args, lease, reason).await?;
             applied(ack).ok_or_else(stale)
         }
         TaskStatus::Completed => {
@@ -366,8 +355,19 @@ async fn timed_out(
         }
         _ => {}
     }
-    let reason = format!("{TIMED_OUT}{reason}");
-    let ack = engine
+    let ack = fail_for_good(engine, args, lease, format!("{TIMED_OUT}{reason}")).await?;
+    applied(ack).ok_or_else(stale)
+}
+
+/// The attempt under `lease` fails the step for good, for `reason`, and its end is
+/// decided.
+async fn fail_for_good(
+    engine: &Engine,
+    args: StepArgs,
+    lease: LeaseRef,
+    reason: String,
+) -> Result<CommitAck, WorkflowError> {
+    engine
         .step_ended(StepEnd {
             args,
             completion: Some(Completion {
@@ -378,8 +378,7 @@ async fn timed_out(
             }),
             outcome: Err(reason),
         })
-        .await?;
-    applied(ack).ok_or_else(stale)
+        .await
 }
 
 fn applied(ack: CommitAck) -> Option<()> {

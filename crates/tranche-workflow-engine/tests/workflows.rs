@@ -112,6 +112,18 @@ impl Harness {
         }
     }
 
+    /// Workflow `id` once it has ended, which must be completed.
+    async fn completed(&self, id: &str) -> tranche_workflow_engine::WorkflowView {
+        let w = self.ended(id).await;
+        assert_eq!(
+            w.header.status,
+            WorkflowStatus::Completed,
+            "{:?}",
+            w.header.reason
+        );
+        w
+    }
+
     async fn ended(&self, id: &str) -> tranche_workflow_engine::WorkflowView {
         let mut view = None;
         poll_until_async(&format!("workflow {id} to end"), WITHIN, async || {
@@ -163,13 +175,7 @@ async fn a_sequence_with_a_sub_workflow_completes_with_its_outputs() {
         ok(r, input)
     });
     let id = h.start("parent", json!({"seq": 7})).await;
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     assert_eq!(
         w.header.output,
         json!({"last": "t3-ok", "sub": {"out": "c1-ok", "got": "t2-ok"}})
@@ -228,13 +234,7 @@ async fn a_fork_joins_when_every_branch_has_arrived() {
     .await;
     h.work(&["w"], ok);
     let id = h.start("fork", json!({})).await;
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     assert_eq!(
         w.header.output,
         json!({"after": {"joined": {"a2": {"v": "a2-ok"}, "b1": {"v": "b1-ok"}}, "x": 1}})
@@ -321,13 +321,7 @@ async fn a_failed_step_fails_the_workflow_and_a_retry_runs_it_again() {
     assert_eq!(w.header.reason.as_deref(), Some("the bank said no"));
     healed.store(true, std::sync::atomic::Ordering::SeqCst);
     h.workflows.retry(&id).await.unwrap();
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    h.completed(&id).await;
     assert!(matches!(
         h.workflows.retry(&id).await,
         Err(WorkflowError::Conflict(_))
@@ -373,13 +367,7 @@ async fn a_wait_is_completed_from_outside_and_a_paused_workflow_holds_its_steps(
     );
     h.workflows.resume(&id).await.unwrap();
     h.work(&["w"], ok);
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     assert_eq!(w.header.output, json!({"by": "ops"}));
 }
 
@@ -406,13 +394,7 @@ async fn a_dynamic_fork_of_many_joins_once() {
     let id = h
         .start("fan", json!({"tasks": tasks, "inputs": inputs}))
         .await;
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     let kinds: Vec<&str> = w
         .steps
         .iter()
@@ -498,13 +480,7 @@ async fn a_loop_runs_its_body_until_its_condition_fails_and_scripts_run() {
         (TaskStatus::Completed, json!({"n": n}))
     });
     let id = h.start("loops", json!({"times": 3})).await;
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     assert_eq!(
         count.load(std::sync::atomic::Ordering::SeqCst),
         3,
@@ -608,13 +584,7 @@ async fn a_rerun_runs_its_step_and_what_follows_and_keeps_what_came_before() {
     });
     let count = |r: &str| runs.lock().unwrap().get(r).copied().unwrap_or(0);
     let id = h.start("rerun", json!({"x": 1})).await;
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     let refs = |w: &tranche_workflow_engine::WorkflowView| -> Vec<String> {
         let mut r: Vec<String> = w
             .steps
@@ -671,13 +641,7 @@ async fn a_rerun_runs_its_step_and_what_follows_and_keeps_what_came_before() {
         .unwrap()
         .to_string();
     h.workflows.rerun(&id, rerun(&fork_task)).await.unwrap();
-    let w = h.ended(&id).await;
-    assert_eq!(
-        w.header.status,
-        WorkflowStatus::Completed,
-        "{:?}",
-        w.header.reason
-    );
+    let w = h.completed(&id).await;
     assert_eq!(
         refs(&w),
         before,
