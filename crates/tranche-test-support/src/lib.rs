@@ -10,9 +10,11 @@
 pub mod nacha;
 mod postgres;
 pub mod raw_http;
+mod servers;
 mod sshd;
 
 pub use postgres::Postgres;
+pub use servers::{free_port, redis, redis_available, wait_listening, Server};
 pub use sshd::Sshd;
 
 use std::io::Write;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use mail_parser::{MessageParser, MimeHeaders};
 #[allow(unused_imports)] // each test file uses a part
-pub use tranche_test_support::{tools_required, SmallDisk};
+pub use tranche_test_support::{
+    free_port, redis, tools_required, wait_listening, Server, SmallDisk,
+};
 
 pub const DATE: &str = "2026-11-20";
 pub const RUN: &str = "contract-notes/2026-11-20";
@@ -327,48 +329,6 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Wait until something accepts TCP connections on `port`.
-pub fn wait_listening(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not start listening");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A child process killed (SIGKILL) when dropped.
-pub struct Server(pub Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A redis-server in the foreground on a free port, data in `dir`.
-pub fn redis(dir: &Path) -> (Server, u16) {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    wait_listening(port, "redis-server");
-    (Server(child), port)
 }
 
 pub const S3_KEY: &str = "tranche-test-key";
