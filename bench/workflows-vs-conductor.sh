@@ -10,6 +10,7 @@
 #   CONDUCTOR_RATES="20 30" TRANCHE_RATES="250 500" REDIS_RATES="250" DURATION=60s \
 #       bench/workflows-vs-conductor.sh
 #   SKIP_CONDUCTOR=1 bench/workflows-vs-conductor.sh   # Tranche's side only
+#   SKIP_CONDUCTOR=1 TRANCHE_BIN=/tmp/old/tranche bench/workflows-vs-conductor.sh  # A/B
 #
 # The peer's files are run where they are, never copied into this repository.
 set -euo pipefail
@@ -20,7 +21,7 @@ peer="${PEER:-$repo/../shared/peers/conductor}"
 
 conductor_rates=${CONDUCTOR_RATES:-"20 30"}
 tranche_rates=${TRANCHE_RATES:-"250 500"}
-redis_rates=${REDIS_RATES:-"250"}
+redis_rates=${REDIS_RATES-"250"}  # empty: no Redis runs
 warmup=${WARMUP:-15s}
 duration=${DURATION:-60s}
 drain=${DRAIN:-60s}
@@ -39,8 +40,13 @@ trap cleanup EXIT
 log() { echo "[workflows-vs-conductor $(date +%H:%M:%S)] $*" >&2; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB; commit $(git rev-parse --short HEAD)" >&2
-cargo build --release -q -p tranche
-bin="${CARGO_TARGET_DIR:-$repo/target}/release/tranche"
+# TRANCHE_BIN: a build of tranche to run instead of this checkout's (an A/B of two).
+if [ -n "${TRANCHE_BIN:-}" ]; then
+    bin=$TRANCHE_BIN
+else
+    cargo build --release -q -p tranche
+    bin="${CARGO_TARGET_DIR:-$repo/target}/release/tranche"
+fi
 driver="${CACHE:-$HOME/.cache/tranche-peer}/bin/ltdriver"
 mkdir -p "$(dirname "$driver")"
 (cd "$peer/driver" && go build -o "$driver" .)
