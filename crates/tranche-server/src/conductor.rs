@@ -23,6 +23,7 @@ use tranche_workflow_expr::script_problems;
 
 use crate::body::parse;
 use crate::error::{ApiError, ErrorCode};
+use crate::personal_data::PersonalData;
 use crate::state::AppState;
 
 /// The longest a batch poll waits, whatever it asks (Conductor's SDKs ask 100 ms to
@@ -124,6 +125,21 @@ fn text(body: &Bytes) -> Result<&str, ApiError> {
 /// Conductor answers ids as plain text.
 fn plain(text: String) -> Response {
     ([(header::CONTENT_TYPE, "text/plain")], text).into_response()
+}
+
+/// What a reader (not a worker) is shown of workflows and steps: their inputs,
+/// outputs, reasons and logs with personal data masked unless the request may see it,
+/// as `/v1` shows jobs (see `personal_data`).
+fn read_response(pd: PersonalData, value: Value) -> Response {
+    let text = value.to_string();
+    let text = match pd {
+        PersonalData::Shown => text,
+        PersonalData::Masked => match crate::mask::json(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(masked) => masked,
+        },
+    };
+    ([(header::CONTENT_TYPE, "application/json")], text).into_response()
 }
 
 fn json_response(value: Value) -> Response {
@@ -282,11 +298,12 @@ fn yes() -> bool {
 
 async fn workflow(
     State(app): State<AppState>,
+    pd: PersonalData,
     Path(id): Path<String>,
     Query(q): Query<WorkflowQuery>,
 ) -> Result<Response, ApiError> {
     let view = app.workflows().workflow(&id, q.include_tasks).await?;
-    Ok(json_response(view.to_conductor()))
+    Ok(read_response(pd, view.to_conductor()))
 }
 
 #[derive(Deserialize)]
@@ -387,6 +404,7 @@ fn hundred() -> usize {
 
 async fn search(
     State(app): State<AppState>,
+    pd: PersonalData,
     Query(q): Query<SearchQuery>,
 ) -> Result<Response, ApiError> {
     let filter = SearchFilter::parse(q.query.as_deref().unwrap_or(""))
@@ -407,13 +425,15 @@ async fn search(
         .take(q.size)
         .map(WorkflowView::summary)
         .collect();
-    Ok(json_response(
+    Ok(read_response(
+        pd,
         json!({"totalHits": found.len(), "results": results}),
     ))
 }
 
 async fn correlated(
     State(app): State<AppState>,
+    pd: PersonalData,
     Path((name, correlation)): Path<(String, String)>,
     Query(q): Query<WorkflowQuery>,
 ) -> Result<Response, ApiError> {
@@ -432,7 +452,7 @@ async fn correlated(
                 .to_conductor(),
         );
     }
-    Ok(json_response(Value::Array(out)))
+    Ok(read_response(pd, Value::Array(out)))
 }
 
 /// Conductor's search query: clauses joined by `AND`, each `field IN (a,b)`,
@@ -642,9 +662,13 @@ async fn complete_by_reference(
     Ok(plain(String::new()))
 }
 
-async fn task(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn task(
+    State(app): State<AppState>,
+    pd: PersonalData,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let step = app.workflows().task(&id).await?;
-    Ok(json_response(step.to_conductor()))
+    Ok(read_response(pd, step.to_conductor()))
 }
 
 /// The body is the line as raw text (Conductor's SDKs send it so, whatever the
@@ -660,11 +684,13 @@ async fn task_log(
 
 async fn task_logs(
     State(app): State<AppState>,
+    pd: PersonalData,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    Ok(json_response(Value::Array(
-        app.workflows().logs(&id).await?,
-    )))
+    Ok(read_response(
+        pd,
+        Value::Array(app.workflows().logs(&id).await?),
+    ))
 }
 
 async fn queue_sizes(

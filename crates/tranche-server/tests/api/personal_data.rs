@@ -132,3 +132,67 @@ async fn without_tokens_personal_data_is_masked_unless_the_server_shows_it() {
     let chain = a_client_chain(&mut s, None, None).await;
     assert_shown(&read_all(&s, chain).await);
 }
+
+/// A workflow's steps are jobs: what a reader sees of a workflow through Conductor's API
+/// is masked as `/v1` shows jobs, while the worker polling its step gets the real input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflows_personal_data_is_masked_for_readers_not_for_its_worker() {
+    let mut s = start_with(ServerConfig {
+        tokens: Tokens::parse("ops-1\nauditor-2 pii\nfleet-3 worker\n", "tokens").unwrap(),
+        ..ServerConfig::default()
+    })
+    .await;
+    s.token = Some("ops-1".into());
+    s.post_ok(
+        "/api/metadata/taskdefs",
+        &json!([{"name": "mail_note", "retryCount": 0}]),
+        200,
+    )
+    .await;
+    s.post_ok(
+        "/api/metadata/workflow",
+        &json!({"name": "pd_flow", "version": 1, "tasks": [
+            {"name": "mail_note", "taskReferenceName": "mail", "type": "SIMPLE",
+             "inputParameters": {"to": "${workflow.input.email}", "pan": "${workflow.input.pan}"}}
+        ]}),
+        200,
+    )
+    .await;
+    let started = s
+        .post(
+            "/api/workflow/pd_flow",
+            &json!({"email": EMAIL, "pan": PAN}),
+        )
+        .await;
+    assert_eq!(started.status(), 200);
+    let id = started.text().await.unwrap();
+
+    s.token = Some("fleet-3".into());
+    let task = s.get_ok("/api/tasks/poll/mail_note?workerid=w1").await;
+    assert_eq!(
+        task["inputData"],
+        json!({"to": EMAIL, "pan": PAN}),
+        "the worker works on the real input"
+    );
+    let task_path = format!("/api/tasks/{}", task["taskId"].as_str().unwrap());
+
+    let path = format!("/api/workflow/{id}?includeTasks=true");
+    s.token = Some("ops-1".into());
+    for seen in [
+        s.get_ok(&path).await,
+        s.get_ok(&task_path).await,
+        s.get_ok("/api/workflow/search?query=workflowType%20IN%20(pd_flow)")
+            .await,
+    ] {
+        let text = seen.to_string();
+        assert!(!text.contains(PAN) && !text.contains(EMAIL), "{text}");
+    }
+    let w = s.get_ok(&path).await;
+    assert_eq!(w["input"]["email"], "r***@example.com");
+    assert_eq!(w["tasks"][0]["inputData"]["pan"], "ABXXXXXX4F");
+
+    s.token = Some("auditor-2".into());
+    let w = s.get_ok(&path).await;
+    assert_eq!(w["input"]["email"], EMAIL);
+    assert_eq!(w["tasks"][0]["inputData"]["pan"], PAN);
+}
