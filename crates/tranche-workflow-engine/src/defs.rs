@@ -216,6 +216,7 @@ impl Definitions {
                 }
             }
         }
+        problems.extend(self.sub_workflow_problems(&defs).await?);
         if !problems.is_empty() {
             return Err(WorkflowError::Invalid(problems.join("\n")));
         }
@@ -248,6 +249,101 @@ impl Definitions {
             );
         }
         Ok(())
+    }
+
+    /// What is wrong with the sub-workflows `defs` name: one that exists neither among
+    /// them nor stored, and one that leads back to the workflow naming it (a cycle:
+    /// each start would start the next, without end). A name given as a mapping
+    /// (`${…}`) is only known when the step runs, and is not checked.
+    async fn sub_workflow_problems(
+        &self,
+        defs: &[WorkflowDef],
+    ) -> Result<Vec<String>, WorkflowError> {
+        let stored = self.read_index(true).await?;
+        // Which version a reference means: the given one, or the latest of the batch
+        // and the stored ones.
+        let resolve = |name: &str, version: Option<u32>| -> Option<u32> {
+            let batch = defs.iter().filter(|d| d.name == name).map(|d| d.version);
+            let kept = stored
+                .index
+                .workflows
+                .get(name)
+                .into_iter()
+                .flatten()
+                .copied();
+            let mut known = batch.chain(kept);
+            match version {
+                Some(v) => known.any(|k| k == v).then_some(v),
+                None => known.max(),
+            }
+        };
+        let mut problems = Vec::new();
+        for def in defs {
+            for (path, name, version) in sub_workflows(&def.tasks) {
+                if name.contains("${") {
+                    continue;
+                }
+                let Some(v) = resolve(&name, version) else {
+                    let wanted = version.map_or(String::new(), |v| format!(" version {v}"));
+                    problems.push(format!(
+                        "{} v{}: {path}.subWorkflowParam: expected a workflow definition {name:?}{wanted} (PUT /api/metadata/workflow), got none",
+                        def.name, def.version
+                    ));
+                    continue;
+                };
+                // Depth first from the sub-workflow, looking for the way back.
+                let mut trail = vec![(def.name.clone(), def.version), (name.clone(), v)];
+                if let Some(cycle) = self
+                    .leads_back(defs, &resolve, &mut trail, &mut HashSet::new())
+                    .await?
+                {
+                    problems.push(format!(
+                        "{} v{}: {path}.subWorkflowParam: expected a sub-workflow that does not lead back to this workflow, got a cycle: {cycle}",
+                        def.name, def.version
+                    ));
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Whether the workflow at the end of `trail` leads, through its sub-workflows, to
+    /// the one at its start; the cycle, written out, when it does.
+    async fn leads_back(
+        &self,
+        defs: &[WorkflowDef],
+        resolve: &(dyn Fn(&str, Option<u32>) -> Option<u32> + Sync),
+        trail: &mut Vec<(String, u32)>,
+        seen: &mut HashSet<(String, u32)>,
+    ) -> Result<Option<String>, WorkflowError> {
+        let (name, version) = trail.last().cloned().expect("a trail has a start");
+        if trail.len() > 1 && (name.as_str(), version) == (trail[0].0.as_str(), trail[0].1) {
+            let steps: Vec<String> = trail.iter().map(|(n, v)| format!("{n} v{v}")).collect();
+            return Ok(Some(steps.join(" → ")));
+        }
+        if !seen.insert((name.clone(), version)) {
+            return Ok(None);
+        }
+        let tasks = match defs.iter().find(|d| d.name == name && d.version == version) {
+            Some(def) => def.tasks.clone(),
+            None => match self.workflow(&name, Some(version)).await {
+                Ok(prepared) => prepared.def.tasks.clone(),
+                Err(WorkflowError::NotFound(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            },
+        };
+        for (_, sub, sub_version) in sub_workflows(&tasks) {
+            let Some(v) = resolve(&sub, sub_version) else {
+                continue;
+            };
+            trail.push((sub, v));
+            let found = Box::pin(self.leads_back(defs, resolve, trail, seen)).await?;
+            if found.is_some() {
+                return Ok(found);
+            }
+            trail.pop();
+        }
+        Ok(None)
     }
 
     /// Store task definitions (already checked), replacing stored ones of those names.
@@ -439,6 +535,32 @@ fn workflow_key(name: &str, version: u32) -> String {
 
 fn task_key(name: &str) -> String {
     format!("def/task/{name}")
+}
+
+/// Every `SUB_WORKFLOW` step of `tasks`, nested ones too: its path (as definition
+/// problems write it) and the workflow name and version it names.
+fn sub_workflows(tasks: &[WorkflowTask]) -> Vec<(String, String, Option<u32>)> {
+    fn walk(tasks: &[WorkflowTask], at: &str, out: &mut Vec<(String, String, Option<u32>)>) {
+        for (i, t) in tasks.iter().enumerate() {
+            let path = format!("{at}[{i}]");
+            if t.task_type() == Some(TaskType::SubWorkflow) {
+                if let Some(p) = &t.sub_workflow_param {
+                    out.push((path.clone(), p.name.clone(), p.version));
+                }
+            }
+            for (case, steps) in &t.decision_cases {
+                walk(steps, &format!("{path}.decisionCases.{case}"), out);
+            }
+            walk(&t.default_case, &format!("{path}.defaultCase"), out);
+            for (b, branch) in t.fork_tasks.iter().enumerate() {
+                walk(branch, &format!("{path}.forkTasks[{b}]"), out);
+            }
+            walk(&t.loop_over, &format!("{path}.loopOver"), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(tasks, "tasks", &mut out);
+    out
 }
 
 /// The task names of every `SIMPLE` step, nested ones too.

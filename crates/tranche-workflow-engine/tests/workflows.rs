@@ -514,6 +514,58 @@ async fn a_definition_naming_an_unknown_task_is_refused(h: Harness) {
         err.contains("task \"nobody\"") && err.contains("bad v1"),
         "{err}"
     );
+
+    // A sub-workflow that does not exist, and sub-workflows that lead back to the
+    // workflow naming them (here through one stored before), are refused, each
+    // naming the step's path; nothing of the batch is stored.
+    let sub = |name: &str, reference: &str| {
+        json!({"name": name, "taskReferenceName": reference, "type": "SUB_WORKFLOW",
+               "subWorkflowParam": {"name": name}})
+    };
+    let put = async |defs: Value| {
+        let defs = workflows_from_json(&defs.to_string(), "defs.json").unwrap();
+        h.workflows.put_workflow_defs(defs).await
+    };
+    let err = put(json!({"name": "lonely", "version": 1, "tasks": [sub("missing", "m")]}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lonely v1: tasks[0].subWorkflowParam") && err.contains("\"missing\""),
+        "{err}"
+    );
+    let set = json!({"name": "s", "taskReferenceName": "s", "type": "SET_VARIABLE",
+                     "inputParameters": {"x": 1}});
+    put(json!({"name": "leaf", "version": 1, "tasks": [set]}))
+        .await
+        .unwrap();
+    put(json!({"name": "middle", "version": 1, "tasks": [sub("leaf", "l")]}))
+        .await
+        .unwrap();
+    // `leaf` v2 names `top`, which names `middle`, which names the latest `leaf`.
+    let err = put(json!([
+        {"name": "top", "version": 1, "tasks": [
+            {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [[sub("middle", "m")]]},
+            {"name": "j", "taskReferenceName": "j", "type": "JOIN"}]},
+        {"name": "leaf", "version": 2, "tasks": [sub("top", "t")]}
+    ]))
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            "top v1: tasks[0].forkTasks[0][0].subWorkflowParam: expected a sub-workflow that does not lead back"
+        ) && err.contains("top v1 → middle v1 → leaf v2 → top v1"),
+        "{err}"
+    );
+    assert!(
+        h.workflows.workflow_def("top", None).await.is_err(),
+        "nothing stored"
+    );
+    // Without the way back, the same workflow is stored.
+    put(json!({"name": "top", "version": 1, "tasks": [sub("middle", "m")]}))
+        .await
+        .unwrap();
 }
 
 async fn a_loop_runs_its_body_until_its_condition_fails_and_scripts_run(h: Harness) {
