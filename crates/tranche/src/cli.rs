@@ -267,9 +267,9 @@ pub enum Command {
         json: bool,
     },
     /// Conductor-compatible workflows: apply definitions, start, show with the steps'
-    /// timeline, list, terminate, pause, resume, retry, restart. The same workflows
-    /// `tranche server` serves under /api; a server runs their joins, sub-workflows'
-    /// ends, waits and scripts.
+    /// timeline, list, terminate, pause, resume, retry, restart, rerun from a step. The
+    /// same workflows `tranche server` serves under /api; a server runs their joins,
+    /// sub-workflows' ends, waits, scripts and timeouts.
     #[command(subcommand)]
     Workflow(WorkflowCmd),
 }
