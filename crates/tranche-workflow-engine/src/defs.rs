@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tranche_core::Client;
 use tranche_types::{BackendError, Commit, Limit, LimitScope, RecordWrite, StartRate};
+use tranche_workflow::{After, Graph};
 use tranche_workflow_def::{TaskDef, TaskType, WorkflowDef, WorkflowTask};
 
 use crate::state::Header;
@@ -42,6 +43,12 @@ pub struct Prepared {
     pub mentioned: Vec<String>,
     /// The loops each step is in, outermost first (only steps in a loop).
     loops: HashMap<String, Vec<String>>,
+    /// For a step whose end only reaches one step that is scheduled (or arrives at a
+    /// join, or ends the workflow): the reference names that step's input (or the
+    /// workflow's output) reads. Its end's decision needs those outputs and no others,
+    /// so no step that has not run yet is looked for. Steps whose end passes a switch,
+    /// a fork or a loop's condition are not here: their decisions read `mentioned`.
+    after_mentions: HashMap<String, Vec<String>>,
 }
 
 impl Prepared {
@@ -52,6 +59,13 @@ impl Prepared {
             reference,
             self.loops.get(reference).map_or(&[][..], Vec::as_slice),
         )
+    }
+
+    /// The reference names the decision of `reference`'s end reads outputs of.
+    pub fn wanted_after(&self, reference: &str) -> &[String] {
+        self.after_mentions
+            .get(reference)
+            .unwrap_or(&self.mentioned)
     }
 
     /// Every step in loop `loop_ref`'s body, nested ones too.
@@ -77,11 +91,73 @@ impl Prepared {
         mentioned.sort();
         let mut loops = HashMap::new();
         collect_loops(&def.tasks, &mut Vec::new(), &mut loops);
+        let after_mentions = after_mentions(&def);
         Prepared {
             def,
             mentioned,
             loops,
+            after_mentions,
         }
+    }
+}
+
+/// See [`Prepared::after_mentions`].
+fn after_mentions(def: &WorkflowDef) -> HashMap<String, Vec<String>> {
+    let graph = Graph::of(def);
+    let reads = |templates: &mut dyn Iterator<Item = &Value>| -> Vec<String> {
+        let mut found = HashSet::new();
+        for t in templates {
+            mentioned_refs(t, &mut found);
+        }
+        found.remove("workflow");
+        found.into_iter().collect()
+    };
+    let mut steps = Vec::new();
+    collect_steps(&def.tasks, &mut steps);
+    let mut out = HashMap::new();
+    for task in steps {
+        let reference = task.task_reference_name.as_str();
+        let wanted = match graph.after(reference) {
+            Some(After::Arrive { .. }) => Some(Vec::new()),
+            Some(After::WorkflowEnd) => Some(reads(&mut def.output_parameters.values())),
+            Some(After::Reach(next)) => graph
+                .task(next)
+                .filter(|t| {
+                    !matches!(
+                        t.task_type(),
+                        None | Some(
+                            TaskType::ForkJoin
+                                | TaskType::ForkJoinDynamic
+                                | TaskType::Switch
+                                | TaskType::Decision
+                                | TaskType::SetVariable
+                                | TaskType::Terminate
+                                | TaskType::DoWhile
+                                | TaskType::Join
+                        )
+                    )
+                })
+                .map(|t| reads(&mut t.input_parameters.values())),
+            Some(After::LoopEnd { .. }) | None => None,
+        };
+        if let Some(wanted) = wanted {
+            out.insert(reference.to_string(), wanted);
+        }
+    }
+    out
+}
+
+fn collect_steps<'a>(tasks: &'a [WorkflowTask], out: &mut Vec<&'a WorkflowTask>) {
+    for t in tasks {
+        out.push(t);
+        for case in t.decision_cases.values() {
+            collect_steps(case, out);
+        }
+        collect_steps(&t.default_case, out);
+        for branch in &t.fork_tasks {
+            collect_steps(branch, out);
+        }
+        collect_steps(&t.loop_over, out);
     }
 }
 
@@ -588,6 +664,45 @@ fn simple_task_names(tasks: &[WorkflowTask]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_steps_end_reads_what_the_step_it_reaches_reads() {
+        let def: WorkflowDef = serde_json::from_value(serde_json::json!({
+            "name": "w", "version": 1,
+            "outputParameters": {"last": "${t3.output.v}"},
+            "tasks": [
+                {"name": "a", "taskReferenceName": "t1"},
+                {"name": "a", "taskReferenceName": "t2",
+                 "inputParameters": {"p": "${t1.output.v}", "n": "${workflow.input.n}"}},
+                {"name": "s", "taskReferenceName": "route", "type": "SWITCH",
+                 "evaluatorType": "value-param", "expression": "k",
+                 "inputParameters": {"k": "${t2.output.k}"},
+                 "decisionCases": {"x": [{"name": "a", "taskReferenceName": "t4"}]}},
+                {"name": "f", "taskReferenceName": "fork", "type": "FORK_JOIN",
+                 "forkTasks": [[{"name": "a", "taskReferenceName": "b1"}]]},
+                {"name": "j", "taskReferenceName": "join", "type": "JOIN"},
+                {"name": "a", "taskReferenceName": "t3",
+                 "inputParameters": {"q": "${b1.output}"}}
+            ]
+        }))
+        .unwrap();
+        let p = Prepared::of(def);
+        let sorted = |r: &str| {
+            let mut v = p.wanted_after(r).to_vec();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted("t1"), ["t1"], "t2's input: t1's output");
+        // Before a switch: everything any mapping reads (the switch may pick any case).
+        assert_eq!(sorted("t2"), ["b1", "t1", "t2", "t3"]);
+        assert_eq!(
+            sorted("b1"),
+            Vec::<String>::new(),
+            "an arrival reads nothing"
+        );
+        assert_eq!(sorted("join"), ["b1"]);
+        assert_eq!(sorted("t3"), ["t3"], "the workflow's output");
+    }
 
     #[test]
     fn the_steps_mappings_read_are_found() {

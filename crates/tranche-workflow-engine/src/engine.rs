@@ -201,7 +201,12 @@ impl Engine {
         from: Option<(&str, Option<Value>)>,
     ) -> Result<(), WorkflowError> {
         let graph = Graph::of(&prepared.def);
-        let context = self.context(&header, prepared, None).await?;
+        let context = match from {
+            // A start (or a restart's new generation): no step has run.
+            None => Self::start_context(&header),
+            // A rerun decides on the outputs of the steps before its step.
+            Some(_) => self.context(&header, prepared, None).await?,
+        };
         let actions = match from {
             None => decide_start(&graph, &context),
             Some((reference, task_input)) => {
@@ -516,10 +521,14 @@ impl Engine {
         prepared: &Prepared,
         ended: Option<&StepEnd>,
     ) -> Result<Context, WorkflowError> {
-        let mut context = Context::new();
-        context.insert("workflow".into(), header.mapping_view());
-        let wanted: Vec<String> = prepared
-            .mentioned
+        let mut context = Self::start_context(header);
+        // A step's end needs what the steps it reaches read; a start (or a step a
+        // dynamic fork made) everything any mapping reads.
+        let reads = match ended {
+            Some(end) if end.args.fork.is_none() => prepared.wanted_after(&end.args.reference),
+            _ => &prepared.mentioned,
+        };
+        let wanted: Vec<String> = reads
             .iter()
             .filter(|r| ended.is_none_or(|e| e.args.reference != **r))
             .cloned()
@@ -537,6 +546,13 @@ impl Engine {
             );
         }
         Ok(context)
+    }
+
+    /// The state a workflow starts on: its input and variables, no step's output.
+    fn start_context(header: &Header) -> Context {
+        let mut context = Context::new();
+        context.insert("workflow".into(), header.mapping_view());
+        context
     }
 
     /// Put the steps `references` (those that ran) into `context`: from what this
@@ -838,7 +854,7 @@ impl Engine {
         child: Header,
     ) -> Result<(), WorkflowError> {
         let graph = Graph::of(&prepared.def);
-        let context = self.context(&child, &prepared, None).await?;
+        let context = Self::start_context(&child);
         let actions = decide_start(&graph, &context);
         // Planned on a plan of its own (its header), then merged into the parent's.
         let mut sub = Plan::new(child);
