@@ -192,6 +192,21 @@ pub enum TaskType {
 }
 
 impl TaskType {
+    /// A step the decider decides on the spot (it routes, sets or ends, and has no job
+    /// of its own): forks, switches, `SET_VARIABLE`, `TERMINATE`, loops.
+    pub fn is_routing(self) -> bool {
+        matches!(
+            self,
+            TaskType::ForkJoin
+                | TaskType::ForkJoinDynamic
+                | TaskType::Switch
+                | TaskType::Decision
+                | TaskType::SetVariable
+                | TaskType::Terminate
+                | TaskType::DoWhile
+        )
+    }
+
     /// Every type, with its spelling.
     pub const ALL: [(TaskType, &'static str); 13] = [
         (TaskType::Simple, "SIMPLE"),

@@ -123,19 +123,8 @@ fn after_mentions(def: &WorkflowDef) -> HashMap<String, Vec<String>> {
             Some(After::Reach(next)) => graph
                 .task(next)
                 .filter(|t| {
-                    !matches!(
-                        t.task_type(),
-                        None | Some(
-                            TaskType::ForkJoin
-                                | TaskType::ForkJoinDynamic
-                                | TaskType::Switch
-                                | TaskType::Decision
-                                | TaskType::SetVariable
-                                | TaskType::Terminate
-                                | TaskType::DoWhile
-                                | TaskType::Join
-                        )
-                    )
+                    t.task_type()
+                        .is_some_and(|k| !k.is_routing() && k != TaskType::Join)
                 })
                 .map(|t| reads(&mut t.input_parameters.values())),
             Some(After::LoopEnd { .. }) | None => None,

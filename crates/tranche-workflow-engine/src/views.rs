@@ -176,18 +176,7 @@ fn place(
             inside = [inside, first].into_iter().flatten().min();
         }
         let own = position.get(task.task_reference_name.as_str()).copied();
-        let routing = matches!(
-            task.task_type(),
-            Some(
-                TaskType::ForkJoin
-                    | TaskType::ForkJoinDynamic
-                    | TaskType::Switch
-                    | TaskType::Decision
-                    | TaskType::SetVariable
-                    | TaskType::Terminate
-                    | TaskType::DoWhile
-            )
-        );
+        let routing = task.task_type().is_some_and(TaskType::is_routing);
         let mut first = [own, inside].into_iter().flatten().min();
         if routing && own.is_none() {
             let ended_here = header.failed_step.as_deref() == Some(&task.task_reference_name);
