@@ -72,15 +72,7 @@ async fn the_dashboard_shows_the_feeds_figures_as_traffic_flows() {
         .await
         .unwrap()
         .expect("run node");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "browser test failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("dashboard ok"), "{stdout}");
+    tranche_test_support::assert_script_passed(&out, "browser test", "dashboard ok");
     assert!(shot.exists());
     eprintln!("feed dashboard screenshot: {}", shot.display());
 }

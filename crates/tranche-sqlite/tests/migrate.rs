@@ -21,6 +21,15 @@ fn user_version(file: &std::path::Path) -> i64 {
         .unwrap()
 }
 
+/// Make the file in `dir` what an older version wrote: `sql` drops what that version
+/// did not have and sets its `user_version`. Returns the file's path.
+fn as_written_before(dir: &std::path::Path, sql: &str) -> std::path::PathBuf {
+    let file = dir.join(SqliteBackend::FILE_NAME);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch(sql).unwrap();
+    file
+}
+
 fn open(dir: &std::path::Path) -> Result<SqliteBackend, tranche_types::BackendError> {
     SqliteBackend::open(dir, SqliteOptions::default())
 }
@@ -30,11 +39,10 @@ async fn a_version_2_database_gets_queue_stats() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()).unwrap());
     // Make it what version 2 wrote: no statistics table.
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE queue_stats; PRAGMA user_version = 2;")
-        .unwrap();
-    drop(conn);
+    let file = as_written_before(
+        dir.path(),
+        "DROP TABLE queue_stats; PRAGMA user_version = 2;",
+    );
 
     let b = open(dir.path()).unwrap();
     assert!(b.queue_stats().await.unwrap().is_empty());
@@ -124,11 +132,10 @@ async fn a_version_3_database_gets_unique_windows() {
         .await
         .unwrap();
     drop(b);
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE unique_windows; PRAGMA user_version = 3;")
-        .unwrap();
-    drop(conn);
+    let file = as_written_before(
+        dir.path(),
+        "DROP TABLE unique_windows; PRAGMA user_version = 3;",
+    );
 
     let b = open(dir.path()).unwrap();
     let again = enqueue(&b, JobSpec::new("k", "null").unique_key("client-1"))
@@ -162,11 +169,10 @@ async fn a_version_3_database_gets_paused_queues_with_its_work_kept() {
     .unwrap();
     drop(b);
     // Make it what version 3 wrote: no paused queues.
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE paused_queues; PRAGMA user_version = 3;")
-        .unwrap();
-    drop(conn);
+    let file = as_written_before(
+        dir.path(),
+        "DROP TABLE paused_queues; PRAGMA user_version = 3;",
+    );
 
     let b = open(dir.path()).unwrap();
     assert!(
@@ -209,11 +215,10 @@ async fn a_version_6_database_gets_job_traces_with_its_work_kept() {
         .await
         .unwrap();
     drop(b);
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE job_traces; PRAGMA user_version = 6;")
-        .unwrap();
-    drop(conn);
+    let file = as_written_before(
+        dir.path(),
+        "DROP TABLE job_traces; PRAGMA user_version = 6;",
+    );
 
     let b = open(dir.path()).unwrap();
     let reserve = || {
@@ -263,11 +268,10 @@ async fn a_version_7_database_gets_limits_with_its_work_kept() {
     .unwrap();
     drop(b);
     // Make it what version 7 wrote: no limits.
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE limits; DROP TABLE limit_starts; PRAGMA user_version = 7;")
-        .unwrap();
-    drop(conn);
+    let file = as_written_before(
+        dir.path(),
+        "DROP TABLE limits; DROP TABLE limit_starts; PRAGMA user_version = 7;",
+    );
 
     let b = open(dir.path()).unwrap();
     assert!(b.limits().await.unwrap().is_empty(), "none on upgrade");
@@ -307,13 +311,10 @@ async fn a_version_8_database_gets_records_and_gates_with_its_work_kept() {
     .unwrap();
     drop(b);
     // Make it what version 8 wrote: no records, no gates.
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch(
+    let file = as_written_before(
+        dir.path(),
         "DROP TABLE records; DROP TABLE gates; DROP TABLE record_ends; PRAGMA user_version = 8;",
-    )
-    .unwrap();
-    drop(conn);
+    );
 
     let b = open(dir.path()).unwrap();
     assert_eq!(b.queue_depth("old", 10).await.unwrap(), 1, "its work kept");
@@ -365,11 +366,10 @@ async fn a_version_9_database_keeps_its_records_and_prunes_ended_ones() {
     };
     b.commit(put("wf/old", false)).await.unwrap();
     drop(b);
-    let file = dir.path().join(SqliteBackend::FILE_NAME);
-    let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE record_ends; PRAGMA user_version = 9;")
-        .unwrap();
-    drop(conn);
+    let file = as_written_before(
+        dir.path(),
+        "DROP TABLE record_ends; PRAGMA user_version = 9;",
+    );
 
     let b = open(dir.path()).unwrap();
     b.commit(put("wf/new", true)).await.unwrap();

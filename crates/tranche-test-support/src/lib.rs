@@ -14,7 +14,9 @@ mod servers;
 mod sshd;
 
 pub use postgres::Postgres;
-pub use servers::{free_port, redis, redis_available, wait_listening, Server};
+pub use servers::{
+    assert_script_passed, free_port, redis, redis_available, wait_listening, Server,
+};
 pub use sshd::Sshd;
 
 use std::io::Write;

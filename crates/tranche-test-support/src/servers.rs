@@ -56,3 +56,14 @@ pub fn redis_available() -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Assert that a test script (a browser test run by node) exited 0 and printed `ok`;
+/// its output is shown when it did not.
+pub fn assert_script_passed(out: &std::process::Output, what: &str, ok: &str) {
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{what} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(ok), "{what}: expected {ok:?} in\n{stdout}");
+}

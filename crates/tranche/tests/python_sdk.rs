@@ -9,7 +9,7 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,30 +36,15 @@ fn python() -> Option<&'static str> {
     ok.then_some("python3")
 }
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// A child process killed when dropped.
+use support::Server as Proc;
 
 fn start_server(data: &Path) -> (Proc, String) {
     start_server_at(data, "127.0.0.1:0")
 }
 
 fn start_server_at(data: &Path, listen: &str) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(data)
-        .args(["server", "--listen", listen])
-        .env_remove("TRANCHE_TOKENS")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start tranche server");
-    let (base, _) = support::server_address(&mut child);
-    (Proc(child), base)
+    support::tranche_server(data, listen)
 }
 
 fn start_python(python: &str, base: &str, mode: &str, markers: &Path) -> Proc {

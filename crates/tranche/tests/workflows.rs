@@ -10,7 +10,7 @@ use crate::support;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,27 +19,8 @@ use serde_json::{json, Value};
 
 const WORKFLOWS: usize = 60;
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(data: &Path, listen: &str) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(data)
-        .args(["server", "--listen", listen])
-        .env_remove("TRANCHE_TOKENS")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tranche server");
-    let (base, _) = support::server_address(&mut child);
-    (Server(child), base)
+fn serve(data: &Path, listen: &str) -> (support::Server, String) {
+    support::tranche_server(data, listen)
 }
 
 fn step(reference: &str, input: Value) -> Value {

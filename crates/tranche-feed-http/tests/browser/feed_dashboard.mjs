@@ -7,6 +7,8 @@
 // (playwright-core is the one tranche-server's browser test installs.)
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+// The dashboards' one wait, tranche-server's.
+import { until } from "../../../tranche-server/tests/browser/until.mjs";
 
 const [base, shot, playwrightDir] = process.argv.slice(2);
 const { chromium } = await import(pathToFileURL(join(playwrightDir, "index.mjs")).href);
@@ -31,16 +33,6 @@ const post = (n) => {
       side: "buy", price: 10125, quantity: 500, created_at: now });
   }
   return call("/v1/feed/events", CORE, { events });
-};
-// Waits until `check` answers true; fails with what it last answered.
-const until = async (what, check) => {
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    const got = await check().catch((e) => "error: " + e.message);
-    if (got === true) return;
-    if (Date.now() > deadline) throw new Error(`${what}: timed out, last saw ${JSON.stringify(got)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 };
 const text = async (locator) => (await locator.textContent({ timeout: 1000 }))?.trim();
 const is = (locator, want) => async () => {

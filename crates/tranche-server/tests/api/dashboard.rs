@@ -65,15 +65,7 @@ async fn run_script(
         .output()
         .await
         .expect("run node");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "browser test {script} failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains(ok), "{stdout}");
+    tranche_test_support::assert_script_passed(&out, &format!("browser test {script}"), ok);
     eprintln!("{script} screenshot: {}", shot.display());
     shot
 }

@@ -223,6 +223,21 @@ pub fn report(out: &Path) -> BTreeMap<String, Vec<String>> {
 
 /// The first line a started `tranche server` prints, and the base URL in it
 /// (`http://127.0.0.1:PORT`).
+/// `tranche server` on `data`, listening on `listen` (`127.0.0.1:0` for a free port),
+/// without tokens; killed when dropped. Returns it and its base URL.
+pub fn tranche_server(data: &Path, listen: &str) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tranche"))
+        .arg("--data")
+        .arg(data)
+        .args(["server", "--listen", listen])
+        .env_remove("TRANCHE_TOKENS")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tranche server");
+    let (base, _) = server_address(&mut child);
+    (Server(child), base)
+}
+
 pub fn server_address(child: &mut Child) -> (String, String) {
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout piped"))
