@@ -210,7 +210,9 @@ fn bench_engine_rides_out_broker_restarts_while_enqueueing_and_working() {
     let tmp = tempfile::tempdir().unwrap();
     let mut redis = RestartableRedis::start(&redis_dir(tmp.path()));
     let mut cmd = tranche();
-    // Small enqueue calls, one at a time: the enqueue phase lasts a few seconds.
+    // Small enqueue calls, one at a time, and few jobs in flight: each phase lasts a
+    // few seconds, so each says its progress (once a second) before it ends, however
+    // fast the host (with the defaults a quick host processed all before a first line).
     cmd.args([
         "--broker",
         &redis.url(),
@@ -219,7 +221,8 @@ fn bench_engine_rides_out_broker_restarts_while_enqueueing_and_working() {
         "--jobs",
         "60000",
     ])
-    .args(["--enqueue-batch", "100", "--enqueuers", "1", "--json"]);
+    .args(["--enqueue-batch", "100", "--enqueuers", "1", "--json"])
+    .args(["--concurrency", "16", "--batch", "16"]);
     let mut bench = Watched::spawn(cmd, tmp.path().join("bench.log"), "tranche bench engine");
 
     for (phase, n) in [("enqueued:", 1), ("processed:", 2)] {
