@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tranche_ach_delivery::{
     conformance, sha256_hex, Delivery, DeliveryError, HostKeyProblem, HostKeyRefusal, Sftp,
@@ -288,11 +288,12 @@ async fn a_server_killed_mid_upload_fails_transiently_then_the_retry_delivers() 
             tokio::spawn(async move { sftp.deliver(&name, &bytes).await })
         };
         // Wait until part of the file is on the server, then pull the plug.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !upload.is_finished() && !partial_upload(&remote, &name) {
-            assert!(Instant::now() < deadline, "no partial upload appeared");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        tranche_test_support::poll_until(
+            "a partial upload on the server",
+            Duration::from_secs(30),
+            || upload.is_finished() || partial_upload(&remote, &name),
+        )
+        .await;
         sshd.kill();
         let result = upload.await.unwrap();
         let Err(err) = result else {

@@ -3,7 +3,7 @@
 //! pools standing for two machines; it rides out a server restart.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tranche_ach_ledger::conformance::{self, sample_entry, sample_file, ACCOUNT};
 use tranche_ach_ledger::{
@@ -82,17 +82,13 @@ async fn the_ledger_says_the_server_is_down_and_reconnects_when_it_is_back() {
         other => panic!("expected Unavailable, got {other:?}"),
     }
     pg.restart();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let stored = loop {
-        match ledger.entry("k-1").await {
-            Ok(found) => break found.expect("k-1 survived"),
-            Err(e) => assert!(
-                Instant::now() < deadline,
-                "the ledger did not reconnect within 30 s: {e}"
-            ),
-        }
-        tokio::task::yield_now().await;
-    };
+    let stored = tranche_test_support::poll_until_async(
+        "the ledger reconnects",
+        Duration::from_secs(30),
+        async || ledger.entry("k-1").await.ok(),
+    )
+    .await
+    .expect("k-1 survived");
     assert_eq!(stored.state, State::Packaged);
     assert_eq!(
         ledger.cancel("k-2", "x").await.unwrap(),

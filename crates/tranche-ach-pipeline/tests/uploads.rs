@@ -187,18 +187,17 @@ async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
         );
     }
     // Later ticks (each a slot of its own) package the entries once the claim lapsed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    for minute in 1.. {
-        h.tick(at(7, 0) + chrono::Duration::minutes(minute)).await;
-        if !h.files(None).await.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the claim never lapsed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let mut minute = 0;
+    tranche_test_support::poll_until_async(
+        "the claim lapses and a later tick packages",
+        std::time::Duration::from_secs(20),
+        async || {
+            minute += 1;
+            h.tick(at(7, 0) + chrono::Duration::minutes(minute)).await;
+            !h.files(None).await.is_empty()
+        },
+    )
+    .await;
     assert!(claimed.elapsed() >= ttl, "packaged before the claim lapsed");
     let files = h.files(None).await;
     assert_eq!(files.iter().map(|f| f.entries).sum::<u64>(), 30);
@@ -246,18 +245,15 @@ async fn an_upload_that_would_begin_after_the_cut_off_does_not_begin() {
         .await
         .unwrap();
     let id = enqueued[0].ids[0];
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let record = loop {
-        let job = h.client.job(id).await.unwrap().unwrap();
-        if job.state.is_terminal() {
-            break job;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the upload never ended"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let record = tranche_test_support::poll_until_async(
+        "the upload ends",
+        std::time::Duration::from_secs(30),
+        async || {
+            let job = h.client.job(id).await.unwrap().unwrap();
+            job.state.is_terminal().then_some(job)
+        },
+    )
+    .await;
     assert_eq!(
         record.result.as_deref(),
         Some("\"window_closed\""),

@@ -148,21 +148,18 @@ pub async fn kill_and_resume(
     let mut first = spawn(&log1);
     let half = u64::from(jobs / 2);
     // Poll until half the jobs succeeded, then kill.
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let p = crate::progress(&*backend, RUN).await;
-        if p.succeeded >= half {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "child made no progress: {p:?}"
-        );
-        if let Some(status) = first.try_wait().expect("child status") {
-            panic!("child exited early with {status}: {p:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    tranche_test_support::poll_until_async(
+        "half the jobs succeeded in the child",
+        Duration::from_secs(300),
+        async || {
+            let p = crate::progress(&*backend, RUN).await;
+            if let Some(status) = first.try_wait().expect("child status") {
+                panic!("child exited early with {status}: {p:?}");
+            }
+            p.succeeded >= half
+        },
+    )
+    .await;
     first.kill().expect("SIGKILL the child");
     first.wait().expect("reap the child");
 

@@ -436,14 +436,10 @@ async fn a_stopped_core_sends_what_it_made_and_ends_a_pending_ioc_order() {
     };
     let stop = CancellationToken::new();
     let stopper = async {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while store.len() < 500 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "500 orders within 30 s"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        tranche_test_support::poll_until("500 orders", Duration::from_secs(30), || {
+            store.len() >= 500
+        })
+        .await;
         stop.cancel();
     };
     let (report, ()) = tokio::join!(run_core(&connector, &plan, stop.clone()), stopper);

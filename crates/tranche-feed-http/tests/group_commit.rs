@@ -38,9 +38,10 @@ async fn batches_queued_together_are_one_group_each_all_or_nothing() {
                 .await
         }
     });
-    while store.waiting(Filter::All) == 0 {
-        tokio::task::yield_now().await;
-    }
+    tranche_test_support::poll_until("the waiter waits", Duration::from_secs(10), || {
+        store.waiting(Filter::All) > 0
+    })
+    .await;
 
     // Batch 4 reuses seq 3 (not after 4): refused alone, the others applied.
     let batches: Vec<Vec<Event>> = (1..=10)

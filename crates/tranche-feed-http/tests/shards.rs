@@ -235,11 +235,10 @@ async fn a_long_poll_is_woken_by_a_write_to_its_firm_in_either_shard() {
                 (page, started.elapsed())
             })
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while server.shards.waiting(Filter::Firm(FirmId(1))) == 0 {
-            assert!(Instant::now() < deadline, "the poll never waited");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        tranche_test_support::poll_until("the poll waits", Duration::from_secs(10), || {
+            server.shards.waiting(Filter::Firm(FirmId(1))) > 0
+        })
+        .await;
         let shard_n: u64 = shard.parse().unwrap();
         let (status, body) = server
             .post(Some(shard), vec![insert(shard_n, seq, 1)], None)

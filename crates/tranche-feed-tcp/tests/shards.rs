@@ -104,14 +104,10 @@ async fn cores_write_their_own_shard_and_a_readv_reads_every_shard() {
     let mut waiting = VectorRead::new(&header.next, Filter::Firm(FirmId(1)));
     waiting.wait_ms = 20_000;
     client.send_read_vector(&waiting).await.unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while feed.shards.waiting(Filter::Firm(FirmId(1))) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the read never waited"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
+    tranche_test_support::poll_until("the read waits", std::time::Duration::from_secs(10), || {
+        feed.shards.waiting(Filter::Firm(FirmId(1))) > 0
+    })
+    .await;
     core0.apply(&[insert(0, 3, 2)]).await.unwrap();
     core1.apply(&[insert(1, 2, 1)]).await.unwrap();
     let header = client.recv_vector_header().await.unwrap();

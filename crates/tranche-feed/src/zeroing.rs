@@ -204,14 +204,9 @@ fn zero_ahead(shared: &Shared, file: &File) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
-    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::yield_now();
-        }
+    fn wait_until(what: &str, done: impl FnMut() -> bool) {
+        tranche_test_support::eventually(what, Duration::from_secs(10), done);
     }
 
     /// A new file `segment` under `dir` with a zeroer `ahead` bytes ahead of it.

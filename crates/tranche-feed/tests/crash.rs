@@ -9,7 +9,7 @@ use crate::common;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{read_all, Book};
 use tranche_feed::*;
@@ -70,21 +70,20 @@ fn a_killed_writer_loses_no_acknowledged_batch() {
         .unwrap();
     let acks = dir.path().join("acks");
     // Past a few snapshots (one every ~13 batches), then kill it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if last_ack(&acks).is_some_and(|seq| seq >= 300 * BATCH as u64) {
-            break;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the child ended before it was killed: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "expected the child to acknowledge 300 batches within 60 s, got up to seq {:?}",
-            last_ack(&acks)
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tranche_test_support::eventually(
+        "the child acknowledges 300 batches",
+        Duration::from_secs(60),
+        || {
+            let acked = last_ack(&acks);
+            if acked.is_some_and(|seq| seq >= 300 * BATCH as u64) {
+                return Ok(());
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("the child ended before it was killed: {status}");
+            }
+            Err(format!("acknowledged up to seq {acked:?}"))
+        },
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let acknowledged = last_ack(&acks).unwrap();

@@ -11,16 +11,19 @@ use tranche_feed::*;
 
 /// Yields until `filter` has `n` waiters, failing after many rounds.
 async fn until_waiting(store: &Store, filter: Filter, n: usize) {
-    for _ in 0..10_000 {
-        if store.waiting(filter) == n {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!(
-        "expected {n} waiters on {filter:?}, got {}",
-        store.waiting(filter)
-    );
+    tranche_test_support::poll_until(
+        &format!("{n} waiters on {filter:?}"),
+        Duration::from_secs(10),
+        || {
+            let waiting = store.waiting(filter);
+            if waiting == n {
+                Ok(())
+            } else {
+                Err(format!("{waiting} waiting"))
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(start_paused = true)]

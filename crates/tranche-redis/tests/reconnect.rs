@@ -47,15 +47,15 @@ fn one_job(run: &RunName) -> EnqueueRequest {
 
 /// Wait (at most 30 s) until `reports` holds `n` lines.
 async fn reported(reports: &Reports, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    tranche_test_support::poll_until(&format!("{n} reports"), Duration::from_secs(30), || {
         let seen = reports.lock().unwrap().clone();
         if seen.len() >= n {
-            return seen;
+            Ok(seen)
+        } else {
+            Err(format!("{seen:?}"))
         }
-        assert!(Instant::now() < deadline, "only {seen:?} reported");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

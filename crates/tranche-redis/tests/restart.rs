@@ -64,31 +64,30 @@ async fn worker_survives_a_server_restart() {
     let s = stop.clone();
     let handle = tokio::spawn(async move { worker.run(s).await });
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let p = backend.run_progress(&run).await.unwrap().unwrap();
-        if p.succeeded >= JOBS / 4 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no progress before the crash: {p:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    tranche_test_support::poll_until_async(
+        "a quarter of the jobs succeeded before the crash",
+        Duration::from_secs(60),
+        async || {
+            let p = backend.run_progress(&run).await.unwrap().unwrap();
+            if p.succeeded >= JOBS / 4 {
+                Ok(())
+            } else {
+                Err(format!("{p:?}"))
+            }
+        },
+    )
+    .await;
     redis.kill();
     let down = backend.run_progress(&run).await;
     assert!(down.is_err(), "the server is down: {down:?}");
     // Down until the worker has met the outage (a call of its failed), not for a
     // guessed while.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while stats.trouble().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "the worker never noticed the outage"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    tranche_test_support::poll_until(
+        "the worker notices the outage",
+        Duration::from_secs(30),
+        || stats.trouble().is_some(),
+    )
+    .await;
     redis.launch();
     let restarted = Instant::now();
 

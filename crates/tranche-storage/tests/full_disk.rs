@@ -79,18 +79,12 @@ async fn once_space_is_freed_the_same_write_succeeds() {
     std::fs::remove_file(&filler).unwrap();
     // The kernel may hand the space back a moment after the unlink (one CI run saw
     // it short right after): polled with a deadline, then required.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let free = store.free_space().unwrap();
-        if free > 300 * 1024 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "expected more than 300 KiB free once the filler is gone, got {free} bytes"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    tranche_test_support::poll_until(
+        "more than 300 KiB free once the filler is gone",
+        std::time::Duration::from_secs(10),
+        || store.free_space().unwrap() > 300 * 1024,
+    )
+    .await;
     store.put(&key, pdf.clone()).await.unwrap();
     assert_eq!(store.get(&key).await.unwrap(), pdf);
 }

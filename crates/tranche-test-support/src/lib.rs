@@ -37,30 +37,142 @@ pub fn missing_tool(what: &str) {
     eprintln!("SKIPPED: missing {what}");
 }
 
-/// Waits until `done` holds, trying every millisecond, and fails naming `what` if it
-/// does not within `within`: how async tests wait for an outcome they can only observe
-/// (never a bare sleep).
-pub async fn poll_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "not reached in {within:?}: {what}"
-        );
+/// What a check in [`eventually`] gives: `true`, `Some(value)` or `Ok(value)` once
+/// reached; an `Err` says what was seen instead, and the last one is in the failure.
+pub trait Reached {
+    /// What [`eventually`] returns once reached.
+    type Value;
+    /// The value once reached, else what was seen (if the check says).
+    fn reached(self) -> Result<Self::Value, Option<String>>;
+}
+
+impl Reached for bool {
+    type Value = ();
+    fn reached(self) -> Result<(), Option<String>> {
+        if self {
+            Ok(())
+        } else {
+            Err(None)
+        }
+    }
+}
+
+impl<T> Reached for Option<T> {
+    type Value = T;
+    fn reached(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T> Reached for Result<T, String> {
+    type Value = T;
+    fn reached(self) -> Result<T, Option<String>> {
+        self.map_err(Some)
+    }
+}
+
+/// The one deadline every wait of the tests keeps: fails naming `what`, and what was
+/// seen last, once `within` has passed.
+struct Patience<'a> {
+    what: &'a str,
+    within: Duration,
+    deadline: Instant,
+}
+
+impl<'a> Patience<'a> {
+    fn new(what: &'a str, within: Duration) -> Self {
+        Patience {
+            what,
+            within,
+            deadline: Instant::now() + within,
+        }
+    }
+
+    fn past(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    fn not_yet(&self, seen: Option<String>) {
+        if self.past() {
+            let seen = seen
+                .map(|s| format!("\nseen last: {s}"))
+                .unwrap_or_default();
+            panic!("not reached in {:?}: {}{seen}", self.within, self.what);
+        }
+    }
+}
+
+/// Tries `check` until it is reached (`true` or `Some`) and returns what it gave;
+/// fails naming `what` if that does not happen within `within`. How a test (or a thread
+/// of one) waits for an outcome it can only observe — never a bare sleep. Blocks the
+/// thread between tries: in async code use [`poll_until`] or [`poll_until_async`].
+pub fn eventually<R: Reached>(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> R,
+) -> R::Value {
+    let patience = Patience::new(what, within);
+    loop {
+        match check().reached() {
+            Ok(value) => return value,
+            Err(seen) => patience.not_yet(seen),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// As [`eventually`], in async code: tried every millisecond, the runtime free between
+/// tries.
+pub async fn poll_until<R: Reached>(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> R,
+) -> R::Value {
+    let patience = Patience::new(what, within);
+    loop {
+        match check().reached() {
+            Ok(value) => return value,
+            Err(seen) => patience.not_yet(seen),
+        }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
 /// As [`poll_until`], for a check that must await (a backend read, an HTTP call):
-/// tried every 10 ms until it holds, failing naming `what` after `within`.
-pub async fn poll_until_async(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done().await {
-        assert!(
-            Instant::now() < deadline,
-            "not reached in {within:?}: {what}"
-        );
+/// tried every 10 ms.
+pub async fn poll_until_async<R: Reached>(
+    what: &str,
+    within: Duration,
+    mut check: impl AsyncFnMut() -> R,
+) -> R::Value {
+    let patience = Patience::new(what, within);
+    loop {
+        match check().await.reached() {
+            Ok(value) => return value,
+            Err(seen) => patience.not_yet(seen),
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits for `child` to exit (it was asked to stop), within `within`; kills it and
+/// fails naming `what` if it does not.
+pub fn exited(
+    child: &mut std::process::Child,
+    what: &str,
+    within: Duration,
+) -> std::process::ExitStatus {
+    let patience = Patience::new(what, within);
+    loop {
+        if let Some(status) = child.try_wait().expect("child's status") {
+            return status;
+        }
+        if patience.past() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        patience.not_yet(None);
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

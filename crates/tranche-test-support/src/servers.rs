@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A free TCP port on loopback (free when asked: bind it soon).
 pub fn free_port() -> u16 {
@@ -15,11 +15,9 @@ pub fn free_port() -> u16 {
 
 /// Wait until something accepts TCP connections on `port`.
 pub fn wait_listening(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not start listening");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::eventually(&format!("{what} listens"), Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
 }
 
 /// A child process killed (SIGKILL) when dropped.

@@ -8,7 +8,7 @@ use crate::support;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 use tranche_test_support::nacha::assert_file_checks_out;
@@ -141,16 +141,14 @@ fn two_engines_share_a_day_and_one_killed_mid_packaging_loses_nothing() {
         dir.path().join("b.log"),
         "engine B",
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !a.stderr().contains("ACH pass planned") && !b.stderr().contains("ACH pass planned") {
-        assert!(
-            Instant::now() < deadline,
-            "no pass was planned:\nA:\n{}\nB:\n{}",
-            a.stderr(),
-            b.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tranche_test_support::eventually("a pass planned", Duration::from_secs(60), || {
+        let (said_a, said_b) = (a.stderr(), b.stderr());
+        if said_a.contains("ACH pass planned") || said_b.contains("ACH pass planned") {
+            Ok(())
+        } else {
+            Err(format!("A:\n{said_a}\nB:\n{said_b}"))
+        }
+    });
     a.child.kill().unwrap();
     let _ = a.child.wait();
     // Which file holds an entry is a run of seqs in `member_runs` (the entry's own row

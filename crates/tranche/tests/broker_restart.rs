@@ -7,7 +7,7 @@
 use crate::support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 use tranche_core::Client;
@@ -35,17 +35,15 @@ fn eml_count(dir: &std::path::Path) -> usize {
 
 /// Wait until the outbox `dir` holds at least one message, while `cmd` works.
 fn first_mail(dir: &std::path::Path, cmd: &mut Watched) {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while eml_count(dir) == 0 {
+    tranche_test_support::eventually("a first mail", Duration::from_secs(300), || {
         assert!(
             cmd.child.try_wait().unwrap().is_none(),
             "{} ended before mailing anyone:\n{}",
             cmd.name,
             cmd.stderr()
         );
-        assert!(Instant::now() < deadline, "no mail within 300 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        eml_count(dir) > 0
+    });
 }
 
 async fn connect(url: &str, prefix: &str) -> Client {

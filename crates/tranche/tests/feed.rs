@@ -102,14 +102,8 @@ async fn feed_serve_serves_stops_on_sigterm_and_keeps_the_store() {
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let answered = poll.await.unwrap().unwrap();
     assert_eq!(answered["count"], 0);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = feed.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "feed did not stop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status =
+        tranche_test_support::exited(&mut feed.0, "feed did not stop", Duration::from_secs(20));
     assert!(status.success(), "{status:?}");
     assert!(began.elapsed() < Duration::from_secs(20));
 
@@ -364,14 +358,8 @@ async fn feed_serve_with_tcp_takes_batches_and_serves_reads_on_both_listeners() 
         Some(ErrorCode::ShuttingDown),
         "{error}"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = feed.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "feed did not stop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status =
+        tranche_test_support::exited(&mut feed.0, "feed did not stop", Duration::from_secs(20));
     assert!(status.success(), "{status:?}");
 }
 
@@ -403,18 +391,14 @@ fn feed_serve_refuses_a_non_loopback_tcp_address_without_tokens() {
 /// Waits (polling, at most 20 s) until `check` passes on the JSON at `url`.
 async fn until_json(url: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    tranche_test_support::poll_until_async(what, Duration::from_secs(20), async || {
         let body: Option<Value> = match client.get(url).bearer_auth(token).send().await {
             Ok(response) => response.json().await.ok(),
             Err(_) => None,
         };
-        if let Some(body) = body.filter(|b| check(b)) {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "not reached in 20 s: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        body.filter(|b| check(b))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -502,14 +486,8 @@ async fn feed_serve_with_shards_and_a_replica_of_it() {
     for mut feed in [replica, primary] {
         let pid = feed.0.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = feed.0.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "feed did not stop");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let status =
+            tranche_test_support::exited(&mut feed.0, "feed did not stop", Duration::from_secs(20));
         assert!(status.success(), "{status:?}");
     }
 }
@@ -578,27 +556,27 @@ async fn feed_serve_evicts_finished_orders_older_than_its_retention() {
 
     // Once the writes are more than a second old, the filled order goes; the open one
     // stays, and a cursor from before the eviction is too old.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let page: Value = client
-            .get(format!("{base}/v1/feed/orders?wait_ms=0"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if page["count"] == 1 {
-            assert_eq!(page["orders"][0]["id"], 11, "{page}");
-            break;
-        }
-        assert_eq!(page["count"], 2, "{page}");
-        assert!(
-            Instant::now() < deadline,
-            "the filled order was not evicted: {page}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tranche_test_support::poll_until_async(
+        "the filled order evicted",
+        Duration::from_secs(20),
+        async || {
+            let page: Value = client
+                .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if page["count"] == 1 {
+                assert_eq!(page["orders"][0]["id"], 11, "{page}");
+                return true;
+            }
+            assert_eq!(page["count"], 2, "{page}");
+            false
+        },
+    )
+    .await;
     let too_old = client
         .get(format!(
             "{base}/v1/feed/orders?wait_ms=0&cursor={old_cursor}"

@@ -10,7 +10,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -291,8 +291,7 @@ impl Crashing {
         writers: &mut [&mut support::Watched],
         done: impl Fn(&Crashing) -> bool,
     ) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !done(self) {
+        tranche_test_support::eventually(what, Duration::from_secs(30), || {
             for writer in writers.iter_mut() {
                 if let Some(status) = writer.child.try_wait().unwrap() {
                     panic!(
@@ -302,9 +301,8 @@ impl Crashing {
                     );
                 }
             }
-            assert!(Instant::now() < deadline, "not reached in 30 s: {what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            done(self)
+        });
     }
 }
 

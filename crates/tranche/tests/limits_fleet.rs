@@ -157,14 +157,12 @@ async fn two_processes_keep_the_limits(at: &str, dir: &Path) {
         spawn_worker(at, QUEUES[0], &dir.join("w1.log"), &ready[0]),
         spawn_worker(at, QUEUES[1], &dir.join("w2.log"), &ready[1]),
     ]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !ready.iter().all(|r| r.exists()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the worker processes did not start within a minute"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    tranche_test_support::poll_until(
+        "the worker processes started",
+        Duration::from_secs(60),
+        || ready.iter().all(|r| r.exists()),
+    )
+    .await;
     let engine = Engine::new(client.clone(), registry());
     let items = (0..JOBS)
         .map(|i| EnqueueItem::Job(engine.job(KIND, &()).unwrap().queue(QUEUES[i % 2])))

@@ -11,7 +11,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tranche_core::{Engine, JobContext, Registry, TaskOptions, WorkerConfig};
@@ -60,14 +60,8 @@ fn start_python(python: &str, base: &str, mode: &str, markers: &Path) -> Proc {
 
 /// Wait for the process to exit, at most `limit`.
 async fn exit_status(p: &mut Proc, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = p.0.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "the Python worker did not stop");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tranche_test_support::poll_until("the Python worker stops", limit, || p.0.try_wait().unwrap())
+        .await
 }
 
 fn sigterm(p: &Proc) {
@@ -294,20 +288,27 @@ async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm(
     // it. Meanwhile this test polls the queue as another worker would: it would be
     // handed the job the moment a lease lapsed for want of a heartbeat.
     sigterm(&py);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while py.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the Python worker did not stop");
-        let polled: Value = client
-            .post(format!("{base}/v1/workers/poll"))
-            .json(&json!({"queue": "py", "max": 1, "wait_ms": 300}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(polled["jobs"], json!([]), "the lease lapsed mid-task");
-    }
+    tranche_test_support::poll_until_async(
+        "the Python worker stops",
+        Duration::from_secs(30),
+        async || {
+            if py.0.try_wait().unwrap().is_some() {
+                return true;
+            }
+            let polled: Value = client
+                .post(format!("{base}/v1/workers/poll"))
+                .json(&json!({"queue": "py", "max": 1, "wait_ms": 300}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(polled["jobs"], json!([]), "the lease lapsed mid-task");
+            false
+        },
+    )
+    .await;
     let status = exit_status(&mut py, Duration::ZERO).await;
     assert!(status.success(), "{status:?}");
     let rec = job(&client, &base, &id).await;

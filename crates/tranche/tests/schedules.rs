@@ -6,7 +6,7 @@ use crate::support;
 use support::tranche_on as tranche;
 
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -115,30 +115,27 @@ fn the_server_fires_a_due_schedule() {
     let out = tranche(&data, &["schedule", "apply", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
 
-    let mut server = Command::new(env!("CARGO_BIN_EXE_tranche"))
-        .arg("--data")
-        .arg(&data)
-        .args(["server", "--listen", "127.0.0.1:0"])
-        .env_remove("TRANCHE_DATA")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let server = tranche_test_support::Server(
+        Command::new(env!("CARGO_BIN_EXE_tranche"))
+            .arg("--data")
+            .arg(&data)
+            .args(["server", "--listen", "127.0.0.1:0"])
+            .env_remove("TRANCHE_DATA")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // The one-off time long past is due at once: the server's scheduler fires it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let fired = loop {
-        let out = tranche(&data, &["status", "schedule:backfill", "--json"]);
-        if out.status.success() {
-            break stdout(&out);
-        }
-        if Instant::now() > deadline {
-            let _ = server.kill();
-            panic!("the server did not fire the backfill schedule within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let _ = server.kill();
-    let _ = server.wait();
+    let fired = tranche_test_support::eventually(
+        "the server fires the backfill schedule",
+        Duration::from_secs(30),
+        || {
+            let out = tranche(&data, &["status", "schedule:backfill", "--json"]);
+            out.status.success().then(|| stdout(&out))
+        },
+    );
+    drop(server);
     let status: serde_json::Value = serde_json::from_str(&fired).unwrap();
     assert_eq!(status["progress"]["total"], 1, "fired once: {fired}");
     let out = tranche(&data, &["schedules"]);

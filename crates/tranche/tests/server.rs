@@ -197,14 +197,8 @@ async fn stop(mut server: Server) {
     let child = &mut server.0;
     let pid = child.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "server did not stop");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status =
+        tranche_test_support::exited(child, "server did not stop", Duration::from_secs(20));
     assert!(status.success(), "{status:?}");
 }
 
@@ -280,18 +274,11 @@ fn the_server_refuses_to_show_personal_data_to_every_token() {
         .spawn()
         .unwrap();
     // A server that starts instead of refusing would run until killed.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("the server started with --show-personal-data and tokens");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = tranche_test_support::exited(
+        &mut child,
+        "the server refuses --show-personal-data with tokens",
+        Duration::from_secs(20),
+    );
     assert!(!status.success());
     let mut err = String::new();
     child

@@ -230,26 +230,22 @@ async fn the_server_serves_the_api_over_redis() {
 
     // Redis goes away: the server is alive but not ready.
     drop(redis_server);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while api.call(ops, "/readyz", None).await.0 != 503 {
-        assert!(
-            Instant::now() < deadline,
-            "/readyz stayed ready without Redis"
-        );
-    }
+    tranche_test_support::poll_until_async(
+        "/readyz unready without Redis",
+        Duration::from_secs(20),
+        async || api.call(ops, "/readyz", None).await.0 == 503,
+    )
+    .await;
     assert_eq!(api.call(ops, "/healthz", None).await.0, 200);
 
     let pid = server.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let mut server = server;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = server.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = tranche_test_support::exited(
+        &mut server.0,
+        "the server did not stop",
+        Duration::from_secs(20),
+    );
     assert!(status.success(), "{status:?}");
 }
 

@@ -7,7 +7,7 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mail_parser::MessageParser;
 
@@ -128,22 +128,19 @@ impl Aiosmtpd {
     }
 
     fn wait_listening(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
         let addr: SocketAddr = ([127, 0, 0, 1], self.port).into();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("the SMTP server exited ({status}): {}", self.log());
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the SMTP server did not listen: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20)); // poll interval, bounded by the deadline
-        }
+        tranche_test_support::eventually(
+            "the SMTP server listens",
+            Duration::from_secs(20),
+            || {
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    panic!("the SMTP server exited ({status}): {}", self.log());
+                }
+                TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+                    .map(drop)
+                    .map_err(|_| self.log())
+            },
+        );
     }
 
     pub fn log(&self) -> String {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tranche_test_support::tools_required;
 
@@ -74,14 +74,9 @@ impl Server {
             .status()
             .expect("run redis-server");
         assert!(status.success(), "redis-server failed to start: {status}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.ping() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not answer in 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        tranche_test_support::eventually("redis-server answers", Duration::from_secs(10), || {
+            self.ping()
+        });
     }
 
     pub fn ping(&self) -> bool {
@@ -96,19 +91,17 @@ impl Server {
         let pid = std::fs::read_to_string(self.dir.join("pid")).expect("redis pid file");
         let pid = pid.trim().to_string();
         let _ = Command::new("kill").args(["-9", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Command::new("kill")
-            .args(["-0", &pid])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server {pid} survived SIGKILL"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        tranche_test_support::eventually(
+            &format!("redis-server {pid} gone after SIGKILL"),
+            Duration::from_secs(10),
+            || {
+                !Command::new("kill")
+                    .args(["-0", &pid])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            },
+        );
         let _ = std::fs::remove_file(self.dir.join("pid"));
     }
 }

@@ -2,7 +2,7 @@
 //! yet the backend counts each of its leases when it recovers the job; a lease kept
 //! alive by heartbeats, or lost to a cancel, is not.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -60,36 +60,43 @@ async fn leases_of_a_dead_worker_are_counted_as_expired() {
     // The worker holding `dies` and `dies-last` is gone; another keeps heartbeating
     // `kept` (and learns it lost `cancelled`) while polling the queue, until the job
     // of the dead worker comes back to it and both expiries are counted.
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut retried = None;
     let mut lost_seen = false;
-    while retried.is_none() || series(&s, EXPIRED).await < 2 {
-        assert!(Instant::now() < deadline, "the expiries were never counted");
-        let beats: Vec<Value> = if lost_seen {
-            vec![lease(kept)]
-        } else {
-            vec![lease(kept), lease(cancelled)]
-        };
-        let hb = s
-            .post_ok(
-                "/v1/workers/heartbeat",
-                &json!({"leases": beats, "lease_ms": 1000}),
-                200,
-            )
-            .await;
-        if !lost_seen {
-            assert_eq!(hb["lost"], json!([lease(cancelled)]));
-            lost_seen = true;
-        } else {
-            assert_eq!(hb["lost"], json!([]), "a heartbeated lease holds");
-        }
-        if retried.is_none() {
-            retried = s.poll("exq", 1, 300).await.pop();
-        } else {
-            // Paces the loop like the worker's next poll would.
-            assert!(s.poll("exq-idle", 1, 300).await.is_empty());
-        }
-    }
+    tranche_test_support::poll_until_async(
+        "both expiries counted",
+        Duration::from_secs(30),
+        async || {
+            if retried.is_some() && series(&s, EXPIRED).await >= 2 {
+                return true;
+            }
+            let beats: Vec<Value> = if lost_seen {
+                vec![lease(kept)]
+            } else {
+                vec![lease(kept), lease(cancelled)]
+            };
+            let hb = s
+                .post_ok(
+                    "/v1/workers/heartbeat",
+                    &json!({"leases": beats, "lease_ms": 1000}),
+                    200,
+                )
+                .await;
+            if !lost_seen {
+                assert_eq!(hb["lost"], json!([lease(cancelled)]));
+                lost_seen = true;
+            } else {
+                assert_eq!(hb["lost"], json!([]), "a heartbeated lease holds");
+            }
+            if retried.is_none() {
+                retried = s.poll("exq", 1, 300).await.pop();
+            } else {
+                // Paces the loop like the worker's next poll would.
+                assert!(s.poll("exq-idle", 1, 300).await.is_empty());
+            }
+            false
+        },
+    )
+    .await;
     let retried = retried.unwrap();
     assert_eq!(
         (&retried["id"], &retried["attempt"]),

@@ -203,22 +203,24 @@ async fn a_full_queue_answers_429_until_it_drains() {
     // Drain the queue; once the depth is read again, submissions are accepted.
     let jobs = s.poll("pdf", 10, 0).await;
     assert_eq!(jobs.len(), 5);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let resp = s
-            .post(
-                "/v1/jobs",
-                &json!({"run": "api/full", "job": {"kind": "render", "queue": "pdf"}}),
-            )
-            .await;
-        match resp.status().as_u16() {
-            201 => break,
-            429 if std::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
+    tranche_test_support::poll_until_async(
+        "the drained queue accepts",
+        Duration::from_secs(10),
+        async || {
+            let resp = s
+                .post(
+                    "/v1/jobs",
+                    &json!({"run": "api/full", "job": {"kind": "render", "queue": "pdf"}}),
+                )
+                .await;
+            match resp.status().as_u16() {
+                201 => true,
+                429 => false,
+                other => panic!("expected the drained queue to accept, got {other}"),
             }
-            other => panic!("expected the drained queue to accept, got {other}"),
-        }
-    }
+        },
+    )
+    .await;
 }
 
 /// Kinds, queues, run names and unique keys are bounded: an over-long one is answered

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mail_parser::{MessageParser, MimeHeaders};
 #[allow(unused_imports)] // each test file uses a part
@@ -505,52 +505,43 @@ impl Watched {
 
     /// Wait until its stderr contains `what` `n` times.
     pub fn wait_for_nth(&mut self, what: &str, n: usize, within: Duration) {
-        let deadline = Instant::now() + within;
-        while self.stderr().matches(what).count() < n {
+        let saying = format!("{} says {what:?}", self.name);
+        tranche_test_support::eventually(&saying, within, || {
+            let said = self.stderr();
+            if said.matches(what).count() >= n {
+                return Ok(());
+            }
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!(
-                    "{} exited ({status}) before saying {what:?}; stderr:\n{}",
-                    self.name,
-                    self.stderr()
+                    "{} exited ({status}) before saying {what:?}; stderr:\n{said}",
+                    self.name
                 );
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not say {what:?} within {within:?}; stderr:\n{}",
-                self.name,
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            Err(format!("stderr:\n{said}"))
+        });
     }
 
     /// Wait for it to exit (at most `within`): its status, its stdout, and a text of
     /// both its stdout and stderr for messages.
     pub fn finish(mut self, within: Duration) -> (std::process::ExitStatus, String, String) {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut stdout = String::new();
-                if let Some(mut out) = self.child.stdout.take() {
-                    std::io::Read::read_to_string(&mut out, &mut stdout).unwrap();
-                }
-                let all = format!(
-                    "{} exited {status}\n--- stdout\n{stdout}--- stderr\n{}",
-                    self.name,
-                    self.stderr()
-                );
-                return (status, stdout, all);
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                panic!(
-                    "{} did not finish within {within:?}; stderr:\n{}",
-                    self.name,
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        // On a timeout the panic drops `self`, which kills the child.
+        let finishing = format!("{} finishes", self.name);
+        let status = tranche_test_support::eventually(&finishing, within, || {
+            self.child
+                .try_wait()
+                .unwrap()
+                .ok_or_else(|| format!("stderr:\n{}", self.stderr()))
+        });
+        let mut stdout = String::new();
+        if let Some(mut out) = self.child.stdout.take() {
+            std::io::Read::read_to_string(&mut out, &mut stdout).unwrap();
         }
+        let all = format!(
+            "{} exited {status}\n--- stdout\n{stdout}--- stderr\n{}",
+            self.name,
+            self.stderr()
+        );
+        (status, stdout, all)
     }
 }
 
