@@ -235,6 +235,18 @@ impl DeliveryError {
         }
     }
 
+    /// What another attempt can do (see [`Transience`](tranche_types::Transience)):
+    /// [`is_transient`](Self::is_transient), with a full destination waiting for space
+    /// rather than spending attempts.
+    pub fn transience(&self) -> tranche_types::Transience {
+        use tranche_types::Transience;
+        match self {
+            DeliveryError::Full { .. } => Transience::Full,
+            e if e.is_transient() => Transience::Transient,
+            _ => Transience::Permanent,
+        }
+    }
+
     /// A local I/O failure at `location` while `doing`, classified by its kind.
     pub(crate) fn io(location: &str, doing: String, e: io::Error) -> DeliveryError {
         use io::ErrorKind as K;

@@ -56,6 +56,21 @@ pub enum LedgerError {
     Config(String),
 }
 
+impl LedgerError {
+    /// What another attempt can do (see [`Transience`](tranche_types::Transience)): a
+    /// schema too new or a bad configuration stays so; a lost or failing database may
+    /// pass (a restart, a serialisation failure retried too often).
+    pub fn transience(&self) -> tranche_types::Transience {
+        use tranche_types::Transience;
+        match self {
+            LedgerError::Newer { .. } | LedgerError::Config(_) => Transience::Permanent,
+            LedgerError::Unavailable { .. }
+            | LedgerError::Database { .. }
+            | LedgerError::Corrupt { .. } => Transience::Transient,
+        }
+    }
+}
+
 /// `url` with its user information (user and password) replaced by `***`, for
 /// messages: `postgres://***@db:5432/tranche`.
 pub fn mask_url(url: &str) -> String {

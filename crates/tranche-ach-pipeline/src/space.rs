@@ -5,20 +5,16 @@
 //! used about 7 of its 20 attempts in a minute, so an outage of a few minutes would have
 //! failed it for good, and nothing said why. So an upload that does not fit
 //! ([`DeliveryError::Full`](tranche_ach_delivery::DeliveryError::Full)) is given back
-//! without spending an attempt ([`SNOOZE_WHEN_FULL`]), the operator is told once per
+//! without spending an attempt ([`SNOOZE_WHEN_FULL`](tranche_types::SNOOZE_WHEN_FULL)), the operator is told once per
 //! destination (the path, the file that did not fit and its size, the space free
 //! there), and once per destination again when a delivery there succeeds.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 use tranche_storage::human_bytes;
-
-/// How long an upload that did not fit waits before it tries again. Short: a try costs
-/// one small write, and the day's files should go as soon as space is freed.
-pub(crate) const SNOOZE_WHEN_FULL: Duration = Duration::from_secs(5);
 
 /// A destination where the last delivery did not fit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

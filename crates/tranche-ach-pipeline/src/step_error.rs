@@ -3,117 +3,79 @@
 
 use std::error::Error;
 use std::fmt;
-use std::time::Duration;
 
 use tranche_ach_delivery::DeliveryError;
 use tranche_ach_ledger::LedgerError;
 use tranche_storage::StorageError;
-use tranche_types::{one_line, BackendError, Outcome};
+use tranche_types::{one_line, BackendError, Outcome, Transience};
 
 type Cause = Box<dyn Error + Send + Sync + 'static>;
 
-/// How long a step waits when the store is full before trying again (without using up
-/// an attempt): freeing space is someone's job, and retrying sooner does not help.
-const SNOOZE_WHEN_FULL: Duration = Duration::from_secs(30);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Then {
-    Discard,
-    Retry,
-    Snooze(Duration),
-    /// As `Snooze`, when the operator was told already (once, not at every snooze).
-    SnoozeQuietly(Duration),
-}
-
-/// A step's failure: what to do with the job, what the step was doing, and why.
+/// A step's failure: what another attempt can do, what the step was doing, and why.
 #[derive(Debug)]
 pub struct StepError {
-    then: Then,
+    transience: Transience,
+    /// A full destination the operator was told of already (once, not at every
+    /// snooze): said at debug level only.
+    told: bool,
     doing: &'static str,
     cause: Cause,
 }
 
 impl StepError {
-    /// Trying again cannot help (a bug, a file the validator refuses, a bank that
-    /// refused our key).
-    pub fn permanent(doing: &'static str, cause: impl Into<Cause>) -> Self {
+    fn new(transience: Transience, doing: &'static str, cause: impl Into<Cause>) -> Self {
         StepError {
-            then: Then::Discard,
+            transience,
+            told: false,
             doing,
             cause: cause.into(),
         }
     }
 
+    /// Trying again cannot help (a bug, a file the validator refuses, a bank that
+    /// refused our key).
+    pub fn permanent(doing: &'static str, cause: impl Into<Cause>) -> Self {
+        Self::new(Transience::Permanent, doing, cause)
+    }
+
     /// Worth another attempt after the task's backoff (a database or server hiccup).
     pub fn transient(doing: &'static str, cause: impl Into<Cause>) -> Self {
-        StepError {
-            then: Then::Retry,
-            doing,
-            cause: cause.into(),
-        }
+        Self::new(Transience::Transient, doing, cause)
     }
 
     /// The engine's decision about the job, with a one-line error naming the step.
     pub fn into_outcome<T>(self) -> Outcome<T> {
         let message = format!("{}: {}", self.doing, one_line(&*self.cause));
-        match self.then {
-            Then::Discard => Outcome::Discard(message),
-            Then::Retry => Outcome::retry(message),
-            Then::Snooze(d) => {
-                tracing::warn!(error = %message, "waiting for space");
-                Outcome::Snooze(d)
-            }
-            Then::SnoozeQuietly(d) => {
-                tracing::debug!(error = %message, "waiting for space");
-                Outcome::Snooze(d)
-            }
+        match (self.transience, self.told) {
+            (Transience::Full, false) => tracing::warn!(error = %message, "waiting for space"),
+            (Transience::Full, true) => tracing::debug!(error = %message, "waiting for space"),
+            _ => {}
         }
+        self.transience.outcome(message)
     }
 
-    /// From a ledger error: every ledger failure may pass (a restart, a lost
-    /// connection, a serialisation failure retried too often) except a schema too new.
+    /// From a ledger error, as the ledger says ([`LedgerError::transience`]).
     pub fn ledger(doing: &'static str, e: LedgerError) -> Self {
-        match e {
-            LedgerError::Newer { .. } | LedgerError::Config(_) => Self::permanent(doing, e),
-            _ => Self::transient(doing, e),
-        }
+        Self::new(e.transience(), doing, e)
     }
 
-    /// From a store error: a full store waits for space, a bad key is a bug, the rest
-    /// may pass.
+    /// From a store error, as the store says ([`StorageError::transience`]).
     pub fn store(doing: &'static str, e: StorageError) -> Self {
-        match e {
-            StorageError::Full { .. } => StepError {
-                then: Then::Snooze(SNOOZE_WHEN_FULL),
-                doing,
-                cause: e.into(),
-            },
-            StorageError::Config(_) | StorageError::S3Setup { .. } => Self::permanent(doing, e),
-            _ => Self::transient(doing, e),
-        }
+        Self::new(e.transience(), doing, e)
     }
 
-    /// From an engine error: transient (the broker restarts), except a refused request.
+    /// From an engine error, as the engine says ([`BackendError::transience`]).
     pub fn backend(doing: &'static str, e: BackendError) -> Self {
-        match e {
-            BackendError::Invalid { .. } => Self::permanent(doing, e),
-            _ => Self::transient(doing, e),
-        }
+        Self::new(e.transience(), doing, e)
     }
 
-    /// From a delivery error, as the delivery says; a full destination waits for
-    /// space without spending an attempt (the upload told the operator).
+    /// From a delivery error, as the delivery says ([`DeliveryError::transience`]); a
+    /// full destination was told to the operator by the upload already.
     pub fn delivery(doing: &'static str, e: DeliveryError) -> Self {
-        if matches!(e, DeliveryError::Full { .. }) {
-            StepError {
-                then: Then::SnoozeQuietly(crate::space::SNOOZE_WHEN_FULL),
-                doing,
-                cause: e.into(),
-            }
-        } else if e.is_transient() {
-            Self::transient(doing, e)
-        } else {
-            Self::permanent(doing, e)
+        let told = matches!(e, DeliveryError::Full { .. });
+        StepError {
+            told,
+            ..Self::new(e.transience(), doing, e)
         }
     }
 }
@@ -132,5 +94,47 @@ pub fn outcome<T>(r: StepResult<T>) -> Outcome<T> {
     match r {
         Ok(v) => Outcome::Complete(v),
         Err(e) => e.into_outcome(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tranche_types::SNOOZE_WHEN_FULL;
+
+    #[test]
+    fn each_error_is_sorted_as_it_says_of_itself_and_named_by_the_step() {
+        let missing = StorageError::NotFound {
+            key: "chunk/7".into(),
+        };
+        assert_eq!(
+            StepError::store("read chunk", missing).into_outcome::<()>(),
+            Outcome::discard("read chunk: chunk/7 not found in the store")
+        );
+        let invalid = BackendError::Invalid {
+            field: "kind",
+            expected: "a name".into(),
+            got: "\"\"".into(),
+        };
+        assert!(matches!(
+            StepError::backend("enqueue writers", invalid).into_outcome::<()>(),
+            Outcome::Discard(e) if e.starts_with("enqueue writers: invalid kind")
+        ));
+        let lost = BackendError::unavailable("complete", "connection reset", false);
+        assert_eq!(
+            StepError::backend("finish", lost).into_outcome::<()>(),
+            Outcome::retry("finish: complete: connection reset")
+        );
+        let full = StorageError::Full {
+            op: "write",
+            key: "k".into(),
+            location: "/store".into(),
+            bytes: 1,
+            source: std::io::Error::other("no space"),
+        };
+        assert_eq!(
+            StepError::store("write file", full).into_outcome::<()>(),
+            Outcome::Snooze(SNOOZE_WHEN_FULL)
+        );
     }
 }

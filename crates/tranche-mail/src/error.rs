@@ -112,6 +112,18 @@ impl MailError {
         matches!(self, MailError::Temporary(_) | MailError::Full(_))
     }
 
+    /// What another attempt can do (see [`Transience`](tranche_types::Transience)): a
+    /// 4xx reply or a lost connection may pass, a full outbox waits for space, a
+    /// refusal or a malformed mail is final.
+    pub fn transience(&self) -> tranche_types::Transience {
+        use tranche_types::Transience;
+        match self {
+            MailError::Temporary(_) => Transience::Transient,
+            MailError::Full(_) => Transience::Full,
+            MailError::Permanent(_) | MailError::Invalid(_) => Transience::Permanent,
+        }
+    }
+
     pub(crate) fn reason(&self) -> &Reason {
         match self {
             MailError::Temporary(r)

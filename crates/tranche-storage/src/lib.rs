@@ -80,6 +80,23 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// What another attempt can do (see [`Transience`](tranche_types::Transience)): a
+    /// full store waits for space; a missing key stays missing until the step that
+    /// writes it runs again (both stores read what was written); a bad configuration is
+    /// refused again; a failing disk or object store may pass.
+    pub fn transience(&self) -> tranche_types::Transience {
+        use tranche_types::Transience;
+        match self {
+            StorageError::Full { .. } => Transience::Full,
+            StorageError::NotFound { .. }
+            | StorageError::Config(_)
+            | StorageError::S3Setup { .. } => Transience::Permanent,
+            StorageError::Io { .. } => Transience::Transient,
+        }
+    }
+}
+
 /// The store at `location`: `s3://bucket[/prefix]` is an [`S3Store`] configured from the
 /// `AWS_*` environment, anything else without a `scheme://` a [`LocalStore`] of that
 /// directory.
@@ -125,5 +142,33 @@ pub trait Storage: Send + Sync + 'static {
     /// `None` for a store without a notion of it (an object store).
     fn free_space(&self) -> Option<u64> {
         None
+    }
+}
+
+#[cfg(test)]
+mod transience_tests {
+    use super::StorageError;
+    use tranche_types::Transience;
+
+    #[test]
+    fn a_missing_key_and_a_bad_configuration_are_final_a_full_store_waits() {
+        let missing = StorageError::NotFound { key: "k".into() };
+        assert_eq!(missing.transience(), Transience::Permanent);
+        let config = StorageError::Config("bad location".into());
+        assert_eq!(config.transience(), Transience::Permanent);
+        let io = StorageError::Io {
+            op: "get",
+            key: "k".into(),
+            source: "connection reset".into(),
+        };
+        assert_eq!(io.transience(), Transience::Transient);
+        let full = StorageError::Full {
+            op: "write",
+            key: "k".into(),
+            location: "/store".into(),
+            bytes: 1,
+            source: std::io::Error::other("no space"),
+        };
+        assert_eq!(full.transience(), Transience::Full);
     }
 }

@@ -45,6 +45,7 @@ mod schedule;
 pub mod secret;
 mod state;
 mod stats;
+mod transience;
 pub mod unique;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
@@ -65,3 +66,4 @@ pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
 pub use schedule::StoredSchedule;
 pub use state::JobState;
 pub use stats::{latency_bucket, Histogram, QueueStats, LATENCY_BUCKETS_MS, LATENCY_BUCKETS_US};
+pub use transience::{Transience, SNOOZE_WHEN_FULL};

@@ -16,10 +16,6 @@ use async_trait::async_trait;
 use tranche_core::JobContext;
 use tranche_storage::{Storage, StorageError, StoreKey};
 
-/// How long a job whose write did not fit waits before it is offered again. It then
-/// waits at the gate, so this only bounds how soon it is seen again.
-pub(crate) const SNOOZE_WHEN_FULL: Duration = Duration::from_secs(1);
-
 /// Room wanted beyond the write that failed before the night goes on: a disk with a
 /// few kilobytes free is still full for a night of PDFs.
 const MARGIN: u64 = 1 << 20;

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use tranche_mail::MailError;
 use tranche_storage::StorageError;
-use tranche_types::{BackendError, Outcome};
+use tranche_types::{BackendError, Outcome, Transience, SNOOZE_WHEN_FULL};
 
 use super::source::NightError;
-use super::space::SNOOZE_WHEN_FULL;
 use crate::render::helper::HelperError;
 
 type Cause = Box<dyn Error + Send + Sync + 'static>;
@@ -64,6 +63,15 @@ impl StepError {
     /// attempt.
     pub(crate) fn snooze(after: Duration, cause: impl Into<Cause>) -> Self {
         Self::new(Then::Snooze(after), cause)
+    }
+
+    /// As the error says of itself (`StorageError::transience` and the like).
+    fn classified(transience: Transience, cause: impl Into<Cause>) -> Self {
+        match transience {
+            Transience::Permanent => Self::permanent(cause),
+            Transience::Transient => Self::transient(cause),
+            Transience::Full => Self::snooze(SNOOZE_WHEN_FULL, cause),
+        }
     }
 
     /// The job was cancelled; `reason` is said as it is.
@@ -164,17 +172,20 @@ struct Missing {
     restated: StorageError,
 }
 
-/// A store failure is worth retrying; a missing artifact is not; a full store is
-/// waited for.
+/// As the store says ([`StorageError::transience`]); a missing artifact in the step's
+/// words.
 impl From<StorageError> for StepError {
     fn from(e: StorageError) -> Self {
+        let transience = e.transience();
         match e {
-            StorageError::NotFound { ref key } => StepError::permanent(Missing {
-                key: key.clone(),
-                restated: e,
-            }),
-            StorageError::Full { .. } => StepError::snooze(SNOOZE_WHEN_FULL, e),
-            other => StepError::transient(other),
+            StorageError::NotFound { ref key } => StepError::classified(
+                transience,
+                Missing {
+                    key: key.clone(),
+                    restated: e,
+                },
+            ),
+            other => StepError::classified(transience, other),
         }
     }
 }
@@ -189,17 +200,20 @@ struct Deferred {
     restated: MailError,
 }
 
-/// A 4xx reply or a lost connection is retried; a full outbox is waited for (nothing
-/// was sent); a refusal or a malformed mail ends the chain.
+/// As the mailer says ([`MailError::transience`]); a server's "not now" in its own
+/// words.
 impl From<MailError> for StepError {
     fn from(e: MailError) -> Self {
+        let transience = e.transience();
         match e {
-            MailError::Temporary(ref reply) => StepError::transient(Deferred {
-                reply: reply.to_string(),
-                restated: e,
-            }),
-            MailError::Full(_) => StepError::snooze(SNOOZE_WHEN_FULL, e),
-            other => StepError::permanent(other),
+            MailError::Temporary(ref reply) => StepError::classified(
+                transience,
+                Deferred {
+                    reply: reply.to_string(),
+                    restated: e,
+                },
+            ),
+            other => StepError::classified(transience, other),
         }
     }
 }
@@ -214,9 +228,10 @@ impl From<HelperError> for StepError {
     }
 }
 
+/// As the engine says ([`BackendError::transience`]).
 impl From<BackendError> for StepError {
     fn from(e: BackendError) -> Self {
-        StepError::transient(e)
+        StepError::classified(e.transience(), e)
     }
 }
 

@@ -18,7 +18,6 @@ use tranche_storage::{StorageError, StoreKey};
 
 use super::mail_text::NoteMail;
 use super::plan::{ProcessArgs, StepArgs};
-use super::space::SNOOZE_WHEN_FULL;
 use super::step_error::{settle, StepError, StepResult};
 use super::submit::mail_effect_key;
 use super::{Artifacts, Night, NightSource, Step, MAIL, PROCESS, RENDER, SIGN};
@@ -207,7 +206,8 @@ fn wait_for_space(night: &Night, ctx: &JobContext) -> Result<(), StepError> {
         Ok(())
     } else {
         Err(StepError::snooze(
-            SNOOZE_WHEN_FULL,
+            // Offered again after this, it then waits at the gate for room.
+            tranche_types::SNOOZE_WHEN_FULL,
             "the store is full: waiting for room",
         ))
     }
