@@ -5,6 +5,7 @@ mod ach;
 mod ach_engine;
 mod ach_fleet;
 mod ach_intake;
+mod architecture;
 mod broker_restart;
 mod cli;
 mod conductor_sdk;
