@@ -80,6 +80,8 @@ mod types;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod faults;
 
 use async_trait::async_trait;
 use chrono::NaiveDate;

@@ -3,6 +3,7 @@
 
 mod cancellations;
 mod day;
+mod ledger_faults;
 mod modifiers;
 mod support;
 mod uploads;

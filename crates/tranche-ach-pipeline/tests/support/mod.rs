@@ -174,12 +174,23 @@ impl Harness {
         rules: String,
         deliveries: HashMap<String, Arc<dyn Delivery>>,
     ) -> Harness {
+        Self::with_ledger(rules, deliveries, |ledger| ledger).await
+    }
+
+    /// As [`with_rules`](Self::with_rules), the pipeline's ledger being what `wrap`
+    /// makes of the SQLite one (a `FaultyLedger`).
+    pub async fn with_ledger(
+        rules: String,
+        deliveries: HashMap<String, Arc<dyn Delivery>>,
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+    ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let client = Client::new(
             SqliteBackend::open(dir.path().join("state"), SqliteOptions::default()).unwrap(),
         );
-        let ledger: Arc<dyn Ledger> =
-            Arc::new(SqliteLedger::open(&dir.path().join("ach")).unwrap());
+        let ledger: Arc<dyn Ledger> = wrap(Arc::new(
+            SqliteLedger::open(&dir.path().join("ach")).unwrap(),
+        ));
         let rules_file = dir.path().join("ach.toml");
         std::fs::write(&rules_file, rules).unwrap();
         let rules = Rules::load(&rules_file).unwrap();
