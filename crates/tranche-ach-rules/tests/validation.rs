@@ -2,11 +2,13 @@
 //! with its hint, and a file of many mistakes reported in one pass.
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::NaiveTime;
 use tranche_ach::Grouping;
 use tranche_ach_rules::{Delivery, Eligible, Problem, Rules, RulesError, EXAMPLE};
+use tranche_test_support::ach_rules::Bank;
 
 fn time(s: &str) -> NaiveTime {
     NaiveTime::parse_from_str(s, "%H:%M").unwrap()
@@ -65,7 +67,7 @@ fn the_example_reads_as_documented() {
 
 #[test]
 fn defaults_fill_what_is_left_out() {
-    let r = Rules::parse(BASE, Path::new("rules/ach.toml")).unwrap();
+    let r = Rules::parse(&BASE, Path::new("rules/ach.toml")).unwrap();
     assert_eq!(r.engine, Default::default());
     let b = &r.banks[0];
     assert_eq!(b.time_zone, chrono_tz::America::New_York);
@@ -131,20 +133,7 @@ fn load_reads_a_file_and_names_it() {
 }
 
 /// A valid file of one bank and one window, to break one line of at a time.
-const BASE: &str = r#"[[bank]]
-name = "first"
-odfi = "021000021"
-immediate_destination = "021000021"
-immediate_destination_name = "FIRST NATIONAL"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME PAYROLL"
-
-[[bank.window]]
-name = "sd1"
-eligible = "same-day"
-submission_begin = "08:30"
-submission_end = "10:30"
-"#;
+static BASE: LazyLock<String> = LazyLock::new(|| Bank::first().same_day_morning().to_string());
 
 fn problems(text: &str) -> Vec<Problem> {
     match Rules::parse(text, Path::new("ach.toml")) {
@@ -281,7 +270,11 @@ fn names_must_be_well_formed_and_unique() {
     let p = only("name = \"sd1\"", "name = \"SD_1\"");
     assert_eq!(hint(&p), Some("did you mean \"sd-1\"?"));
 
-    let two = format!("{BASE}\n{}", BASE.replace("\"021000021\"", "\"026009593\""));
+    let two = format!(
+        "{}\n{}",
+        *BASE,
+        BASE.replace("\"021000021\"", "\"026009593\"")
+    );
     let all = problems(&two);
     assert_eq!(all.len(), 1, "{all:#?}");
     assert_eq!((all[0].line, all[0].field.as_str()), (16, "bank[1].name"));

@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod ach_rules;
 pub mod nacha;
 mod postgres;
 pub mod raw_http;

@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use support::*;
+use tranche_test_support::ach_rules::Bank;
 use tranche_test_support::nacha::assert_file_checks_out;
 use tranche_test_support::Postgres;
 
@@ -19,39 +20,17 @@ const DAY: &str = "2026-03-03";
 /// Two banks, small files (a pass has many writers, so a kill lands mid-pass), claims
 /// that lapse after 3 s, no pacing.
 fn rules(dir: &Path) -> String {
-    let bank = |name: &str, odfi: &str| {
-        format!(
-            r#"
-[[bank]]
-name = "{name}"
-odfi = "{odfi}"
-immediate_destination = "{odfi}"
-immediate_destination_name = "BANK {name}"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME PAYROLL"
-max_entries_per_file = 200
-pacing = "0s"
-[bank.delivery]
-kind = "outbox"
-dir = "{dir}/outbox/{name}"
-[[bank.window]]
-name = "sd1"
-eligible = "same-day"
-submission_begin = "08:30"
-submission_end = "10:30"
-[[bank.window]]
-name = "nd"
-eligible = "next-day"
-submission_begin = "17:30"
-submission_end = "20:00"
-"#,
-            dir = dir.display()
-        )
+    let bank = |bank: Bank, name: &str| {
+        bank.with("max_entries_per_file = 200")
+            .with("pacing = \"0s\"")
+            .outbox(&format!("{}/outbox/{name}", dir.display()))
+            .same_day_morning()
+            .window("nd", "next-day", "17:30", "20:00")
     };
     format!(
         "[engine]\ntick = \"5m\"\nclaim_ttl = \"3s\"\n{}{}",
-        bank("first", "021000021"),
-        bank("second", "026009593")
+        bank(Bank::new("first", "021000021", "BANK first"), "first"),
+        bank(Bank::new("second", "026009593", "BANK second"), "second")
     )
 }
 

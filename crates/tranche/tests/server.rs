@@ -313,7 +313,7 @@ fn the_server_refuses_an_open_address_without_tokens() {
 async fn the_server_lists_the_windows_of_its_ach_rules() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("ach.toml");
-    std::fs::write(&rules, ACH_RULES).unwrap();
+    std::fs::write(&rules, ach_rules()).unwrap();
     let (server, base, _) = spawn_server(dir.path(), &["--ach-rules", rules.to_str().unwrap()]);
     let status: Value = reqwest::get(format!("{base}/v1/ach/status?date=2026-03-02"))
         .await
@@ -343,7 +343,7 @@ async fn the_server_lists_the_windows_of_its_ach_rules() {
 fn the_server_refuses_invalid_ach_rules_naming_every_problem() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("ach.toml");
-    let bad = ACH_RULES
+    let bad = ach_rules()
         .replace("\"08:30\"", "\"8h30\"")
         .replace("\"same-day\"", "\"sameday\"");
     std::fs::write(&rules, bad).unwrap();
@@ -367,19 +367,10 @@ fn the_server_refuses_invalid_ach_rules_naming_every_problem() {
     assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "{out:?}");
 }
 
-const ACH_RULES: &str = r#"
-[[bank]]
-name = "first"
-odfi = "021000021"
-immediate_destination = "021000021"
-immediate_destination_name = "FIRST NATIONAL"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME PAYROLL"
-time_zone = "America/New_York"
-
-[[bank.window]]
-name = "sd1"
-eligible = "same-day"
-submission_begin = "08:30"
-submission_end = "10:30"
-"#;
+/// One bank in New York with its morning same-day window.
+fn ach_rules() -> String {
+    tranche_test_support::ach_rules::Bank::first()
+        .with("time_zone = \"America/New_York\"")
+        .same_day_morning()
+        .to_string()
+}

@@ -18,64 +18,25 @@ use tranche_ach_rules::Rules;
 use tranche_core::{Client, Engine, WorkerConfig};
 use tranche_sqlite::{SqliteBackend, SqliteOptions};
 use tranche_storage::{LocalStore, Storage};
+use tranche_test_support::ach_rules::Bank;
 
 /// Two banks; `first` takes separate batches, `second` mixed ones; small files so a
 /// few thousand entries make several; no pacing (tests do not wait 15 s per file).
 pub fn rules_text(cap: u32) -> String {
-    format!(
-        r#"
-[engine]
-tick = "5m"
-claim_ttl = "10m"
-
-[[bank]]
-name = "first"
-odfi = "021000021"
-immediate_destination = "021000021"
-immediate_destination_name = "FIRST NATIONAL"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME PAYROLL"
-max_entries_per_file = {cap}
-pacing = "0s"
-[bank.delivery]
-kind = "outbox"
-dir = "outbox/first"
-[[bank.window]]
-name = "sd1"
-eligible = "same-day"
-submission_begin = "08:30"
-submission_end = "10:30"
-[[bank.window]]
-name = "sd2"
-eligible = "same-day"
-submission_begin = "12:45"
-submission_end = "14:45"
-[[bank.window]]
-name = "nd"
-eligible = "next-day"
-submission_begin = "17:30"
-submission_end = "20:00"
-
-[[bank]]
-name = "second"
-odfi = "026009593"
-immediate_destination = "026009593"
-immediate_destination_name = "SECOND STATE BANK"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME PAYROLL"
-max_entries_per_file = {cap}
-pacing = "0s"
-grouping = "mixed"
-[bank.delivery]
-kind = "outbox"
-dir = "outbox/second"
-[[bank.window]]
-name = "nd"
-eligible = "next-day"
-submission_begin = "17:30"
-submission_end = "20:00"
-"#
-    )
+    let small = |bank: Bank| {
+        bank.with(&format!("max_entries_per_file = {cap}"))
+            .with("pacing = \"0s\"")
+    };
+    let first = small(Bank::first())
+        .outbox("outbox/first")
+        .same_day_morning()
+        .window("sd2", "same-day", "12:45", "14:45")
+        .window("nd", "next-day", "17:30", "20:00");
+    let second = small(Bank::second())
+        .with("grouping = \"mixed\"")
+        .outbox("outbox/second")
+        .window("nd", "next-day", "17:30", "20:00");
+    format!("[engine]\ntick = \"5m\"\nclaim_ttl = \"10m\"\n\n{first}\n{second}")
 }
 
 /// The submission date the tests use (a Tuesday).

@@ -17,6 +17,8 @@ use tranche_ach_rules::Rules;
 use tranche_server::{ServerConfig, Tokens};
 use tranche_types::{ManualClock, Timestamp};
 
+use tranche_test_support::ach_rules::Bank;
+
 use crate::live::{expect, start, start_with_ledger, start_with_ledger_on, Live};
 
 /// The day the scenario's entries are submitted on.
@@ -24,31 +26,16 @@ pub const DAY: &str = "2026-03-02";
 
 /// Bank `first` in New York (UTC-5 on the day) with a same-day window and a night
 /// window that closes the next day. Bank `second` is not in them.
-pub const RULES: &str = r#"
-[[bank]]
-name = "first"
-odfi = "021000021"
-immediate_destination = "021000021"
-immediate_destination_name = "FIRST NATIONAL"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME PAYROLL"
-time_zone = "America/New_York"
-
-[[bank.window]]
-name = "sd1"
-eligible = "same-day"
-submission_begin = "08:30"
-submission_end = "10:30"
-
-[[bank.window]]
-name = "nd-night"
-eligible = "next-day"
-submission_begin = "21:00"
-submission_end = "02:15"
-"#;
+fn rules_text() -> String {
+    Bank::first()
+        .with("time_zone = \"America/New_York\"")
+        .same_day_morning()
+        .window("nd-night", "next-day", "21:00", "02:15")
+        .to_string()
+}
 
 pub fn rules() -> Arc<Rules> {
-    Arc::new(Rules::parse(RULES, Path::new("ach.toml")).expect("valid rules"))
+    Arc::new(Rules::parse(&rules_text(), Path::new("ach.toml")).expect("valid rules"))
 }
 
 /// Microseconds since the epoch of an RFC 3339 instant, as the API gives times.
