@@ -176,7 +176,11 @@ async fn entries_a_dead_packager_claimed_wait_until_its_claims_lapse() {
     let ttl = std::time::Duration::from_millis(300);
     let claimed = std::time::Instant::now();
     h.client
-        .claim_locks("ach-pass:dead:1", &keys, ttl)
+        .claim_locks(tranche_types::LockRequest {
+            owner: "ach-pass:dead:1",
+            keys: &keys,
+            ttl,
+        })
         .await
         .unwrap();
     h.tick(at(7, 0)).await;

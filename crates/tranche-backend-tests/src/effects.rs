@@ -15,13 +15,21 @@ async fn effect_is_recorded_once(make: &dyn MakeBackend) {
     let key = "mailed/eff/a/client-1";
     assert!(b.effect(key).await.unwrap().is_none());
     assert!(b
-        .record_effect(key, Some(ids[0].ids[0]), "<msg-1@broker>")
+        .record_effect(tranche_types::EffectRecord {
+            key,
+            job: Some(ids[0].ids[0]),
+            value: "<msg-1@broker>"
+        })
         .await
         .unwrap());
     assert!(
-        !b.record_effect(key, Some(ids[0].ids[0]), "<msg-2@broker>")
-            .await
-            .unwrap(),
+        !b.record_effect(tranche_types::EffectRecord {
+            key,
+            job: Some(ids[0].ids[0]),
+            value: "<msg-2@broker>"
+        })
+        .await
+        .unwrap(),
         "recorded once"
     );
     let e = b.effect(key).await.unwrap().unwrap();

@@ -17,6 +17,7 @@ use tranche_types::{
     Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
     ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
+use tranche_types::{EffectRecord, LockRequest, ScheduleWrite};
 
 /// The calls a test can script faults for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -272,13 +273,8 @@ impl Backend for Faulty {
         self.inner.last_event().await
     }
 
-    async fn claim_locks(
-        &self,
-        owner: &str,
-        keys: &[String],
-        ttl: Duration,
-    ) -> Result<LockClaim, BackendError> {
-        self.inner.claim_locks(owner, keys, ttl).await
+    async fn claim_locks(&self, request: LockRequest<'_>) -> Result<LockClaim, BackendError> {
+        self.inner.claim_locks(request).await
     }
 
     async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError> {
@@ -289,13 +285,8 @@ impl Backend for Faulty {
         self.inner.effect(key).await
     }
 
-    async fn record_effect(
-        &self,
-        key: &str,
-        job: Option<JobId>,
-        value: &str,
-    ) -> Result<bool, BackendError> {
-        self.inner.record_effect(key, job, value).await
+    async fn record_effect(&self, record: EffectRecord<'_>) -> Result<bool, BackendError> {
+        self.inner.record_effect(record).await
     }
 
     async fn claim_finish_hook(
@@ -340,14 +331,8 @@ impl Backend for Faulty {
         self.inner.list_jobs(filter, after, limit).await
     }
 
-    async fn put_schedule(
-        &self,
-        name: &str,
-        timing: &str,
-        spec: &str,
-        through: Timestamp,
-    ) -> Result<bool, BackendError> {
-        self.inner.put_schedule(name, timing, spec, through).await
+    async fn put_schedule(&self, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError> {
+        self.inner.put_schedule(schedule).await
     }
 
     async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {

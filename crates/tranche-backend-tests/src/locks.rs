@@ -19,13 +19,21 @@ async fn claims_are_all_or_nothing(make: &dyn MakeBackend) {
     let (b, clock) = manual(make).await;
     let ttl = Duration::from_secs(30);
     assert_eq!(
-        b.claim_locks("w1", &keys(&["e1", "e2"]), ttl)
-            .await
-            .unwrap(),
+        b.claim_locks(tranche_types::LockRequest {
+            owner: "w1",
+            keys: &keys(&["e1", "e2"]),
+            ttl
+        })
+        .await
+        .unwrap(),
         LockClaim::Claimed
     );
     let clash = b
-        .claim_locks("w2", &keys(&["e3", "e2"]), ttl)
+        .claim_locks(tranche_types::LockRequest {
+            owner: "w2",
+            keys: &keys(&["e3", "e2"]),
+            ttl,
+        })
         .await
         .unwrap();
     assert_eq!(
@@ -36,12 +44,24 @@ async fn claims_are_all_or_nothing(make: &dyn MakeBackend) {
         }
     );
     assert_eq!(
-        b.claim_locks("w3", &keys(&["e3"]), ttl).await.unwrap(),
+        b.claim_locks(tranche_types::LockRequest {
+            owner: "w3",
+            keys: &keys(&["e3"]),
+            ttl
+        })
+        .await
+        .unwrap(),
         LockClaim::Claimed,
         "a refused claim leaves nothing claimed"
     );
     assert_eq!(
-        b.claim_locks("w1", &keys(&["e1"]), ttl).await.unwrap(),
+        b.claim_locks(tranche_types::LockRequest {
+            owner: "w1",
+            keys: &keys(&["e1"]),
+            ttl
+        })
+        .await
+        .unwrap(),
         LockClaim::Claimed,
         "re-claim by the holder"
     );
@@ -52,14 +72,24 @@ async fn claims_are_all_or_nothing(make: &dyn MakeBackend) {
     );
     assert_eq!(b.release_locks("w1", &keys(&["e1"])).await.unwrap(), 1);
     assert_eq!(
-        b.claim_locks("w2", &keys(&["e1"]), ttl).await.unwrap(),
+        b.claim_locks(tranche_types::LockRequest {
+            owner: "w2",
+            keys: &keys(&["e1"]),
+            ttl
+        })
+        .await
+        .unwrap(),
         LockClaim::Claimed
     );
     clock.advance(ttl + Duration::from_secs(1));
     assert_eq!(
-        b.claim_locks("w2", &keys(&["e2", "e3"]), ttl)
-            .await
-            .unwrap(),
+        b.claim_locks(tranche_types::LockRequest {
+            owner: "w2",
+            keys: &keys(&["e2", "e3"]),
+            ttl
+        })
+        .await
+        .unwrap(),
         LockClaim::Claimed,
         "expired locks are free"
     );

@@ -80,7 +80,11 @@ async fn removes_finished_runs_before_the_cut_off_only(make: &dyn MakeBackend) {
     assert_eq!(old_progress.failed, 1);
     let old_ids: Vec<JobId> = old.iter().flat_map(|e| e.ids.clone()).collect();
     assert!(b
-        .record_effect("ret/mail/1", Some(old_ids[0]), "sent")
+        .record_effect(tranche_types::EffectRecord {
+            key: "ret/mail/1",
+            job: Some(old_ids[0]),
+            value: "sent"
+        })
         .await
         .unwrap());
     // A run that has not finished, as old as the first one.

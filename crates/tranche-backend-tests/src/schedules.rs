@@ -35,11 +35,21 @@ async fn declared_listed_and_removed(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
     assert!(b.schedules().await.unwrap().is_empty());
     assert!(b
-        .put_schedule("nightly", "cron A", "{}", at(0))
+        .put_schedule(tranche_types::ScheduleWrite {
+            name: "nightly",
+            timing: "cron A",
+            spec: "{}",
+            through: at(0)
+        })
         .await
         .unwrap());
     assert!(b
-        .put_schedule("eod", "cron B", "{\"x\":1}", at(5))
+        .put_schedule(tranche_types::ScheduleWrite {
+            name: "eod",
+            timing: "cron B",
+            spec: "{\"x\":1}",
+            through: at(5)
+        })
         .await
         .unwrap());
     let all = b.schedules().await.unwrap();
@@ -72,17 +82,27 @@ async fn declared_listed_and_removed(make: &dyn MakeBackend) {
 
 async fn a_redeclaration_keeps_what_was_fired_unless_the_timing_changed(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule("s", "cron A", "{\"v\":1}", at(0))
-        .await
-        .unwrap();
+    b.put_schedule(tranche_types::ScheduleWrite {
+        name: "s",
+        timing: "cron A",
+        spec: "{\"v\":1}",
+        through: at(0),
+    })
+    .await
+    .unwrap();
     b.fire_schedule("s", at(60), Some(request("s/s", "s:60")))
         .await
         .unwrap()
         .expect("fired");
     assert!(
-        !b.put_schedule("s", "cron A", "{\"v\":2}", at(100))
-            .await
-            .unwrap(),
+        !b.put_schedule(tranche_types::ScheduleWrite {
+            name: "s",
+            timing: "cron A",
+            spec: "{\"v\":2}",
+            through: at(100)
+        })
+        .await
+        .unwrap(),
         "same timing: the cursor stays"
     );
     let s = &b.schedules().await.unwrap()[0];
@@ -91,7 +111,12 @@ async fn a_redeclaration_keeps_what_was_fired_unless_the_timing_changed(make: &d
         ("{\"v\":2}", at(60), Some(at(60)))
     );
     assert!(b
-        .put_schedule("s", "cron B", "{\"v\":3}", at(100))
+        .put_schedule(tranche_types::ScheduleWrite {
+            name: "s",
+            timing: "cron B",
+            spec: "{\"v\":3}",
+            through: at(100)
+        })
         .await
         .unwrap());
     let s = &b.schedules().await.unwrap()[0];
@@ -109,7 +134,14 @@ async fn a_redeclaration_keeps_what_was_fired_unless_the_timing_changed(make: &d
 
 async fn a_due_time_fires_once_and_enqueues_its_job(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule("eod", "cron", "{}", at(0)).await.unwrap();
+    b.put_schedule(tranche_types::ScheduleWrite {
+        name: "eod",
+        timing: "cron",
+        spec: "{}",
+        through: at(0),
+    })
+    .await
+    .unwrap();
     let fired = b
         .fire_schedule("eod", at(60), Some(request("sched/eod", "schedule:eod:60")))
         .await
@@ -147,7 +179,14 @@ async fn a_due_time_fires_once_and_enqueues_its_job(make: &dyn MakeBackend) {
 
 async fn a_skipped_due_time_advances_without_a_job(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule("s", "cron", "{}", at(0)).await.unwrap();
+    b.put_schedule(tranche_types::ScheduleWrite {
+        name: "s",
+        timing: "cron",
+        spec: "{}",
+        through: at(0),
+    })
+    .await
+    .unwrap();
     b.fire_schedule("s", at(60), Some(request("sched/s", "60")))
         .await
         .unwrap()
@@ -164,7 +203,14 @@ async fn a_skipped_due_time_advances_without_a_job(make: &dyn MakeBackend) {
 
 async fn an_invalid_job_leaves_the_due_time_unhandled(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule("s", "cron", "{}", at(0)).await.unwrap();
+    b.put_schedule(tranche_types::ScheduleWrite {
+        name: "s",
+        timing: "cron",
+        spec: "{}",
+        through: at(0),
+    })
+    .await
+    .unwrap();
     let bad = EnqueueRequest {
         run: run("sched/bad"),
         items: vec![EnqueueItem::Job(job("report", "{}").max_attempts(0))],
@@ -182,7 +228,14 @@ async fn an_invalid_job_leaves_the_due_time_unhandled(make: &dyn MakeBackend) {
 
 async fn racing_callers_fire_each_due_time_once(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule("race", "cron", "{}", at(0)).await.unwrap();
+    b.put_schedule(tranche_types::ScheduleWrite {
+        name: "race",
+        timing: "cron",
+        spec: "{}",
+        through: at(0),
+    })
+    .await
+    .unwrap();
     let wins = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for caller in 0..8 {

@@ -493,9 +493,13 @@ async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
     );
     let engine = Engine::new(Client::from_shared(b.clone()), reg);
     // Another holder owns entry e2: the job's claim of e1+e2 must fail as a whole.
-    b.claim_locks("other-worker", &["e2".to_string()], Duration::from_secs(60))
-        .await
-        .unwrap();
+    b.claim_locks(tranche_types::LockRequest {
+        owner: "other-worker",
+        keys: &["e2".to_string()],
+        ttl: Duration::from_secs(60),
+    })
+    .await
+    .unwrap();
     let items = vec![
         EnqueueItem::Job(engine.job("package", &vec!["e1", "e2"]).unwrap()),
         EnqueueItem::Job(engine.job("package", &vec!["e3"]).unwrap()),
@@ -515,7 +519,11 @@ async fn handlers_claim_locks_per_attempt(make: &dyn MakeBackend) {
     );
     assert_eq!(result(1).await, "\"claimed\"");
     let e1 = b
-        .claim_locks("someone", &["e1".to_string()], Duration::from_secs(1))
+        .claim_locks(tranche_types::LockRequest {
+            owner: "someone",
+            keys: &["e1".to_string()],
+            ttl: Duration::from_secs(1),
+        })
         .await
         .unwrap();
     assert_eq!(

@@ -10,6 +10,7 @@ use tranche_types::{
     Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
     ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
+use tranche_types::{EffectRecord, LockRequest, ScheduleWrite};
 
 /// The one seam between the engine and where job state lives. Every implementation
 /// must pass `tranche-backend-tests` unchanged; the engine never contains SQL or Redis
@@ -150,12 +151,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Claim every key for `owner` until now + `ttl`, or none of them. Keys already held
     /// by the same owner are re-claimed (their TTL extended).
-    async fn claim_locks(
-        &self,
-        owner: &str,
-        keys: &[String],
-        ttl: Duration,
-    ) -> Result<LockClaim, BackendError>;
+    async fn claim_locks(&self, request: LockRequest<'_>) -> Result<LockClaim, BackendError>;
 
     /// Release the keys held by `owner`; returns how many were released.
     async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError>;
@@ -164,12 +160,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn effect(&self, key: &str) -> Result<Option<Effect>, BackendError>;
 
     /// Record an effect; false (and nothing changed) if the key was already recorded.
-    async fn record_effect(
-        &self,
-        key: &str,
-        job: Option<JobId>,
-        value: &str,
-    ) -> Result<bool, BackendError>;
+    async fn record_effect(&self, record: EffectRecord<'_>) -> Result<bool, BackendError>;
 
     /// True for exactly one caller per (run, hook, finish): used to run a shell command
     /// once when a run finishes, however many processes watch it.
@@ -259,13 +250,7 @@ pub trait Backend: Send + Sync + 'static {
     /// last fire (due times of an old timing never fire late under a new one); a
     /// re-declaration with the same timing replaces only `spec`, keeping what has been
     /// fired. Returns true when `through` was set. A repeat changes nothing more.
-    async fn put_schedule(
-        &self,
-        name: &str,
-        timing: &str,
-        spec: &str,
-        through: Timestamp,
-    ) -> Result<bool, BackendError>;
+    async fn put_schedule(&self, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError>;
 
     /// Remove a schedule; false if there was none. Jobs it enqueued stay.
     async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError>;

@@ -10,6 +10,7 @@ use tranche_types::{
     Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
     ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
+use tranche_types::{EffectRecord, LockRequest, ScheduleWrite};
 
 use crate::reconnect::{Outage, Reconnecting};
 use crate::runs::{self, WaitError};
@@ -192,13 +193,8 @@ impl Client {
     }
 
     /// Claim every key for `owner` until now + `ttl`, or none of them.
-    pub async fn claim_locks(
-        &self,
-        owner: &str,
-        keys: &[String],
-        ttl: Duration,
-    ) -> Result<LockClaim, BackendError> {
-        self.backend.claim_locks(owner, keys, ttl).await
+    pub async fn claim_locks(&self, request: LockRequest<'_>) -> Result<LockClaim, BackendError> {
+        self.backend.claim_locks(request).await
     }
 
     /// Release the keys held by `owner`; how many were released.
@@ -212,13 +208,8 @@ impl Client {
     }
 
     /// Record an effect once; false (nothing changed) if `key` was already recorded.
-    pub async fn record_effect(
-        &self,
-        key: &str,
-        job: Option<JobId>,
-        value: &str,
-    ) -> Result<bool, BackendError> {
-        self.backend.record_effect(key, job, value).await
+    pub async fn record_effect(&self, record: EffectRecord<'_>) -> Result<bool, BackendError> {
+        self.backend.record_effect(record).await
     }
 
     /// True for exactly one caller per (run, hook, finish).
@@ -235,14 +226,8 @@ impl Client {
     /// counting due times after `through`; the same timing keeps what was fired and
     /// replaces only `spec`. True when `through` was set. Applications use
     /// `tranche_schedule`, which fills these in from a declaration.
-    pub async fn put_schedule(
-        &self,
-        name: &str,
-        timing: &str,
-        spec: &str,
-        through: Timestamp,
-    ) -> Result<bool, BackendError> {
-        self.backend.put_schedule(name, timing, spec, through).await
+    pub async fn put_schedule(&self, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError> {
+        self.backend.put_schedule(schedule).await
     }
 
     /// Remove a schedule; false if there was none.

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tranche_types::{BackendError, Effect, JobId, LeaseRef, LockClaim, ReservedJob, RunName};
+use tranche_types::{EffectRecord, LockRequest};
 
 use tranche_backend::Backend;
 
@@ -136,7 +137,11 @@ impl JobContext {
     pub(crate) async fn record_effect(&self, key: &str, value: &str) -> Result<bool, BackendError> {
         self.inner
             .backend
-            .record_effect(key, Some(self.id()), value)
+            .record_effect(EffectRecord {
+                key,
+                job: Some(self.id()),
+                value,
+            })
             .await
     }
 
@@ -170,7 +175,11 @@ impl JobContext {
     ) -> Result<LockClaim, BackendError> {
         self.inner
             .backend
-            .claim_locks(&self.lock_owner(), keys, ttl)
+            .claim_locks(LockRequest {
+                owner: &self.lock_owner(),
+                keys,
+                ttl,
+            })
             .await
     }
 

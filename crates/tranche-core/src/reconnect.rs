@@ -49,6 +49,7 @@ use tranche_types::{
     JobRecord, LeaseRef, Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats,
     Record, ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, Timestamp,
 };
+use tranche_types::{EffectRecord, LockRequest, ScheduleWrite};
 
 use tranche_backend::Backend;
 
@@ -370,13 +371,8 @@ impl Backend for Reconnecting {
         self.call(Repeat::Always, || self.inner.last_event()).await
     }
 
-    async fn claim_locks(
-        &self,
-        owner: &str,
-        keys: &[String],
-        ttl: Duration,
-    ) -> Result<LockClaim, BackendError> {
-        self.call(Repeat::Always, || self.inner.claim_locks(owner, keys, ttl))
+    async fn claim_locks(&self, request: LockRequest<'_>) -> Result<LockClaim, BackendError> {
+        self.call(Repeat::Always, || self.inner.claim_locks(request))
             .await
     }
 
@@ -389,13 +385,8 @@ impl Backend for Reconnecting {
         self.call(Repeat::Always, || self.inner.effect(key)).await
     }
 
-    async fn record_effect(
-        &self,
-        key: &str,
-        job: Option<JobId>,
-        value: &str,
-    ) -> Result<bool, BackendError> {
-        self.call(Repeat::Always, || self.inner.record_effect(key, job, value))
+    async fn record_effect(&self, record: EffectRecord<'_>) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.record_effect(record))
             .await
     }
 
@@ -453,17 +444,9 @@ impl Backend for Reconnecting {
         .await
     }
 
-    async fn put_schedule(
-        &self,
-        name: &str,
-        timing: &str,
-        spec: &str,
-        through: Timestamp,
-    ) -> Result<bool, BackendError> {
-        self.call(Repeat::Always, || {
-            self.inner.put_schedule(name, timing, spec, through)
-        })
-        .await
+    async fn put_schedule(&self, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError> {
+        self.call(Repeat::Always, || self.inner.put_schedule(schedule))
+            .await
     }
 
     async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {

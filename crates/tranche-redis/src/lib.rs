@@ -110,6 +110,7 @@ use tranche_types::{
     Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
     ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
+use tranche_types::{EffectRecord, LockRequest, ScheduleWrite};
 
 pub(crate) use failure::store;
 use failure::{ConnectFailed, NoSubscription};
@@ -375,13 +376,8 @@ impl Backend for RedisBackend {
         feed::last(self).await
     }
 
-    async fn claim_locks(
-        &self,
-        owner: &str,
-        keys: &[String],
-        ttl: Duration,
-    ) -> Result<LockClaim, BackendError> {
-        steer::claim_locks(self, owner, keys, ttl).await
+    async fn claim_locks(&self, request: LockRequest<'_>) -> Result<LockClaim, BackendError> {
+        steer::claim_locks(self, request.owner, request.keys, request.ttl).await
     }
 
     async fn release_locks(&self, owner: &str, keys: &[String]) -> Result<u64, BackendError> {
@@ -392,13 +388,8 @@ impl Backend for RedisBackend {
         read::effect(self, key).await
     }
 
-    async fn record_effect(
-        &self,
-        key: &str,
-        job: Option<JobId>,
-        value: &str,
-    ) -> Result<bool, BackendError> {
-        steer::record_effect(self, key, job, value).await
+    async fn record_effect(&self, record: EffectRecord<'_>) -> Result<bool, BackendError> {
+        steer::record_effect(self, record.key, record.job, record.value).await
     }
 
     async fn claim_finish_hook(
@@ -443,14 +434,8 @@ impl Backend for RedisBackend {
         one_job::list_jobs(self, filter, after, limit).await
     }
 
-    async fn put_schedule(
-        &self,
-        name: &str,
-        timing: &str,
-        spec: &str,
-        through: Timestamp,
-    ) -> Result<bool, BackendError> {
-        schedules::put(self, name, timing, spec, through).await
+    async fn put_schedule(&self, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError> {
+        schedules::put(self, schedule).await
     }
 
     async fn delete_schedule(&self, name: &str) -> Result<bool, BackendError> {

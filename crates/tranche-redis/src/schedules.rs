@@ -4,20 +4,18 @@
 
 use std::collections::HashMap;
 
+use tranche_types::ScheduleWrite;
 use tranche_types::{BackendError, EnqueueRequest, Enqueued, StoredSchedule, Timestamp};
 
 use crate::enqueue::{enqueued, push_request};
 use crate::{store, RedisBackend};
 
-pub async fn put(
-    b: &RedisBackend,
-    name: &str,
-    timing: &str,
-    spec: &str,
-    through: Timestamp,
-) -> Result<bool, BackendError> {
+pub async fn put(b: &RedisBackend, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError> {
     let mut inv = b.invoke(&b.scripts.put_schedule);
-    inv.arg(name).arg(timing).arg(spec).arg(through.micros());
+    inv.arg(schedule.name)
+        .arg(schedule.timing)
+        .arg(schedule.spec)
+        .arg(schedule.through.micros());
     let n: i64 = inv
         .invoke_async(&mut b.conn())
         .await

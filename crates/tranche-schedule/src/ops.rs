@@ -20,7 +20,12 @@ pub async fn apply(client: &Client, schedule: &Schedule) -> Result<bool, Schedul
         When::Cron { .. } => now,
     };
     Ok(client
-        .put_schedule(&schedule.name, &timing.key(), &schedule.to_json(), through)
+        .put_schedule(tranche_types::ScheduleWrite {
+            name: &schedule.name,
+            timing: &timing.key(),
+            spec: &schedule.to_json(),
+            through,
+        })
         .await?)
 }
 

@@ -39,6 +39,7 @@ use tranche_types::{
     Limit, LimitScope, LimitStatus, LockClaim, Pruned, QueueDepth, QueueStats, Record,
     ReserveRequest, ReservedJob, RunName, RunProgress, StoredSchedule, SystemClock, Timestamp,
 };
+use tranche_types::{EffectRecord, LockRequest, ScheduleWrite};
 
 use error::AtPath;
 use writer::{Command, Reply};
@@ -356,13 +357,12 @@ impl Backend for SqliteBackend {
         .await
     }
 
-    async fn claim_locks(
-        &self,
-        owner: &str,
-        keys: &[String],
-        ttl: Duration,
-    ) -> Result<LockClaim, BackendError> {
-        let (owner, keys) = (owner.to_string(), keys.to_vec());
+    async fn claim_locks(&self, request: LockRequest<'_>) -> Result<LockClaim, BackendError> {
+        let (owner, keys, ttl) = (
+            request.owner.to_string(),
+            request.keys.to_vec(),
+            request.ttl,
+        );
         self.call(|reply| Command::ClaimLocks {
             owner,
             keys,
@@ -383,13 +383,8 @@ impl Backend for SqliteBackend {
         self.read(move |c| read::effect(c, &key)).await
     }
 
-    async fn record_effect(
-        &self,
-        key: &str,
-        job: Option<JobId>,
-        value: &str,
-    ) -> Result<bool, BackendError> {
-        let (key, value) = (key.to_string(), value.to_string());
+    async fn record_effect(&self, record: EffectRecord<'_>) -> Result<bool, BackendError> {
+        let (key, job, value) = (record.key.to_string(), record.job, record.value.to_string());
         self.call(|reply| Command::RecordEffect {
             key,
             job,
@@ -470,14 +465,13 @@ impl Backend for SqliteBackend {
             .await
     }
 
-    async fn put_schedule(
-        &self,
-        name: &str,
-        timing: &str,
-        spec: &str,
-        through: Timestamp,
-    ) -> Result<bool, BackendError> {
-        let (name, timing, spec) = (name.to_string(), timing.to_string(), spec.to_string());
+    async fn put_schedule(&self, schedule: ScheduleWrite<'_>) -> Result<bool, BackendError> {
+        let (name, timing, spec, through) = (
+            schedule.name.to_string(),
+            schedule.timing.to_string(),
+            schedule.spec.to_string(),
+            schedule.through,
+        );
         self.call(|reply| Command::PutSchedule {
             name,
             timing,

@@ -143,7 +143,14 @@ async fn a_hand_written_file_opens_with_its_work_kept() {
         [(JobId(1), JobState::Succeeded)]
     );
     assert_eq!(b.effect("fx").await.unwrap().unwrap().value, "sent");
-    assert!(!b.record_effect("fx", None, "again").await.unwrap());
+    assert!(!b
+        .record_effect(tranche_types::EffectRecord {
+            key: "fx",
+            job: None,
+            value: "again"
+        })
+        .await
+        .unwrap());
     assert!(!b.claim_finish_hook(&run, "mail", 1).await.unwrap());
     assert_eq!(b.queue_stats().await.unwrap()[0].started, 2);
 

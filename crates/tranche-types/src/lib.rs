@@ -62,8 +62,10 @@ pub use listing::{JobFilter, JobPage, JobSummary};
 pub use outcome::Outcome;
 pub use pause::check_queue_name;
 pub use prune::Pruned;
-pub use run::{Effect, JobFailure, LockClaim, MemberOutcome, RunProgress};
-pub use schedule::StoredSchedule;
+pub use run::{
+    Effect, EffectRecord, JobFailure, LockClaim, LockRequest, MemberOutcome, RunProgress,
+};
+pub use schedule::{ScheduleWrite, StoredSchedule};
 pub use state::JobState;
 pub use stats::{latency_bucket, Histogram, QueueStats, LATENCY_BUCKETS_MS, LATENCY_BUCKETS_US};
 pub use transience::{Transience, SNOOZE_WHEN_FULL};

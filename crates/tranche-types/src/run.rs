@@ -106,3 +106,26 @@ pub struct MemberOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// What a backend's `claim_locks` asks: every key
+/// of `keys` for `owner` until now + `ttl`, or none of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockRequest<'a> {
+    /// Who holds the keys (a plan attempt, a worker's job).
+    pub owner: &'a str,
+    /// The keys, all or none.
+    pub keys: &'a [String],
+    /// How long the claim holds unless claimed again.
+    pub ttl: std::time::Duration,
+}
+
+/// An effect to record once: `value` under `key`, said to be `job`'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EffectRecord<'a> {
+    /// The idempotency key.
+    pub key: &'a str,
+    /// The job that had the effect, if one did.
+    pub job: Option<JobId>,
+    /// What the effect was (kept for whoever asks again).
+    pub value: &'a str,
+}

@@ -20,3 +20,17 @@ pub struct StoredSchedule {
     /// The latest due time that enqueued a job, if any did.
     pub last_fired: Option<Timestamp>,
 }
+
+/// A schedule as declared to the backend: its `timing` (how due times are counted),
+/// its `spec` (what each due time enqueues) and the instant its due times count from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleWrite<'a> {
+    /// The schedule's name.
+    pub name: &'a str,
+    /// How its due times are counted, as stored.
+    pub timing: &'a str,
+    /// What each due time enqueues, as stored.
+    pub spec: &'a str,
+    /// Due times at or before this are not fired (for a new schedule or a new timing).
+    pub through: Timestamp,
+}

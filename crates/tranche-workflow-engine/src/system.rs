@@ -337,7 +337,11 @@ async fn decide_expired(engine: &Engine, id: tranche_types::JobId) -> Result<(),
     let claim = format!("wf-expired/{}", id.0);
     if !engine
         .client
-        .record_effect(&claim, Some(id), "decided")
+        .record_effect(tranche_types::EffectRecord {
+            key: &claim,
+            job: Some(id),
+            value: "decided",
+        })
         .await?
     {
         return Ok(());

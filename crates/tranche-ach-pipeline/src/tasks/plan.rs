@@ -123,7 +123,15 @@ async fn plan(p: &Payments, ctx: &JobContext, a: PlanArgs) -> StepResult<Planned
     let scope = &a.scope;
     for chunk in SeqSet::from_sorted(seqs).chunks(CHUNK) {
         let keys = claim_keys(&scope.bank, scope.date, same_day, chunk.iter());
-        match p.client().claim_locks(&owner, &keys, ttl).await {
+        match p
+            .client()
+            .claim_locks(tranche_types::LockRequest {
+                owner: &owner,
+                keys: &keys,
+                ttl,
+            })
+            .await
+        {
             Ok(LockClaim::Claimed) => claimed.push(chunk),
             Ok(LockClaim::Conflict { .. }) => held_elsewhere += chunk.len(),
             Err(e) => {

@@ -90,7 +90,11 @@ pub(super) async fn run(
         let value = serde_json::to_string(file).expect("a written file serialises");
         if let Err(e) = p
             .client()
-            .record_effect(&effect, Some(ctx.id()), &value)
+            .record_effect(tranche_types::EffectRecord {
+                key: &effect,
+                job: Some(ctx.id()),
+                value: &value,
+            })
             .await
         {
             return StepError::backend("recording the written file", e).into_outcome();

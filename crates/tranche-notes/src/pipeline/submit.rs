@@ -218,7 +218,11 @@ pub(crate) async fn submit_night(
     let first = backend.run_progress(&run).await?.is_none();
     if first {
         backend
-            .record_effect(&plan_key, None, &serde_json::to_string(&mark)?)
+            .record_effect(tranche_types::EffectRecord {
+                key: &plan_key,
+                job: None,
+                value: &serde_json::to_string(&mark)?,
+            })
             .await?;
     }
     let existing = if first {
@@ -484,7 +488,14 @@ impl Numbers {
             let n = self.next;
             self.next += 1;
             let key = format!("notes-number:{}:{n}", self.run);
-            if backend.record_effect(&key, None, client).await? {
+            if backend
+                .record_effect(tranche_types::EffectRecord {
+                    key: &key,
+                    job: None,
+                    value: client,
+                })
+                .await?
+            {
                 return Ok(n);
             }
         }
@@ -527,7 +538,11 @@ async fn decide_correction(
         decided_by: std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
     };
     backend
-        .record_effect(&key, None, &serde_json::to_string(&decision)?)
+        .record_effect(tranche_types::EffectRecord {
+            key: &key,
+            job: None,
+            value: &serde_json::to_string(&decision)?,
+        })
         .await?;
     Ok(decision.sequence)
 }
