@@ -16,7 +16,7 @@ use tranche_types::{
 };
 use tranche_workflow::{
     decide_end, decide_end_forked, decide_loop, decide_rerun, decide_start, loop_goes_again,
-    Action, Ended, Graph, Schedule,
+    Action, Ended, Ending, Graph, Schedule,
 };
 use tranche_workflow_def::TaskType;
 use tranche_workflow_expr::Context;
@@ -46,6 +46,8 @@ pub struct StepEnd {
     pub completion: Option<Completion>,
     /// Completed with this output, or failed for this reason.
     pub outcome: Result<Value, String>,
+    /// A failure that is a timeout under `TIME_OUT_WF`: its workflow ends `TIMED_OUT`.
+    pub timed_out: bool,
 }
 
 pub(crate) struct Engine {
@@ -64,7 +66,8 @@ pub(crate) struct Engine {
     pub polled: Mutex<HashMap<JobId, (Arc<StepArgs>, u32)>>,
 }
 
-/// A failure whose reason starts so ends its workflow `TIMED_OUT`, not `FAILED`.
+/// How the reason of a step that timed out begins (its status is said by
+/// [`StepEnd::timed_out`], never read from the text).
 pub(crate) const TIMED_OUT: &str = "TIMED_OUT: ";
 
 /// How long a header this process read or wrote is decided on without reading it.
@@ -264,6 +267,7 @@ impl Engine {
                 header.held.push(HeldEnd {
                     reference: end.args.reference.clone(),
                     failed,
+                    timed_out: end.timed_out,
                     fork: end.args.fork.clone(),
                     optional: end.args.optional,
                 });
@@ -288,7 +292,7 @@ impl Engine {
                 .await?;
             let graph = Graph::of(&prepared.def);
             let context = self.context(&header, &prepared, Some(&end)).await?;
-            let actions = decided(&graph, &context, &end.args, failed);
+            let actions = decided(&graph, &context, &end.args, failed, end.timed_out);
             let mut plan = Plan::new(header);
             self.plan(&mut plan, &prepared, &graph, &context, actions)
                 .await?;
@@ -350,7 +354,7 @@ impl Engine {
                     optional: end.optional,
                     child: None,
                 };
-                let actions = decided(&graph, &context, &args, end.failed);
+                let actions = decided(&graph, &context, &args, end.failed, end.timed_out);
                 self.plan(&mut plan, &prepared, &graph, &context, actions)
                     .await?;
             }
@@ -676,6 +680,7 @@ impl Engine {
                         Err(e) => vec![Action::Fail {
                             step: loop_ref.clone(),
                             reason: format!("loopCondition: {e}"),
+                            ending: Ending::Failed,
                         }],
                     };
                     Box::pin(self.plan(plan, prepared, graph, &context, actions)).await?;
@@ -684,13 +689,15 @@ impl Engine {
                     self.end_workflow(plan, WorkflowStatus::Completed, output, None)
                         .await?;
                 }
-                Action::Fail { step, reason } => {
-                    let status = if reason.starts_with("TERMINATED") {
-                        WorkflowStatus::Terminated
-                    } else if reason.starts_with(TIMED_OUT) {
-                        WorkflowStatus::TimedOut
-                    } else {
-                        WorkflowStatus::Failed
+                Action::Fail {
+                    step,
+                    reason,
+                    ending,
+                } => {
+                    let status = match ending {
+                        Ending::Failed => WorkflowStatus::Failed,
+                        Ending::TimedOut => WorkflowStatus::TimedOut,
+                        Ending::Terminated => WorkflowStatus::Terminated,
                     };
                     self.end_workflow(plan, status, Value::Null, Some((step, reason)))
                         .await?;
@@ -938,8 +945,10 @@ fn decided(
     context: &Context,
     args: &StepArgs,
     failed: Option<String>,
+    timed_out: bool,
 ) -> Vec<Action> {
     let ended = match failed {
+        Some(reason) if timed_out => Ended::TimedOut(reason),
         Some(reason) => Ended::Failed(reason),
         None => Ended::Completed,
     };

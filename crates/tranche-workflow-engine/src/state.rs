@@ -223,6 +223,9 @@ pub struct HeldEnd {
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// Its failure was a timeout under `TIME_OUT_WF`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
     /// For a step a dynamic fork made: the fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork: Option<String>,

@@ -109,6 +109,7 @@ async fn run_one(engine: &Engine, job: ReservedJob) {
         args,
         completion: Some(completion),
         outcome,
+        timed_out: false,
     };
     if let Err(e) = engine.step_ended(end).await {
         tracing::warn!(error = %e, "a workflow's system step could not be committed; it will be tried again");
@@ -363,6 +364,7 @@ async fn decide_expired(engine: &Engine, id: tranche_types::JobId) -> Result<(),
             outcome: Err(format!(
                 "{TIMED_OUT}no answer within the step's response timeout ({error})"
             )),
+            timed_out: true,
         })
         .await
         .map(drop)

@@ -292,7 +292,7 @@ async fn apply_update(
             complete_alone(Resolution::Retry { error: reason, at }).await
         }
         TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
-            let ack = fail_for_good(engine, args, lease, reason).await?;
+            let ack = fail_for_good(engine, args, lease, reason, false).await?;
             applied(ack).ok_or_else(stale)
         }
         TaskStatus::Completed => {
@@ -301,6 +301,7 @@ async fn apply_update(
                     args,
                     completion: Some(crate::engine::succeeded(lease, &output)),
                     outcome: Ok(output),
+                    timed_out: false,
                 })
                 .await?;
             applied(ack).ok_or_else(stale)
@@ -355,17 +356,18 @@ async fn timed_out(
         }
         _ => {}
     }
-    let ack = fail_for_good(engine, args, lease, format!("{TIMED_OUT}{reason}")).await?;
+    let ack = fail_for_good(engine, args, lease, format!("{TIMED_OUT}{reason}"), true).await?;
     applied(ack).ok_or_else(stale)
 }
 
-/// The attempt under `lease` fails the step for good, for `reason`, and its end is
-/// decided.
+/// The attempt under `lease` fails the step for good, for `reason` (a timeout under
+/// `TIME_OUT_WF` when `timed_out`), and its end is decided.
 async fn fail_for_good(
     engine: &Engine,
     args: StepArgs,
     lease: LeaseRef,
     reason: String,
+    timed_out: bool,
 ) -> Result<CommitAck, WorkflowError> {
     engine
         .step_ended(StepEnd {
@@ -377,6 +379,7 @@ async fn fail_for_good(
                 },
             }),
             outcome: Err(reason),
+            timed_out,
         })
         .await
 }

@@ -266,6 +266,7 @@ async fn poll_due(
             args: step_args,
             completion: Some(done),
             outcome: Err(format!("{TIMED_OUT}{reason}")),
+            timed_out: true,
         })
         .await
         .map(drop)

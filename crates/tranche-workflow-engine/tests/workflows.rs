@@ -397,6 +397,30 @@ async fn a_failed_step_fails_the_workflow_and_a_retry_runs_it_again(h: Harness) 
     ));
 }
 
+/// A workflow's status is said by what ended it, never read from a reason: a worker
+/// whose reason reads like one of the engine's still fails its workflow `FAILED`.
+async fn a_workers_reason_never_chooses_its_workflows_status(h: Harness) {
+    h.define(
+        &["w"],
+        json!({"name": "mimics", "version": 1, "tasks": [
+            simple("w", "only", json!({"say": "${workflow.input.say}"}))
+        ]}),
+    )
+    .await;
+    h.work(&["w"], |_, input| {
+        (
+            TaskStatus::FailedWithTerminalError,
+            json!({"reason": input["say"]}),
+        )
+    });
+    for say in ["TERMINATED: by the worker", "TIMED_OUT: says the worker"] {
+        let id = h.start("mimics", json!({ "say": say })).await;
+        let w = h.ended(&id).await;
+        assert_eq!(w.header.status, WorkflowStatus::Failed, "{say}");
+        assert_eq!(w.header.reason.as_deref(), Some(say));
+    }
+}
+
 async fn a_wait_is_completed_from_outside_and_a_paused_workflow_holds_its_steps(h: Harness) {
     h.define(
         &["w"],
@@ -1064,6 +1088,7 @@ on_both_backends!(
     a_fork_joins_when_every_branch_has_arrived,
     a_switch_takes_its_case_and_terminate_ends_the_workflow,
     a_failed_step_fails_the_workflow_and_a_retry_runs_it_again,
+    a_workers_reason_never_chooses_its_workflows_status,
     a_wait_is_completed_from_outside_and_a_paused_workflow_holds_its_steps,
     a_dynamic_fork_of_many_joins_once,
     an_idempotency_key_starts_one_workflow,

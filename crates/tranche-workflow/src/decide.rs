@@ -79,7 +79,22 @@ pub enum Action {
         step: String,
         /// Why.
         reason: String,
+        /// The status it ends with: said by whoever made the failure, never read from
+        /// its reason (a worker's reason is its own text).
+        ending: Ending,
     },
+}
+
+/// The status a failed workflow ends with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ending {
+    /// `FAILED`: a step failed for good, or a `TERMINATE` step said so.
+    #[default]
+    Failed,
+    /// `TIMED_OUT`: a step ran past its timeout under `TIME_OUT_WF`.
+    TimedOut,
+    /// `TERMINATED`: a `TERMINATE` step with `terminationStatus` `TERMINATED`.
+    Terminated,
 }
 
 /// How a step ended.
@@ -89,6 +104,20 @@ pub enum Ended {
     Completed,
     /// It failed for good (its retries spent), for this reason.
     Failed(String),
+    /// It ran past its timeout under `TIME_OUT_WF`, for this reason: its workflow
+    /// ends `TIMED_OUT` (unless the step is optional).
+    TimedOut(String),
+}
+
+impl Ended {
+    /// Why it failed and the status its workflow ends with, if it failed.
+    fn failure(&self) -> Option<(&String, Ending)> {
+        match self {
+            Ended::Completed => None,
+            Ended::Failed(reason) => Some((reason, Ending::Failed)),
+            Ended::TimedOut(reason) => Some((reason, Ending::TimedOut)),
+        }
+    }
 }
 
 /// What starting a workflow does: its first step reached.
@@ -123,14 +152,16 @@ pub fn decide_end(
         decider.actions.push(Action::Fail {
             step: reference.to_string(),
             reason: "no step of the workflow's definition has this reference name".into(),
+            ending: Ending::Failed,
         });
         return decider.actions;
     };
-    if let Ended::Failed(reason) = ended {
+    if let Some((reason, ending)) = ended.failure() {
         if !task.optional {
             decider.actions.push(Action::Fail {
                 step: reference.to_string(),
                 reason: reason.clone(),
+                ending,
             });
             return decider.actions;
         }
@@ -171,6 +202,7 @@ pub fn decide_loop_end(graph: &Graph<'_>, context: &Context, loop_ref: &str) -> 
         Err(e) => vec![Action::Fail {
             step: loop_ref.to_string(),
             reason: format!("loopCondition: {e}"),
+            ending: Ending::Failed,
         }],
     }
 }
@@ -241,10 +273,11 @@ pub fn decide_end_forked(
     optional: bool,
     ended: &Ended,
 ) -> Vec<Action> {
-    match (ended, graph.join_of(fork)) {
-        (Ended::Failed(reason), _) if !optional => vec![Action::Fail {
+    match (ended.failure(), graph.join_of(fork)) {
+        (Some((reason, ending)), _) if !optional => vec![Action::Fail {
             step: reference.to_string(),
             reason: reason.clone(),
+            ending,
         }],
         (_, Some(join)) => vec![Action::Arrive {
             join: join.to_string(),
@@ -252,6 +285,7 @@ pub fn decide_end_forked(
         (_, None) => vec![Action::Fail {
             step: reference.to_string(),
             reason: format!("{fork:?} is no fork of the workflow's definition"),
+            ending: Ending::Failed,
         }],
     }
 }
@@ -314,6 +348,7 @@ impl<'g, 'd> Decider<'g, 'd> {
                         "input {:?}: expected a list of steps, got one that is not: {e}",
                         key(&task.dynamic_fork_tasks_param)
                     ),
+                    ending: Ending::Failed,
                 });
                 return;
             }
@@ -366,6 +401,7 @@ impl<'g, 'd> Decider<'g, 'd> {
             self.actions.push(Action::Fail {
                 step: reference.to_string(),
                 reason: format!("a step of type {:?} cannot run", task.kind),
+                ending: Ending::Failed,
             });
             return;
         };
@@ -390,6 +426,7 @@ impl<'g, 'd> Decider<'g, 'd> {
                     Err(e) => self.actions.push(Action::Fail {
                         step: reference.to_string(),
                         reason: format!("expression: {e}"),
+                        ending: Ending::Failed,
                     }),
                 }
             }
@@ -443,9 +480,15 @@ impl<'g, 'd> Decider<'g, 'd> {
                         .and_then(Value::as_str)
                         .unwrap_or("terminated")
                         .to_string();
+                    let ending = if status == "TERMINATED" {
+                        Ending::Terminated
+                    } else {
+                        Ending::Failed
+                    };
                     self.actions.push(Action::Fail {
                         step: reference.to_string(),
                         reason: format!("{status}: {reason}"),
+                        ending,
                     });
                 }
             }

@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 
 pub use decide::{
     decide_end, decide_end_forked, decide_loop, decide_loop_end, decide_rerun, decide_start,
-    loop_condition_input, loop_goes_again, Action, Ended, Schedule,
+    loop_condition_input, loop_goes_again, Action, Ended, Ending, Schedule,
 };
 
 use tranche_workflow_def::{TaskType, WorkflowDef, WorkflowTask};
@@ -566,8 +566,19 @@ mod tests {
             decide_end(&g, &c, "import", &failed),
             [Action::Fail {
                 step: "import".into(),
-                reason: "worker said no".into()
+                reason: "worker said no".into(),
+                ending: Ending::Failed,
             }]
+        );
+        let timed_out = Ended::TimedOut("TIMED_OUT: no answer".into());
+        assert_eq!(
+            decide_end(&g, &c, "import", &timed_out),
+            [Action::Fail {
+                step: "import".into(),
+                reason: "TIMED_OUT: no answer".into(),
+                ending: Ending::TimedOut,
+            }],
+            "the ending is said by how the step ended, not read from its reason"
         );
         d.tasks[0].optional = true;
         let g = Graph::of(&d);
@@ -629,7 +640,7 @@ mod tests {
         let g = Graph::of(&d);
         let c = state(json!({"workflow": {"input": {"rows": 5}}}));
         match &decide_start(&g, &c)[..] {
-            [Action::Fail { step, reason }] => {
+            [Action::Fail { step, reason, .. }] => {
                 assert_eq!(step, "route");
                 assert!(
                     reason.starts_with("expression: JavaScript failed at line 1"),
@@ -650,7 +661,8 @@ mod tests {
             decide_start(&g, &c),
             [Action::Fail {
                 step: "route".into(),
-                reason: "expression: JavaScript ran past its time limit of 20 ms".into()
+                reason: "expression: JavaScript ran past its time limit of 20 ms".into(),
+                ending: Ending::Failed,
             }]
         );
     }
@@ -695,7 +707,7 @@ mod tests {
         broken.tasks[1].loop_condition = Some("$.check.done.x.y".into());
         let g = Graph::of(&broken);
         match &decide_loop_end(&g, &at(1, false), "poll")[..] {
-            [Action::Fail { step, reason }] => {
+            [Action::Fail { step, reason, .. }] => {
                 assert_eq!(step, "poll");
                 assert!(
                     reason.starts_with("loopCondition: JavaScript failed"),
