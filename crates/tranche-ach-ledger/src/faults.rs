@@ -5,12 +5,12 @@
 //! faults a real database cannot be made to give on cue; a database that really goes
 //! away is tested with PostgreSQL itself (`tests/postgres.rs`).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use tranche_ach::Entry;
+use tranche_test_support::FaultScript;
 
 use crate::{
     BeginOutcome, CancelOutcome, EligibleEntry, EligibleQuery, FileDetail, FileFilter, FileRecord,
@@ -48,8 +48,7 @@ pub enum Fault {
 /// A [`Ledger`] that fails scripted calls of the one it wraps (see the module docs).
 pub struct FaultyLedger {
     inner: Arc<dyn Ledger>,
-    plan: Mutex<HashMap<LedgerOp, VecDeque<Fault>>>,
-    calls: Mutex<HashMap<LedgerOp, u64>>,
+    script: FaultScript<LedgerOp, Fault>,
 }
 
 impl FaultyLedger {
@@ -57,53 +56,23 @@ impl FaultyLedger {
     pub fn new(inner: Arc<dyn Ledger>) -> Arc<Self> {
         Arc::new(FaultyLedger {
             inner,
-            plan: Mutex::default(),
-            calls: Mutex::default(),
+            script: FaultScript::default(),
         })
     }
 
     /// The next calls of `op` meet these faults, in order; later ones go through.
     pub fn inject(&self, op: LedgerOp, faults: impl IntoIterator<Item = Fault>) {
-        self.plan
-            .lock()
-            .expect("plan lock")
-            .entry(op)
-            .or_default()
-            .extend(faults);
+        self.script.inject(op, faults);
     }
 
     /// Calls of `op` so far, failed ones included.
     pub fn calls(&self, op: LedgerOp) -> u64 {
-        self.calls
-            .lock()
-            .expect("calls lock")
-            .get(&op)
-            .copied()
-            .unwrap_or(0)
+        self.script.calls(op)
     }
 
     /// Faults scripted for `op` and not met yet.
     pub fn pending(&self, op: LedgerOp) -> usize {
-        self.plan
-            .lock()
-            .expect("plan lock")
-            .get(&op)
-            .map_or(0, VecDeque::len)
-    }
-
-    /// Counts the call and takes its scripted fault, if any.
-    fn fault(&self, op: LedgerOp) -> Option<Fault> {
-        *self
-            .calls
-            .lock()
-            .expect("calls lock")
-            .entry(op)
-            .or_default() += 1;
-        self.plan
-            .lock()
-            .expect("plan lock")
-            .get_mut(&op)
-            .and_then(VecDeque::pop_front)
+        self.script.pending(op)
     }
 
     /// Runs `call` as `op`'s fault says.
@@ -112,7 +81,7 @@ impl FaultyLedger {
         op: LedgerOp,
         call: impl std::future::Future<Output = Result<T, LedgerError>>,
     ) -> Result<T, LedgerError> {
-        let fault = self.fault(op);
+        let fault = self.script.next(op);
         if fault == Some(Fault::Refuse) {
             return Err(lost(op, "connection refused"));
         }

@@ -4,13 +4,12 @@
 //! retry and lease paths are tested against real state, not a mock of it. Every call
 //! is counted and announced, so tests wait for "the third report" instead of a window.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
 use tranche_backend::{Backend, Hints};
+use tranche_test_support::FaultScript;
 use tranche_types::{
     BackendError, CancelTarget, Clock, Commit, CommitAck, Completion, CompletionAck, Effect,
     EnqueueRequest, Enqueued, JobEvent, JobFailure, JobFilter, JobId, JobPage, JobRecord, LeaseRef,
@@ -45,9 +44,7 @@ pub enum Fault {
 /// A [`Backend`] that fails scripted calls of the one it wraps (see the module docs).
 pub struct Faulty {
     inner: Arc<dyn Backend>,
-    plan: Mutex<HashMap<Op, VecDeque<Fault>>>,
-    calls: Mutex<HashMap<Op, u64>>,
-    called: Notify,
+    script: FaultScript<Op, Fault>,
 }
 
 impl Faulty {
@@ -55,75 +52,32 @@ impl Faulty {
     pub fn new(inner: Arc<dyn Backend>) -> Arc<Self> {
         Arc::new(Faulty {
             inner,
-            plan: Mutex::default(),
-            calls: Mutex::default(),
-            called: Notify::new(),
+            script: FaultScript::default(),
         })
     }
 
     /// The next calls of `op` meet these faults, in order; later ones go through.
     pub fn inject(&self, op: Op, faults: impl IntoIterator<Item = Fault>) {
-        self.plan
-            .lock()
-            .expect("plan lock")
-            .entry(op)
-            .or_default()
-            .extend(faults);
+        self.script.inject(op, faults);
     }
 
     /// Calls of `op` so far, failed ones included.
     pub fn calls(&self, op: Op) -> u64 {
-        self.calls
-            .lock()
-            .expect("calls lock")
-            .get(&op)
-            .copied()
-            .unwrap_or(0)
+        self.script.calls(op)
     }
 
     /// Faults scripted for `op` and not yet met.
     pub fn pending(&self, op: Op) -> usize {
-        self.plan
-            .lock()
-            .expect("plan lock")
-            .get(&op)
-            .map_or(0, VecDeque::len)
+        self.script.pending(op)
     }
 
     /// Wait until `op` has been called at least `n` times; panics after `deadline`.
     pub async fn wait_calls(&self, op: Op, n: u64, deadline: Duration) {
-        let waited = tokio::time::timeout(deadline, async {
-            loop {
-                let called = self.called.notified();
-                tokio::pin!(called);
-                called.as_mut().enable();
-                if self.calls(op) >= n {
-                    return;
-                }
-                called.await;
-            }
-        })
-        .await;
-        assert!(
-            waited.is_ok(),
-            "{op:?} was called {} times within {deadline:?}, expected at least {n}",
-            self.calls(op)
-        );
+        self.script.wait_calls(op, n, deadline).await;
     }
 
     fn next(&self, op: Op) -> Option<Fault> {
-        *self
-            .calls
-            .lock()
-            .expect("calls lock")
-            .entry(op)
-            .or_default() += 1;
-        self.called.notify_waiters();
-        self.plan
-            .lock()
-            .expect("plan lock")
-            .get_mut(&op)
-            .and_then(VecDeque::pop_front)
+        self.script.next(op)
     }
 }
 

@@ -134,14 +134,7 @@ async fn a_redeclaration_keeps_what_was_fired_unless_the_timing_changed(make: &d
 
 async fn a_due_time_fires_once_and_enqueues_its_job(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule(tranche_types::ScheduleWrite {
-        name: "eod",
-        timing: "cron",
-        spec: "{}",
-        through: at(0),
-    })
-    .await
-    .unwrap();
+    declare_cron(&*b, "eod").await;
     let fired = b
         .fire_schedule("eod", at(60), Some(request("sched/eod", "schedule:eod:60")))
         .await
@@ -179,14 +172,7 @@ async fn a_due_time_fires_once_and_enqueues_its_job(make: &dyn MakeBackend) {
 
 async fn a_skipped_due_time_advances_without_a_job(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule(tranche_types::ScheduleWrite {
-        name: "s",
-        timing: "cron",
-        spec: "{}",
-        through: at(0),
-    })
-    .await
-    .unwrap();
+    declare_cron(&*b, "s").await;
     b.fire_schedule("s", at(60), Some(request("sched/s", "60")))
         .await
         .unwrap()
@@ -203,14 +189,7 @@ async fn a_skipped_due_time_advances_without_a_job(make: &dyn MakeBackend) {
 
 async fn an_invalid_job_leaves_the_due_time_unhandled(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule(tranche_types::ScheduleWrite {
-        name: "s",
-        timing: "cron",
-        spec: "{}",
-        through: at(0),
-    })
-    .await
-    .unwrap();
+    declare_cron(&*b, "s").await;
     let bad = EnqueueRequest {
         run: run("sched/bad"),
         items: vec![EnqueueItem::Job(job("report", "{}").max_attempts(0))],
@@ -228,14 +207,7 @@ async fn an_invalid_job_leaves_the_due_time_unhandled(make: &dyn MakeBackend) {
 
 async fn racing_callers_fire_each_due_time_once(make: &dyn MakeBackend) {
     let (b, _) = manual(make).await;
-    b.put_schedule(tranche_types::ScheduleWrite {
-        name: "race",
-        timing: "cron",
-        spec: "{}",
-        through: at(0),
-    })
-    .await
-    .unwrap();
+    declare_cron(&*b, "race").await;
     let wins = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for caller in 0..8 {
@@ -270,4 +242,16 @@ async fn racing_callers_fire_each_due_time_once(make: &dyn MakeBackend) {
     );
     assert!(wins.contains(&20), "the latest due time was fired");
     assert_eq!(progress(&*b, "sched/race").await.total, wins.len() as u64);
+}
+
+/// Schedule `name` declared with a plain timing and spec, counting from `at(0)`.
+async fn declare_cron(b: &dyn Backend, name: &str) {
+    b.put_schedule(tranche_types::ScheduleWrite {
+        name,
+        timing: "cron",
+        spec: "{}",
+        through: at(0),
+    })
+    .await
+    .unwrap();
 }

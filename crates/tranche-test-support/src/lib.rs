@@ -8,12 +8,14 @@
 #![deny(missing_docs)]
 
 pub mod ach_rules;
+mod fault_script;
 pub mod nacha;
 mod postgres;
 pub mod raw_http;
 mod servers;
 mod sshd;
 
+pub use fault_script::FaultScript;
 pub use postgres::Postgres;
 pub use servers::{
     assert_script_passed, free_port, redis, redis_available, wait_listening, Server,
@@ -93,6 +95,18 @@ impl<'a> Patience<'a> {
         Instant::now() >= self.deadline
     }
 
+    /// What one try gave: its value once reached; else `None`, or the failure once
+    /// the deadline has passed.
+    fn judge<R: Reached>(&self, tried: R) -> Option<R::Value> {
+        match tried.reached() {
+            Ok(value) => Some(value),
+            Err(seen) => {
+                self.not_yet(seen);
+                None
+            }
+        }
+    }
+
     fn not_yet(&self, seen: Option<String>) {
         if self.past() {
             let seen = seen
@@ -103,7 +117,7 @@ impl<'a> Patience<'a> {
     }
 }
 
-/// Tries `check` until it is reached (`true` or `Some`) and returns what it gave;
+/// Tries `check` until it is reached (`true`, `Some` or `Ok`) and returns what it gave;
 /// fails naming `what` if that does not happen within `within`. How a test (or a thread
 /// of one) waits for an outcome it can only observe — never a bare sleep. Blocks the
 /// thread between tries: in async code use [`poll_until`] or [`poll_until_async`].
@@ -114,9 +128,8 @@ pub fn eventually<R: Reached>(
 ) -> R::Value {
     let patience = Patience::new(what, within);
     loop {
-        match check().reached() {
-            Ok(value) => return value,
-            Err(seen) => patience.not_yet(seen),
+        if let Some(value) = patience.judge(check()) {
+            return value;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -131,9 +144,8 @@ pub async fn poll_until<R: Reached>(
 ) -> R::Value {
     let patience = Patience::new(what, within);
     loop {
-        match check().reached() {
-            Ok(value) => return value,
-            Err(seen) => patience.not_yet(seen),
+        if let Some(value) = patience.judge(check()) {
+            return value;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -148,9 +160,8 @@ pub async fn poll_until_async<R: Reached>(
 ) -> R::Value {
     let patience = Patience::new(what, within);
     loop {
-        match check().await.reached() {
-            Ok(value) => return value,
-            Err(seen) => patience.not_yet(seen),
+        if let Some(value) = patience.judge(check().await) {
+            return value;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
