@@ -12,7 +12,7 @@ use crate::support;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::routing::post;
@@ -162,24 +162,25 @@ async fn a_chain_submitted_over_http_is_one_trace() {
     let pid = server.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let spans = loop {
-        let spans = received.lock().unwrap().clone();
-        let http = spans
-            .iter()
-            .filter(|(_, s)| s.name.starts_with("POST"))
-            .count();
-        let jobs = spans.iter().filter(|(_, s)| s.name == "job k").count();
-        if http >= 1 && jobs >= 3 {
-            break spans;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited for 1 request span and 3 attempt spans, got: {:?}",
-            spans.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let spans = tranche_test_support::poll_until(
+        "1 request span and 3 attempt spans",
+        Duration::from_secs(30),
+        || {
+            let spans = received.lock().unwrap().clone();
+            let http = spans
+                .iter()
+                .filter(|(_, s)| s.name.starts_with("POST"))
+                .count();
+            let jobs = spans.iter().filter(|(_, s)| s.name == "job k").count();
+            if http >= 1 && jobs >= 3 {
+                Ok(spans)
+            } else {
+                let names: Vec<_> = spans.iter().map(|(_, s)| &s.name).collect();
+                Err(format!("{names:?}"))
+            }
+        },
+    )
+    .await;
     let status = server.0.wait().unwrap();
     assert!(status.success(), "server stopped with {status:?}");
 
