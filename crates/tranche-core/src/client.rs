@@ -252,43 +252,18 @@ impl Client {
         self.backend.fire_schedule(name, due, enqueue).await
     }
 
-    /// Lease up to `req.max` runnable jobs of a queue, waiting up to `req.wait` for one.
-    /// For servers that hand jobs to remote workers; in-process work uses [`Worker`].
-    pub async fn reserve(&self, req: ReserveRequest) -> Result<Vec<ReservedJob>, BackendError> {
-        self.backend.reserve(req).await
-    }
-
-    /// Apply attempt results, one ack per completion in order (remote workers).
-    pub async fn complete(
-        &self,
-        batch: Vec<Completion>,
-    ) -> Result<Vec<CompletionAck>, BackendError> {
-        self.backend.complete(batch).await
-    }
-
-    /// Apply a completion with the records, jobs and gate arrivals it brings, all in
-    /// one transaction or nothing (workflows; see `Backend::commit`).
-    pub async fn commit(&self, commit: Commit) -> Result<CommitAck, BackendError> {
-        self.backend.commit(commit).await
+    /// The worker protocol — leasing jobs, reporting their attempts, extending and
+    /// giving back leases, and committing a step with what it makes ready — for the
+    /// server's remote-worker API and the workflow engine. Applications enqueue,
+    /// inspect and steer through the `Client` itself and run handlers with a
+    /// [`Worker`], which speaks this protocol for them.
+    pub fn worker_protocol(&self) -> WorkerProtocol<'_> {
+        WorkerProtocol(self)
     }
 
     /// Versioned records under `keys`, in order (`None` for a key never written).
     pub async fn records(&self, keys: &[String]) -> Result<Vec<Option<Record>>, BackendError> {
         self.backend.records(keys).await
-    }
-
-    /// Extend leases; the ones no longer held (remote workers).
-    pub async fn heartbeat(
-        &self,
-        leases: Vec<LeaseRef>,
-        lease: Duration,
-    ) -> Result<Vec<LeaseRef>, BackendError> {
-        self.backend.heartbeat(leases, lease).await
-    }
-
-    /// Give jobs back without counting the attempt (remote workers shutting down).
-    pub async fn release(&self, leases: Vec<LeaseRef>) -> Result<u64, BackendError> {
-        self.backend.release(leases).await
     }
 
     /// Retention on demand: remove up to `limit` runs that finished before `before`
@@ -379,5 +354,47 @@ impl Client {
         limit: usize,
     ) -> Result<JobPage, BackendError> {
         crate::listing::list_jobs(&*self.backend, filter, after, limit).await
+    }
+}
+
+/// The calls of the worker protocol ([`Client::worker_protocol`]): what a process that
+/// runs jobs for others calls, apart from what users call.
+#[derive(Clone, Copy)]
+pub struct WorkerProtocol<'c>(&'c Client);
+
+// The calls take the protocol by value: a future holds the client, not a temporary.
+impl<'c> WorkerProtocol<'c> {
+    /// Lease up to `req.max` runnable jobs of a queue, waiting up to `req.wait` for one.
+    /// For servers that hand jobs to remote workers; in-process work uses [`Worker`].
+    pub async fn reserve(self, req: ReserveRequest) -> Result<Vec<ReservedJob>, BackendError> {
+        self.0.backend.reserve(req).await
+    }
+
+    /// Apply attempt results, one ack per completion in order (remote workers).
+    pub async fn complete(
+        self,
+        batch: Vec<Completion>,
+    ) -> Result<Vec<CompletionAck>, BackendError> {
+        self.0.backend.complete(batch).await
+    }
+
+    /// Apply a completion with the records, jobs and gate arrivals it brings, all in
+    /// one transaction or nothing (workflows; see `Backend::commit`).
+    pub async fn commit(self, commit: Commit) -> Result<CommitAck, BackendError> {
+        self.0.backend.commit(commit).await
+    }
+
+    /// Extend leases; the ones no longer held (remote workers).
+    pub async fn heartbeat(
+        self,
+        leases: Vec<LeaseRef>,
+        lease: Duration,
+    ) -> Result<Vec<LeaseRef>, BackendError> {
+        self.0.backend.heartbeat(leases, lease).await
+    }
+
+    /// Give jobs back without counting the attempt (remote workers shutting down).
+    pub async fn release(self, leases: Vec<LeaseRef>) -> Result<u64, BackendError> {
+        self.0.backend.release(leases).await
     }
 }

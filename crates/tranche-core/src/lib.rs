@@ -29,7 +29,7 @@ mod task;
 pub mod trace;
 mod worker;
 
-pub use client::Client;
+pub use client::{Client, WorkerProtocol};
 pub use context::{EffectError, JobContext};
 pub use reconnect::{Outage, Reconnecting};
 pub use runs::WaitError;

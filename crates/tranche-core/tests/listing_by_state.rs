@@ -29,6 +29,7 @@ async fn store(client: &Client, runs: &[&str], jobs: usize, fail_every: i64) {
             .unwrap();
     }
     let taken = client
+        .worker_protocol()
         .reserve(ReserveRequest {
             queue: "default".into(),
             max: runs.len() * jobs,
@@ -54,7 +55,11 @@ async fn store(client: &Client, runs: &[&str], jobs: usize, fail_every: i64) {
             },
         })
         .collect();
-    client.complete(completions).await.unwrap();
+    client
+        .worker_protocol()
+        .complete(completions)
+        .await
+        .unwrap();
 }
 
 async fn list_all(client: &Client, filter: &JobFilter, per_page: usize) -> Vec<JobId> {
@@ -161,6 +166,7 @@ async fn a_short_run_page_holds_back_the_others() {
     let a = enqueue("short/a", kinds).await;
     let b = enqueue("short/b", vec!["rare"]).await;
     let taken = client
+        .worker_protocol()
         .reserve(ReserveRequest {
             queue: "default".into(),
             max: 20_000,
@@ -176,6 +182,7 @@ async fn a_short_run_page_holds_back_the_others() {
         },
     };
     client
+        .worker_protocol()
         .complete(taken.iter().map(failed).collect())
         .await
         .unwrap();

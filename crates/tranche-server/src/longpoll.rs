@@ -31,6 +31,7 @@ pub async fn collect(
             pause = pause.min((t + renew_every).saturating_duration_since(now));
         }
         let got = backend
+            .worker_protocol()
             .reserve(ReserveRequest {
                 queue: queue.clone(),
                 max: max - jobs.len(),
@@ -77,7 +78,11 @@ async fn renew(
     // Taken before the call: the backend's new lease ends no earlier than this.
     let until = app.backend().clock().now().plus(lease);
     let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
-    let lost = app.backend().heartbeat(leases, lease).await?;
+    let lost = app
+        .backend()
+        .worker_protocol()
+        .heartbeat(leases, lease)
+        .await?;
     jobs.retain(|j| !lost.contains(&j.lease()));
     for j in jobs.iter_mut() {
         j.lease_until = until;
@@ -88,7 +93,7 @@ async fn renew(
 async fn give_back(app: &AppState, jobs: Vec<ReservedJob>, e: BackendError) -> BackendError {
     if !jobs.is_empty() {
         let leases = jobs.iter().map(ReservedJob::lease).collect();
-        if let Err(release) = app.backend().release(leases).await {
+        if let Err(release) = app.backend().worker_protocol().release(leases).await {
             tracing::warn!(error = %release, "could not hand back the jobs of a failed poll; their leases will expire");
         }
     }

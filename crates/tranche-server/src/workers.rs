@@ -116,7 +116,7 @@ pub async fn poll(
         if let Err(Ok(jobs)) = tx.send(result) {
             let leases: Vec<LeaseRef> = jobs.iter().map(ReservedJob::lease).collect();
             if !leases.is_empty() {
-                if let Err(e) = task_app.backend().release(leases).await {
+                if let Err(e) = task_app.backend().worker_protocol().release(leases).await {
                     tracing::warn!(error = %e, "could not hand back jobs of a vanished poller; their leases will expire");
                 }
             }
@@ -185,7 +185,11 @@ pub async fn heartbeat(
     }
     check_count(&app, "leases", req.leases.len())?;
     let leases: Vec<LeaseRef> = req.leases.into_iter().map(LeaseRef::from).collect();
-    let lost = app.backend().heartbeat(leases, lease).await?;
+    let lost = app
+        .backend()
+        .worker_protocol()
+        .heartbeat(leases, lease)
+        .await?;
     if !lost.is_empty() {
         metrics::counter!(telemetry::HTTP_LEASES_LOST).increment(lost.len() as u64);
     }
@@ -356,7 +360,7 @@ async fn report(app: &AppState, batch: Vec<Completion>) -> Result<axum::Json<Ack
             Resolution::Cancelled { .. } => "cancelled",
         })
         .collect();
-    let acks = app.backend().complete(batch).await?;
+    let acks = app.backend().worker_protocol().complete(batch).await?;
     let mut counts: HashMap<&'static str, u64> = HashMap::new();
     let mut lost = 0;
     for (outcome, ack) in outcomes.into_iter().zip(&acks) {

@@ -495,6 +495,7 @@ impl Definitions {
             ));
             match self
                 .client
+                .worker_protocol()
                 .commit(Commit {
                     records: writes,
                     ..Commit::default()

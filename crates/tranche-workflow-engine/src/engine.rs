@@ -235,7 +235,7 @@ impl Engine {
             .await?;
         let mut commit = plan.commit(None, version);
         commit.records.extend(extra);
-        self.client.commit(commit).await?;
+        self.client.worker_protocol().commit(commit).await?;
         self.know_header(&plan.header, version + 1);
         for child in &plan.children {
             self.know_header(child, 1);
@@ -275,6 +275,7 @@ impl Engine {
                 plan.header_changed = true;
                 match self
                     .client
+                    .worker_protocol()
                     .commit(plan.commit(end.completion.clone(), version))
                     .await
                 {
@@ -298,6 +299,7 @@ impl Engine {
                 .await?;
             match self
                 .client
+                .worker_protocol()
                 .commit(plan.commit(end.completion.clone(), version))
                 .await
             {
@@ -358,7 +360,12 @@ impl Engine {
                 self.plan(&mut plan, &prepared, &graph, &context, actions)
                     .await?;
             }
-            match self.client.commit(plan.commit(None, version)).await {
+            match self
+                .client
+                .worker_protocol()
+                .commit(plan.commit(None, version))
+                .await
+            {
                 Err(BackendError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => {
@@ -384,6 +391,7 @@ impl Engine {
             let write = header_write(&header, version);
             match self
                 .client
+                .worker_protocol()
                 .commit(Commit {
                     records: vec![write],
                     ..Commit::default()
@@ -449,6 +457,7 @@ impl Engine {
             plan.header.failed_step = step.clone();
             match self
                 .client
+                .worker_protocol()
                 .commit(plan.commit(completion.clone(), version))
                 .await
             {
@@ -467,6 +476,7 @@ impl Engine {
     async fn commit_only(&self, end: &StepEnd) -> Result<CommitAck, WorkflowError> {
         Ok(self
             .client
+            .worker_protocol()
             .commit(Commit {
                 completion: end.completion.clone(),
                 ..Commit::default()

@@ -540,7 +540,7 @@ impl Workflows {
         }
         self.engine
             .client
-            .commit(tranche_types::Commit {
+            .worker_protocol().commit(tranche_types::Commit {
                 records: vec![RecordWrite::new(Header::key(id), version, String::new()).ended(true)],
                 ..tranche_types::Commit::default()
             })
@@ -584,6 +584,7 @@ impl Workflows {
             match self
                 .engine
                 .client
+                .worker_protocol()
                 .commit(tranche_types::Commit {
                     records: vec![write],
                     ..tranche_types::Commit::default()

@@ -32,7 +32,7 @@ pub async fn run(engine: Arc<Engine>, shutdown: CancellationToken) {
     let feed = tokio::spawn(follow_expiries(engine.clone(), shutdown.clone()));
     let mut running = JoinSet::new();
     while !shutdown.is_cancelled() {
-        let reserve = engine.client.reserve(ReserveRequest {
+        let reserve = engine.client.worker_protocol().reserve(ReserveRequest {
             queue: SYSTEM_QUEUE.into(),
             max: BATCH,
             lease: Duration::from_secs(60),
@@ -71,6 +71,7 @@ async fn run_one(engine: &Engine, job: ReservedJob) {
     let Ok(args) = serde_json::from_str::<StepArgs>(&job.args) else {
         let _ = engine
             .client
+            .worker_protocol()
             .complete(vec![Completion {
                 lease,
                 resolution: Resolution::Failed {
@@ -299,7 +300,7 @@ impl Position {
                 records: vec![RecordWrite::new(FOLLOWED, self.version, seq.to_string())],
                 ..Commit::default()
             };
-            match engine.client.commit(write).await {
+            match engine.client.worker_protocol().commit(write).await {
                 Ok(_) => {
                     self.seq = seq;
                     self.version += 1;

@@ -120,6 +120,7 @@ pub async fn poll(
         });
     let jobs = engine
         .client
+        .worker_protocol()
         .reserve(ReserveRequest {
             queue: task_type.to_string(),
             max: count.clamp(1, 1_000),
@@ -251,6 +252,7 @@ async fn apply_update(
     let complete_alone = |resolution: Resolution| async move {
         let acks = engine
             .client
+            .worker_protocol()
             .complete(vec![Completion { lease, resolution }])
             .await?;
         match acks.first() {
@@ -275,7 +277,11 @@ async fn apply_update(
                 let lease_for = def.map_or(DEFAULT_RESPONSE_TIMEOUT, |d| {
                     Duration::from_secs(d.response_timeout_seconds.max(1))
                 });
-                let lost = engine.client.heartbeat(vec![lease], lease_for).await?;
+                let lost = engine
+                    .client
+                    .worker_protocol()
+                    .heartbeat(vec![lease], lease_for)
+                    .await?;
                 if lost.is_empty() {
                     Ok(())
                 } else {
@@ -331,7 +337,11 @@ async fn timed_out(
         timeouts::Policy::AlertOnly => {
             tracing::warn!(workflow = %args.wf, step = %args.reference, "{reason}");
             let lease_for = Duration::from_secs(def.response_timeout_seconds.max(1));
-            let lost = engine.client.heartbeat(vec![lease], lease_for).await?;
+            let lost = engine
+                .client
+                .worker_protocol()
+                .heartbeat(vec![lease], lease_for)
+                .await?;
             return if lost.is_empty() {
                 Ok(())
             } else {
@@ -344,6 +354,7 @@ async fn timed_out(
             );
             let acks = engine
                 .client
+                .worker_protocol()
                 .complete(vec![Completion {
                     lease,
                     resolution: Resolution::Retry { error: reason, at },
@@ -430,6 +441,7 @@ async fn complete_gate(
     };
     let ack = engine
         .client
+        .worker_protocol()
         .commit(Commit {
             records: vec![
                 // Read once, by the system step that ends the wait.

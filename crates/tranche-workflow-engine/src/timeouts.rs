@@ -160,7 +160,7 @@ async fn workflow_due(
     let live = !header.status.is_terminal();
     if !live || elapsed < (timeout as i64) * 1_000 {
         // Ended, or retried since it was armed (a younger watch waits for that).
-        engine.client.complete(vec![done]).await?;
+        engine.client.worker_protocol().complete(vec![done]).await?;
         return Ok(());
     }
     let policy = Policy::parse(args.input["timeoutPolicy"].as_str().unwrap_or_default());
@@ -172,7 +172,7 @@ async fn workflow_due(
     );
     if policy != Policy::TimeOutWorkflow {
         tracing::warn!(workflow = %args.wf, workflow_type = %args.wf_type, "{reason}");
-        engine.client.complete(vec![done]).await?;
+        engine.client.worker_protocol().complete(vec![done]).await?;
         return Ok(());
     }
     match engine
@@ -187,7 +187,7 @@ async fn workflow_due(
     {
         // It ended meanwhile: nothing to time out.
         Err(WorkflowError::Conflict(_)) => {
-            engine.client.complete(vec![done]).await?;
+            engine.client.worker_protocol().complete(vec![done]).await?;
             Ok(())
         }
         other => other.map(drop),
@@ -216,7 +216,7 @@ async fn poll_due(
         .is_some_and(|j| j.state == JobState::Available && j.attempt == 0);
     let Some(step) = step.filter(|_| waiting && !header.status.is_terminal()) else {
         // Polled in time, or nothing left to watch.
-        engine.client.complete(vec![done]).await?;
+        engine.client.worker_protocol().complete(vec![done]).await?;
         return Ok(());
     };
     let policy = Policy::parse(args.input["timeoutPolicy"].as_str().unwrap_or_default());
@@ -231,7 +231,7 @@ async fn poll_due(
     match policy {
         Policy::AlertOnly => {
             tracing::warn!(workflow = %args.wf, step = %args.reference, "{reason}");
-            engine.client.complete(vec![done]).await?;
+            engine.client.worker_protocol().complete(vec![done]).await?;
             return Ok(());
         }
         // A poll timeout is retried as Conductor retries it: the step waits for
@@ -239,6 +239,7 @@ async fn poll_due(
         Policy::Retry if u64::from(watch.attempt) <= retries => {
             engine
                 .client
+                .worker_protocol()
                 .complete(vec![Completion {
                     lease: watch.lease(),
                     resolution: Resolution::Retry {
@@ -258,7 +259,7 @@ async fn poll_due(
         .cancel(CancelTarget::Job(step.id), "poll timed out")
         .await?;
     let Ok(step_args) = serde_json::from_str::<StepArgs>(&step.args) else {
-        engine.client.complete(vec![done]).await?;
+        engine.client.worker_protocol().complete(vec![done]).await?;
         return Ok(());
     };
     engine

@@ -33,23 +33,24 @@ async fn night(data: &Path) {
         lease: Duration::from_secs(30),
         wait: Duration::ZERO,
     };
-    let js = b.reserve(req).await.unwrap();
-    b.complete(vec![
-        Completion {
-            lease: js[0].lease(),
-            resolution: Resolution::Failed {
-                error: "bad PAN in clients.csv line 7".into(),
+    let js = b.worker_protocol().reserve(req).await.unwrap();
+    b.worker_protocol()
+        .complete(vec![
+            Completion {
+                lease: js[0].lease(),
+                resolution: Resolution::Failed {
+                    error: "bad PAN in clients.csv line 7".into(),
+                },
             },
-        },
-        Completion {
-            lease: js[1].lease(),
-            resolution: Resolution::Succeeded {
-                result: "null".into(),
+            Completion {
+                lease: js[1].lease(),
+                resolution: Resolution::Succeeded {
+                    result: "null".into(),
+                },
             },
-        },
-    ])
-    .await
-    .unwrap();
+        ])
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,7 +416,7 @@ async fn pause_and_resume_a_queue() {
     .await
     .unwrap();
     let take = |queue: &str| {
-        b.reserve(ReserveRequest {
+        b.worker_protocol().reserve(ReserveRequest {
             queue: queue.into(),
             max: 10,
             lease: Duration::from_secs(30),

@@ -38,6 +38,7 @@ async fn two_runs(data: &Path) {
         .unwrap();
     }
     let js = b
+        .worker_protocol()
         .reserve(ReserveRequest {
             queue: "old".into(),
             max: 2,
@@ -55,7 +56,7 @@ async fn two_runs(data: &Path) {
             },
         })
         .collect();
-    b.complete(done).await.unwrap();
+    b.worker_protocol().complete(done).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
