@@ -61,14 +61,8 @@ async fn feed_serve_serves_stops_on_sigterm_and_keeps_the_store() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let page: Value = client
-        .get(format!("{base}/v1/feed/orders?firm=2&wait_ms=0"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value =
+        support::json_of(client.get(format!("{base}/v1/feed/orders?firm=2&wait_ms=0"))).await;
     assert_eq!(page["count"], 1);
     assert_eq!(page["orders"][0]["id"], 11);
 
@@ -83,14 +77,8 @@ async fn feed_serve_serves_stops_on_sigterm_and_keeps_the_store() {
     // from here): other reads for 200 ms, checking the poll is still waiting.
     let began = Instant::now();
     loop {
-        let probe: Value = client
-            .get(format!("{base}/v1/feed/orders?wait_ms=0"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let probe: Value =
+            support::json_of(client.get(format!("{base}/v1/feed/orders?wait_ms=0"))).await;
         assert_eq!(probe["count"], 2);
         assert!(!poll.is_finished(), "the poll answered before SIGTERM");
         if began.elapsed() > Duration::from_millis(200) {
@@ -109,14 +97,8 @@ async fn feed_serve_serves_stops_on_sigterm_and_keeps_the_store() {
 
     // Restarted with another durability: the orders are still there.
     let (_feed, base) = spawn_feed(&store, "interval:5ms");
-    let page: Value = client
-        .get(format!("{base}/v1/feed/orders?wait_ms=0"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value =
+        support::json_of(client.get(format!("{base}/v1/feed/orders?wait_ms=0"))).await;
     assert_eq!(page["count"], 2, "{page}");
 }
 
@@ -283,15 +265,12 @@ async fn feed_serve_with_tokens_checks_them() {
     };
     assert_eq!(post("firm-2").await.unwrap().status(), 403);
     assert_eq!(post("core-1").await.unwrap().status(), 200);
-    let page: Value = client
-        .get(format!("{base}/v1/feed/orders?wait_ms=0"))
-        .bearer_auth("firm-2")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value = support::json_of(
+        client
+            .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+            .bearer_auth("firm-2"),
+    )
+    .await;
     assert_eq!(page["count"], 1, "{page}");
     assert_eq!(page["orders"][0]["firm"], 2);
 }
@@ -452,25 +431,19 @@ async fn feed_serve_with_shards_and_a_replica_of_it() {
     )
     .await;
     assert_eq!(status["role"], "replica");
-    let page: Value = client
-        .get(format!("{replica_base}/v1/feed/orders?wait_ms=0"))
-        .bearer_auth("read-1")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value = support::json_of(
+        client
+            .get(format!("{replica_base}/v1/feed/orders?wait_ms=0"))
+            .bearer_auth("read-1"),
+    )
+    .await;
     assert_eq!(page["count"], 4, "{page}");
-    let primary_page: Value = client
-        .get(format!("{base}/v1/feed/orders?wait_ms=0"))
-        .bearer_auth("read-1")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let primary_page: Value = support::json_of(
+        client
+            .get(format!("{base}/v1/feed/orders?wait_ms=0"))
+            .bearer_auth("read-1"),
+    )
+    .await;
     assert_eq!(
         page["next_cursor"], primary_page["next_cursor"],
         "the same cursors"
@@ -543,14 +516,8 @@ async fn feed_serve_evicts_finished_orders_older_than_its_retention() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let first: Value = client
-        .get(format!("{base}/v1/feed/orders?wait_ms=0&limit=1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first: Value =
+        support::json_of(client.get(format!("{base}/v1/feed/orders?wait_ms=0&limit=1"))).await;
     assert_eq!(first["orders"][0]["id"], 11, "{first}");
     let old_cursor = first["next_cursor"].as_str().unwrap().to_string();
 
@@ -560,14 +527,8 @@ async fn feed_serve_evicts_finished_orders_older_than_its_retention() {
         "the filled order evicted",
         Duration::from_secs(20),
         async || {
-            let page: Value = client
-                .get(format!("{base}/v1/feed/orders?wait_ms=0"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let page: Value =
+                support::json_of(client.get(format!("{base}/v1/feed/orders?wait_ms=0"))).await;
             if page["count"] == 1 {
                 assert_eq!(page["orders"][0]["id"], 11, "{page}");
                 return true;

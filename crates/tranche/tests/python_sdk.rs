@@ -72,15 +72,7 @@ fn sigterm(p: &Proc) {
 }
 
 async fn submit(client: &reqwest::Client, base: &str, body: Value) -> Value {
-    client
-        .post(format!("{base}/v1/jobs"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    support::json_of(client.post(format!("{base}/v1/jobs")).json(&body)).await
 }
 
 /// One job of `kind` on the queue `py` in `run`; its id.
@@ -140,14 +132,7 @@ async fn python_working_on(run: &str, kind: &str, mode: &str) -> Option<Working>
 }
 
 async fn job(client: &reqwest::Client, base: &str, id: &Value) -> Value {
-    client
-        .get(format!("{base}/v1/jobs/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    support::json_of(client.get(format!("{base}/v1/jobs/{id}"))).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,19 +185,7 @@ async fn a_python_step_between_two_rust_steps() {
     let py = start_python(python, &base, "chain", dir.path());
 
     let client = reqwest::Client::new();
-    let out: Value = client
-        .post(format!("{base}/v1/chains"))
-        .json(&json!({"run": "sdk/chain", "steps": [
-            {"kind": "rust.parse", "queue": "rust", "args": {"name": "ada"}},
-            {"kind": "py.transform", "queue": "py"},
-            {"kind": "rust.render", "queue": "rust"}
-        ]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let out: Value = support::json_of(client.post(format!("{base}/v1/chains")).json(&json!({"run": "sdk/chain", "steps": [{"kind": "rust.parse", "queue": "rust", "args": {"name": "ada"}},{"kind": "py.transform", "queue": "py"},{"kind": "rust.render", "queue": "rust"}]}))).await;
     let last = out["ids"][2].clone();
     tranche_test_support::poll_until_async(
         "the chain to finish",
@@ -295,15 +268,12 @@ async fn a_task_longer_than_its_lease_is_heartbeated_and_finished_after_sigterm(
             if py.0.try_wait().unwrap().is_some() {
                 return true;
             }
-            let polled: Value = client
-                .post(format!("{base}/v1/workers/poll"))
-                .json(&json!({"queue": "py", "max": 1, "wait_ms": 300}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let polled: Value = support::json_of(
+                client
+                    .post(format!("{base}/v1/workers/poll"))
+                    .json(&json!({"queue": "py", "max": 1, "wait_ms": 300})),
+            )
+            .await;
             assert_eq!(polled["jobs"], json!([]), "the lease lapsed mid-task");
             false
         },

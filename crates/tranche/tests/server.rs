@@ -69,15 +69,12 @@ async fn the_server_binary_serves_submit_poll_and_complete() {
     .await
     .unwrap();
     assert_eq!(acks["acks"], json!(["applied"]));
-    let progress: Value = client
-        .get(format!("{base}/v1/runs/bin%2F1"))
-        .bearer_auth("ops-1")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let progress: Value = support::json_of(
+        client
+            .get(format!("{base}/v1/runs/bin%2F1"))
+            .bearer_auth("ops-1"),
+    )
+    .await;
     assert_eq!(progress["succeeded"], 1);
 
     // Jobs worked by an engine worker in another process (this one) sharing the
@@ -149,27 +146,17 @@ async fn the_server_binary_serves_the_ach_ledger_in_its_data_directory() {
         "individual_id": "", "individual_name": "JANE DOE", "entry_description": "PAYROLL",
         "effective_date": "2026-03-03", "submission_date": "2026-03-02",
     });
-    let r: Value = client
-        .post(format!("{base}/v1/ach/entries"))
-        .json(&json!({"entries": [entry]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r: Value = support::json_of(
+        client
+            .post(format!("{base}/v1/ach/entries"))
+            .json(&json!({"entries": [entry]})),
+    )
+    .await;
     assert_eq!(r["results"][0]["outcome"], "new", "{r}");
 
     let cancel = support::tranche_on(&dir.path().join("data"), &["ach", "cancel", "H1"]);
     assert!(cancel.status.success(), "{}", support::text(&cancel));
-    let got: Value = client
-        .get(format!("{base}/v1/ach/entries/H1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got: Value = support::json_of(client.get(format!("{base}/v1/ach/entries/H1"))).await;
     assert_eq!(got["state"], "cancelled", "{got}");
     assert_eq!(got["account_number"], "******4567");
     stop(server).await;
@@ -240,23 +227,14 @@ async fn the_server_flags_set_its_timeouts_and_personal_data() {
     assert!(cut_off >= Duration::from_millis(900), "{cut_off:?}");
 
     let client = reqwest::Client::new();
-    let submitted: Value = client
-        .post(format!("{base}/v1/jobs"))
-        .json(&json!({"run": "bin/pd", "job": {"kind": "x", "args": {"pan": "ABCDE1234F"}}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let job: Value = client
-        .get(format!("{base}/v1/jobs/{}", submitted["ids"][0]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let submitted: Value = support::json_of(
+        client
+            .post(format!("{base}/v1/jobs"))
+            .json(&json!({"run": "bin/pd", "job": {"kind": "x", "args": {"pan": "ABCDE1234F"}}})),
+    )
+    .await;
+    let job: Value =
+        support::json_of(client.get(format!("{base}/v1/jobs/{}", submitted["ids"][0]))).await;
     assert_eq!(job["args"]["pan"], "ABCDE1234F");
     stop(server).await;
 }

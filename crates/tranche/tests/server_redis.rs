@@ -109,15 +109,7 @@ async fn the_server_serves_the_api_over_redis() {
         );
         tokio::spawn(async move {
             let started = Instant::now();
-            let v: Value = client
-                .get(url)
-                .bearer_auth(ops)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let v: Value = support::json_of(client.get(url).bearer_auth(ops)).await;
             (v, started.elapsed())
         })
     };

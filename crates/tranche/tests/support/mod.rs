@@ -551,3 +551,8 @@ impl Drop for Watched {
         let _ = self.child.wait();
     }
 }
+
+/// The JSON answer to `request`: sent, answered and parsed, or the test fails.
+pub async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
