@@ -240,21 +240,10 @@ impl Client {
         self.backend.schedules().await
     }
 
-    /// Handle a schedule's due time once across every process: if `due` is later than
-    /// the schedule's `through`, advance it and enqueue `enqueue` (if any) in the same
-    /// transaction. `None` (nothing changed) when it was already handled.
-    pub async fn fire_schedule(
-        &self,
-        name: &str,
-        due: Timestamp,
-        enqueue: Option<EnqueueRequest>,
-    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
-        self.backend.fire_schedule(name, due, enqueue).await
-    }
-
     /// The worker protocol — leasing jobs, reporting their attempts, extending and
-    /// giving back leases, and committing a step with what it makes ready — for the
-    /// server's remote-worker API and the workflow engine. Applications enqueue,
+    /// giving back leases, committing a step with what it makes ready, firing a
+    /// schedule's due time — for the server's remote-worker API, the workflow engine
+    /// and the scheduler. Applications enqueue,
     /// inspect and steer through the `Client` itself and run handlers with a
     /// [`Worker`], which speaks this protocol for them.
     pub fn worker_protocol(&self) -> WorkerProtocol<'_> {
@@ -382,6 +371,19 @@ impl<'c> WorkerProtocol<'c> {
     /// one transaction or nothing (workflows; see `Backend::commit`).
     pub async fn commit(self, commit: Commit) -> Result<CommitAck, BackendError> {
         self.0.backend.commit(commit).await
+    }
+
+    /// Handle a schedule's due time once across every process (the scheduler every
+    /// worker and server runs): if `due` is later than
+    /// the schedule's `through`, advance it and enqueue `enqueue` (if any) in the same
+    /// transaction. `None` (nothing changed) when it was already handled.
+    pub async fn fire_schedule(
+        self,
+        name: &str,
+        due: Timestamp,
+        enqueue: Option<EnqueueRequest>,
+    ) -> Result<Option<Vec<Enqueued>>, BackendError> {
+        self.0.backend.fire_schedule(name, due, enqueue).await
     }
 
     /// Extend leases; the ones no longer held (remote workers).

@@ -124,7 +124,12 @@ impl Scheduler {
         };
         let skip = request.is_none();
         Ok(Some(
-            match self.client.fire_schedule(&name, due, request).await? {
+            match self
+                .client
+                .worker_protocol()
+                .fire_schedule(&name, due, request)
+                .await?
+            {
                 None => Handled::Lost { name, due },
                 Some(_) if skip => {
                     tracing::info!(schedule = %name, due = due.micros(), "missed due time skipped");
