@@ -2,7 +2,6 @@
 //! skips or reorders, with waiting reads.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tranche_backend::Backend;
@@ -189,13 +188,14 @@ async fn no_gaps_under_concurrent_writes(make: &dyn MakeBackend) {
     const BATCHES: usize = 20;
     const PER_BATCH: usize = 25;
     let total = WRITERS * BATCHES * PER_BATCH;
-    let tail = {
-        let b: Arc<dyn Backend> = b.clone();
-        tokio::spawn(async move {
-            let mut seen = Vec::new();
-            let mut cursor = 0;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while seen.len() < total * 3 && Instant::now() < deadline {
+    // Read here, beside the spawned writers, until every job's three events are in.
+    let tail = async {
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        tranche_test_support::poll_until_async(
+            "every job's three events read",
+            Duration::from_secs(60),
+            async || {
                 let got = b
                     .events(cursor, 97, Duration::from_millis(200))
                     .await
@@ -204,9 +204,11 @@ async fn no_gaps_under_concurrent_writes(make: &dyn MakeBackend) {
                     cursor = last.seq;
                 }
                 seen.extend(got);
-            }
-            seen
-        })
+                seen.len() >= total * 3
+            },
+        )
+        .await;
+        seen
     };
     let mut writers = Vec::new();
     for w in 0..WRITERS {
@@ -230,10 +232,11 @@ async fn no_gaps_under_concurrent_writes(make: &dyn MakeBackend) {
             }
         }));
     }
-    for w in writers {
-        w.await.unwrap();
-    }
-    let seen = tail.await.unwrap();
+    let (seen, ()) = tokio::join!(tail, async {
+        for w in writers {
+            w.await.unwrap();
+        }
+    });
     let whole = all_events(&*b, 0).await;
     assert_eq!(whole.len(), total * 3);
     assert_increasing(&seen);

@@ -64,19 +64,23 @@ async fn the_feed_has_no_gaps_under_concurrent_writes() {
     const BATCHES: usize = 10;
     const PER_BATCH: usize = 40;
     let total = SUBMITTERS * BATCHES * PER_BATCH;
-    let tail = {
-        let (c, b) = (s.client.clone(), s.base.clone());
-        tokio::spawn(async move {
-            let mut seen: Vec<Value> = Vec::new();
-            let mut cursor = 0;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while seen.len() < total * 3 && Instant::now() < deadline {
-                let page = read(&c, &b, cursor, 500, 37).await;
+    // Read here, beside the spawned submitters and workers, until every job's three
+    // events are in.
+    let tail = async {
+        let mut seen: Vec<Value> = Vec::new();
+        let mut cursor = 0;
+        tranche_test_support::poll_until_async(
+            "every job's three events read",
+            Duration::from_secs(60),
+            async || {
+                let page = read(&s.client, &s.base, cursor, 500, 37).await;
                 cursor = page["next"].as_u64().unwrap();
                 seen.extend(page["events"].as_array().unwrap().iter().cloned());
-            }
-            seen
-        })
+                seen.len() >= total * 3
+            },
+        )
+        .await;
+        seen
     };
     let mut tasks = Vec::new();
     for w in 0..SUBMITTERS {
@@ -127,10 +131,11 @@ async fn the_feed_has_no_gaps_under_concurrent_writes() {
             }
         }));
     }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let seen = tail.await.unwrap();
+    let (seen, ()) = tokio::join!(tail, async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
     let whole = read(&s.client, &s.base, 0, 0, 10_000).await["events"]
         .as_array()
         .unwrap()
