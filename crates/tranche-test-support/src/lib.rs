@@ -167,6 +167,24 @@ pub async fn poll_until_async<R: Reached>(
     }
 }
 
+/// Whether `child` exits within `within`: its status, or `None` (it still runs; the
+/// caller says what it was doing, e.g. with what it printed).
+pub fn exit_within(
+    child: &mut std::process::Child,
+    within: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("child's status") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Waits for `child` to exit (it was asked to stop), within `within`; kills it and
 /// fails naming `what` if it does not.
 pub fn exited(
@@ -174,18 +192,11 @@ pub fn exited(
     what: &str,
     within: Duration,
 ) -> std::process::ExitStatus {
-    let patience = Patience::new(what, within);
-    loop {
-        if let Some(status) = child.try_wait().expect("child's status") {
-            return status;
-        }
-        if patience.past() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        patience.not_yet(None);
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    exit_within(child, within).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("not reached in {within:?}: {what}")
+    })
 }
 
 /// The name libtest runs a test by, given the `module_path!()` of the module that

@@ -12,7 +12,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The Python that has the SDK, or None (the test then skips, unless tools are
 /// required).
@@ -56,16 +56,7 @@ fn conductors_python_sdk_runs_unchanged_against_the_api() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run the SDK check");
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(status) = check.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = tranche_test_support::exit_within(&mut check, Duration::from_secs(180));
     if status.is_none() {
         let _ = check.kill();
     }
