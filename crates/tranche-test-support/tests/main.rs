@@ -3,5 +3,6 @@
 
 mod postgres;
 mod sshd;
+mod waits;
 
 tranche_test_support::every_test_file_is_a_module!(include_str!("main.rs"));
